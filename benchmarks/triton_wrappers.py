@@ -1,0 +1,296 @@
+"""Plain-Python Triton wrappers around tjit's kernels (ops/kernels_py/*.py).
+
+These are the "Python Triton" side of the benchmarks: allocate outputs with torch, pick the
+constexprs exactly as the kernel files' header comments prescribe, and launch with
+``kernel[grid](...)``. They do little validation: inputs are expected on one device, floating point,
+with the op over the last dim. 2-D inputs whose last dim has stride 1 are used as they are (their row
+stride is passed to the kernels); anything else is made contiguous first.
+
+Keyword arguments such as ``block_n`` / ``index_64`` / ``groups`` override the automatic choices;
+tests/python/kernels_interpreter_check.py uses them to reach every kernel path with small inputs.
+"""
+
+import importlib.util
+import math
+import os
+import sys
+
+import torch
+import triton
+
+_KERNEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "ops", "kernels_py")
+
+
+def _load(name):
+    # Load by path under a private module name: the kernel files are not an importable package yet,
+    # and names like "reduce" are too generic to put on sys.path.
+    mod_name = f"_tjit_kernels_{name}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, os.path.join(_KERNEL_DIR, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+reduce_k = _load("reduce")
+softmax_k = _load("softmax")
+layer_norm_k = _load("layer_norm")
+
+# Checks set this so any element a kernel fails to write stays NaN and is caught.
+FILL_OUTPUTS_WITH_NAN = False
+
+_INT32_LIMIT = 2**31
+
+
+def _empty(shape, dtype, device):
+    if FILL_OUTPUTS_WITH_NAN:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _acc_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _num_sms(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # interpreter: keep the grids small, the split paths still get exercised
+
+
+def _rows_view(x):
+    """[M, N] view of x with contiguous columns (copy only if needed)."""
+    n = x.shape[-1] if x.dim() > 0 else 1
+    if x.dim() == 2 and x.stride(1) == 1:
+        return x
+    return x.contiguous().view(-1, n)
+
+
+def _extent(t):
+    """1 + largest element offset reachable through t's strides (what the kernel indexes)."""
+    if t.numel() == 0:
+        return 0
+    return 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+
+
+def _needs_index_64(*tensors):
+    return any(t is not None and max(t.numel(), _extent(t)) >= _INT32_LIMIT for t in tensors)
+
+
+def _row_num_warps(block_n):
+    if block_n <= 128:
+        return 1
+    if block_n <= 512:
+        return 2
+    if block_n <= 2048:
+        return 4
+    if block_n <= 4096:
+        return 8
+    return 16
+
+
+def _row_blocking(n, dtype, block_n=None, single_pass=None):
+    """(BLOCK_N, SINGLE_PASS) for the one-program-per-row softmax / layer_norm kernels."""
+    if block_n is None:
+        max_single = 16384 if dtype in (torch.float16, torch.bfloat16) else 8192
+        block_n = triton.next_power_of_2(n) if n <= max_single else 4096
+    if single_pass is None:
+        single_pass = n <= block_n
+    assert n <= block_n or not single_pass, "SINGLE_PASS needs N <= BLOCK_N"
+    return block_n, single_pass
+
+
+# ----------------------------------------------------------------------------------------------- sum
+
+
+def sum_dim_last(x, block_n=None, index_64=None, blocked=None):
+    """x.sum(-1): sum_rows_kernel (long rows) or sum_rows_blocked_kernel (short rows)."""
+    x2 = _rows_view(x)
+    m, n = x2.shape
+    out = _empty((m, ), x.dtype, x.device)
+    if index_64 is None:
+        index_64 = _needs_index_64(x2)
+    if blocked is None:
+        blocked = n < 512
+    if blocked:
+        block_n = block_n or min(triton.next_power_of_2(n), 512)
+        block_m = max(1, min(4096 // block_n, triton.next_power_of_2(m)))
+        reduce_k.sum_rows_blocked_kernel[(triton.cdiv(m, block_m), )](x2, out, m, n, x2.stride(0), BLOCK_M=block_m,
+                                                                       BLOCK_N=block_n, INDEX_64=index_64,
+                                                                       num_warps=4)
+    else:
+        block_n = block_n or min(triton.next_power_of_2(n), 4096)
+        reduce_k.sum_rows_kernel[(m, )](x2, out, m, n, x2.stride(0), BLOCK_N=block_n, INDEX_64=index_64,
+                                        num_warps=_row_num_warps(block_n))
+    return out.view(x.shape[:-1])
+
+
+def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None):
+    """x.sum(-1) for few long rows: sum_partial_kernel, then sum_rows_kernel on the partials."""
+    x2 = _rows_view(x)
+    m, n = x2.shape
+    if index_64 is None:
+        index_64 = _needs_index_64(x2)
+    if block_n is None:
+        block_n = 8192 if x.element_size() == 2 else 4096
+    if chunk is None:
+        splits = max(1, min(triton.cdiv(n, block_n), triton.cdiv(4 * _num_sms(x.device), m)))
+        chunk = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
+    splits = triton.cdiv(n, chunk)
+    partial = _empty((m, splits), _acc_dtype(x.dtype), x.device)
+    reduce_k.sum_partial_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), chunk, BLOCK_N=block_n,
+                                                INDEX_64=index_64, num_warps=8)
+    out = _empty((m, ), x.dtype, x.device)
+    block_s = min(triton.next_power_of_2(splits), 4096)
+    reduce_k.sum_rows_kernel[(m, )](partial, out, m, splits, splits, BLOCK_N=block_s, INDEX_64=index_64,
+                                    num_warps=_row_num_warps(block_s))
+    return out.view(x.shape[:-1])
+
+
+def sum_all(x, chunk=None, block_n=None, index_64=None):
+    """x.sum() via the two-stage plan over the flat contiguous tensor."""
+    return sum_rows_two_stage(x.contiguous().view(1, -1), chunk=chunk, block_n=block_n, index_64=index_64).view(())
+
+
+def sum_dim(x, dim, splits=None, block_r=None, block_k=None, index_64=None):
+    """x.sum(dim) without a transpose: view x as [M, R, K] and use sum_mid_kernel
+    (with sum_mid_split_kernel first when there are too few column blocks)."""
+    x = x.contiguous()
+    dim = dim % x.dim()
+    m = math.prod(x.shape[:dim])
+    r = x.shape[dim]
+    k = math.prod(x.shape[dim + 1:])
+    out_shape = x.shape[:dim] + x.shape[dim + 1:]
+    if index_64 is None:
+        index_64 = _needs_index_64(x)
+    block_k = block_k or min(triton.next_power_of_2(k), 256)
+    block_r = block_r or max(1, min(2048 // block_k, triton.next_power_of_2(r)))
+    num_kb = triton.cdiv(k, block_k)
+    if splits is None:
+        base = m * num_kb
+        splits = min(triton.cdiv(4 * _num_sms(x.device), base), triton.cdiv(r, block_r))
+    out = _empty((m, k), x.dtype, x.device)
+    if splits <= 1:
+        reduce_k.sum_mid_kernel[(m * num_kb, )](x, out, m, r, k, r * k, k, BLOCK_R=block_r, BLOCK_K=block_k,
+                                                INDEX_64=index_64, num_warps=4)
+        return out.view(out_shape)
+    rows_per_split = triton.cdiv(triton.cdiv(r, splits), block_r) * block_r
+    splits = triton.cdiv(r, rows_per_split)
+    partial = _empty((m, splits, k), _acc_dtype(x.dtype), x.device)
+    reduce_k.sum_mid_split_kernel[(m * splits * num_kb, )](x, partial, m, r, k, r * k, k, rows_per_split,
+                                                           BLOCK_R=block_r, BLOCK_K=block_k, INDEX_64=index_64,
+                                                           num_warps=4)
+    block_s = max(1, min(2048 // block_k, triton.next_power_of_2(splits)))
+    reduce_k.sum_mid_kernel[(m * num_kb, )](partial, out, m, splits, k, splits * k, k, BLOCK_R=block_s,
+                                            BLOCK_K=block_k, INDEX_64=index_64, num_warps=4)
+    return out.view(out_shape)
+
+
+# ------------------------------------------------------------------------------------------- softmax
+
+
+def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
+    if dim % max(x.dim(), 1) != x.dim() - 1:
+        return softmax(x.movedim(dim, -1), -1, block_n, index_64, single_pass).movedim(-1, dim)
+    x2 = _rows_view(x)
+    m, n = x2.shape
+    out = _empty((m, n), x.dtype, x.device)
+    block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
+    if index_64 is None:
+        index_64 = _needs_index_64(x2)
+    softmax_k.softmax_fwd_kernel[(m, )](out, x2, m, n, x2.stride(0), out.stride(0), BLOCK_N=block_n,
+                                        SINGLE_PASS=single, INDEX_64=index_64, num_warps=_row_num_warps(block_n))
+    return out.view(x.shape)
+
+
+def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=None):
+    go2 = _rows_view(grad_out)
+    o2 = _rows_view(out)
+    m, n = o2.shape
+    grad_in = _empty((m, n), out.dtype, out.device)
+    block_n, single = _row_blocking(n, out.dtype, block_n, single_pass)
+    if index_64 is None:
+        index_64 = _needs_index_64(go2, o2)
+    softmax_k.softmax_bwd_kernel[(m, )](grad_in, go2, o2, m, n, grad_in.stride(0), go2.stride(0), o2.stride(0),
+                                        BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
+                                        num_warps=_row_num_warps(block_n))
+    return grad_in.view(out.shape)
+
+
+# ---------------------------------------------------------------------------------------- layer_norm
+
+
+def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pass=None):
+    """Returns (y, mean, rstd); mean/rstd have aten's shape x.shape[:-1] + (1,)."""
+    x2 = _rows_view(x)
+    m, n = x2.shape
+    acc = _acc_dtype(x.dtype)
+    y = _empty((m, n), x.dtype, x.device)
+    mean = _empty((m, ), acc, x.device)
+    rstd = _empty((m, ), acc, x.device)
+    block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
+    if index_64 is None:
+        index_64 = _needs_index_64(x2)
+    layer_norm_k.layer_norm_fwd_kernel[(m, )](y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps,
+                                              HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
+                                              BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
+                                              num_warps=_row_num_warps(block_n))
+    stat_shape = x.shape[:-1] + (1, )
+    return y.view(x.shape), mean.view(stat_shape), rstd.view(stat_shape)
+
+
+def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=True, block_n=None, index_64=None,
+                        groups=None, block_m=None, block_n_dwdb=None, single_pass=None):
+    """Returns (dx, dw, db); dw is None without weight (or compute_dw=False), db None if not compute_db.
+    groups=None picks the dwdb plan from the header of layer_norm.py; groups=1 forces the direct kernel."""
+    x2 = _rows_view(x)
+    dy2 = _rows_view(dy)
+    m, n = x2.shape
+    mean = mean.reshape(-1)
+    rstd = rstd.reshape(-1)
+    if compute_dw is None:
+        compute_dw = weight is not None
+    if index_64 is None:
+        index_64 = _needs_index_64(x2, dy2)
+
+    dx = _empty((m, n), x.dtype, x.device)
+    block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
+    layer_norm_k.layer_norm_bwd_dx_kernel[(m, )](dx, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0),
+                                                 x2.stride(0), HAS_WEIGHT=weight is not None, BLOCK_N=block_n,
+                                                 SINGLE_PASS=single, INDEX_64=index_64,
+                                                 num_warps=_row_num_warps(block_n))
+    dx = dx.view(x.shape)
+    if not (compute_dw or compute_db):
+        return dx, None, None
+
+    wdtype = weight.dtype if weight is not None else x.dtype
+    dw = _empty((n, ), wdtype, x.device) if compute_dw else None
+    db = _empty((n, ), wdtype, x.device) if compute_db else None
+    bn = block_n_dwdb or min(triton.next_power_of_2(n), 128)
+    bm = block_m or (16 if x.dtype == torch.float64 else 32)
+    col_blocks = triton.cdiv(n, bn)
+    if groups is None:
+        groups = min(triton.cdiv(4 * _num_sms(x.device), col_blocks), triton.cdiv(m, bm), 65535)
+    groups = max(groups, 1)
+    rows_per_group = triton.cdiv(triton.cdiv(m, groups), bm) * bm
+    groups = triton.cdiv(m, rows_per_group)
+    if groups <= 1:
+        layer_norm_k.layer_norm_bwd_dwdb_kernel[(col_blocks, )](dw, db, dy2, x2, mean, rstd, m, n, dy2.stride(0),
+                                                                x2.stride(0), COMPUTE_DW=compute_dw,
+                                                                COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn,
+                                                                INDEX_64=index_64, num_warps=4)
+        return dx, dw, db
+    acc = _acc_dtype(x.dtype)
+    dw_part = _empty((groups, n), acc, x.device) if compute_dw else None
+    db_part = _empty((groups, n), acc, x.device) if compute_db else None
+    layer_norm_k.layer_norm_bwd_dwdb_partial_kernel[(col_blocks, groups)](
+        dw_part, db_part, dy2, x2, mean, rstd, m, n, dy2.stride(0), x2.stride(0), rows_per_group,
+        COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=4)
+    block_g = min(triton.next_power_of_2(groups), 32)
+    layer_norm_k.layer_norm_bwd_dwdb_finalize_kernel[(col_blocks, )](dw, db, dw_part, db_part, groups, n,
+                                                                     COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db,
+                                                                     BLOCK_G=block_g, BLOCK_N=bn,
+                                                                     INDEX_64=index_64, num_warps=4)
+    return dx, dw, db

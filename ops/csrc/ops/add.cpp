@@ -1,0 +1,197 @@
+// tjit::add: self + alpha * other with broadcasting, as one Triton kernel (kernels_py/add.py).
+
+#include "op_support.h"
+#include "operator_impls.h"
+
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/ops/empty.h>
+#include <c10/core/SymInt.h>
+#include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+
+#include <array>
+
+namespace tjit::impl {
+namespace {
+
+constexpr const char* kOp = "tjit::add";
+constexpr int64_t kBlock = 1024;
+constexpr int kNumWarps = 4;
+constexpr int kMaxCollapsedDims = 4;
+
+// Shared by the real and the Meta kernel, so both reject the same inputs.
+void check_inputs(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  detail::check_defined(self, kOp, "self");
+  detail::check_defined(other, kOp, "other");
+  detail::check_supported_device(self, kOp, "self");
+  detail::check_same_device(other, "other", self, "self", kOp);
+  detail::check_dtype_in(self,
+                         {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble, at::kInt, at::kLong},
+                         kOp, "self");
+  TORCH_CHECK(other.scalar_type() == self.scalar_type(), kOp, ": 'self' has dtype ", self.scalar_type(),
+              " but 'other' has dtype ", other.scalar_type(),
+              "; both must have the same dtype (convert one with .to())");
+  TORCH_CHECK(!alpha.isComplex(), kOp, ": alpha must be real, got ", alpha.toComplexDouble());
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
+    TORCH_CHECK(alpha.isIntegral(/*includeBool=*/false), kOp,
+                ": alpha must be an integer for integer tensors, got ", alpha.toDouble());
+  }
+}
+
+// numpy-style broadcast of two shapes (int64_t or SymInt), with an error naming both.
+template <typename T>
+c10::SmallVector<T, 6> broadcast_shape(c10::ArrayRef<T> a, c10::ArrayRef<T> b) {
+  const size_t ndim = std::max(a.size(), b.size());
+  c10::SmallVector<T, 6> out(ndim, T(1));
+  for (size_t i = 0; i < ndim; ++i) {
+    const bool has_a = i < a.size();
+    const bool has_b = i < b.size();
+    const T& sa = has_a ? a[a.size() - 1 - i] : out[ndim - 1 - i];
+    const T& sb = has_b ? b[b.size() - 1 - i] : out[ndim - 1 - i];
+    if (!has_a || sa == 1) {
+      out[ndim - 1 - i] = has_b ? sb : T(1);
+    } else if (!has_b || sb == 1 || sa == sb) {
+      out[ndim - 1 - i] = sa;
+    } else {
+      TORCH_CHECK(false, kOp, ": shapes ", a, " ('self') and ", b,
+                  " ('other') cannot be broadcast together: dimension ", -static_cast<int64_t>(i) - 1,
+                  " has sizes ", sa, " and ", sb);
+    }
+  }
+  return out;
+}
+
+// The output shape collapsed to at most four dims, with each input's strides over it (0 where
+// broadcast). Adjacent dims merge when both inputs are contiguous across them.
+struct CollapsedShape {
+  int ndim = 0;
+  std::array<int64_t, kMaxCollapsedDims> size{};
+  std::array<int64_t, kMaxCollapsedDims> x_stride{};
+  std::array<int64_t, kMaxCollapsedDims> y_stride{};
+};
+
+int64_t broadcast_stride(const at::Tensor& t, size_t out_dim, size_t out_ndim, int64_t out_size) {
+  const int64_t offset = static_cast<int64_t>(out_ndim) - t.dim();
+  const int64_t d = static_cast<int64_t>(out_dim) - offset;
+  if (d < 0 || (t.size(d) == 1 && out_size != 1)) {
+    return 0;
+  }
+  return t.stride(d);
+}
+
+bool collapse(c10::IntArrayRef shape, const at::Tensor& x, const at::Tensor& y, CollapsedShape& out) {
+  // Walk from the innermost dim outwards; `out` holds dims innermost-first until reversed.
+  int n = 0;
+  std::array<int64_t, kMaxCollapsedDims> size{};
+  std::array<int64_t, kMaxCollapsedDims> xs{};
+  std::array<int64_t, kMaxCollapsedDims> ys{};
+  for (size_t k = shape.size(); k-- > 0;) {
+    const int64_t s = shape[k];
+    if (s == 1) {
+      continue;
+    }
+    const int64_t sx = broadcast_stride(x, k, shape.size(), s);
+    const int64_t sy = broadcast_stride(y, k, shape.size(), s);
+    if (n > 0 && sx == xs[n - 1] * size[n - 1] && sy == ys[n - 1] * size[n - 1]) {
+      size[n - 1] *= s;
+      continue;
+    }
+    if (n == kMaxCollapsedDims) {
+      return false;
+    }
+    size[n] = s;
+    xs[n] = sx;
+    ys[n] = sy;
+    ++n;
+  }
+  // Pad to four dims (outermost first) with size-1 dims.
+  out.ndim = kMaxCollapsedDims;
+  for (int i = 0; i < kMaxCollapsedDims; ++i) {
+    const int src = kMaxCollapsedDims - 1 - i;
+    out.size[i] = src < n ? size[src] : 1;
+    out.x_stride[i] = src < n ? xs[src] : 0;
+    out.y_stride[i] = src < n ? ys[src] : 0;
+  }
+  return true;
+}
+
+// Largest element offset reachable through `strides` over `sizes` (all strides are >= 0 here).
+int64_t max_offset(const CollapsedShape& c, const std::array<int64_t, kMaxCollapsedDims>& stride) {
+  int64_t m = 0;
+  for (int i = 0; i < kMaxCollapsedDims; ++i) {
+    m += (c.size[i] - 1) * stride[i];
+  }
+  return m;
+}
+
+constexpr int64_t kInt32Limit = int64_t{1} << 31;
+
+}  // namespace
+
+at::Tensor add_meta(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  check_inputs(self, other, alpha);
+  const auto shape = broadcast_shape<c10::SymInt>(self.sym_sizes(), other.sym_sizes());
+  return at::empty_symint(shape, self.options());
+}
+
+at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  check_inputs(self, other, alpha);
+  const auto shape = broadcast_shape<int64_t>(self.sizes(), other.sizes());
+  at::Tensor out = at::empty(shape, self.options());
+  const int64_t n = out.numel();
+  if (n == 0) {
+    return out;
+  }
+
+  const bool is_integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/false);
+  const bool has_alpha = is_integral ? alpha.toLong() != 1 : alpha.toDouble() != 1.0;
+  // Floating alpha travels as fp32 (Triton's scalar float); for fp64 tensors the fp32 rounding
+  // error travels too, so alpha keeps ~48 bits.
+  const double alpha_d = alpha.toDouble();
+  const float alpha_f = static_cast<float>(alpha_d);
+  const double alpha_lo = self.scalar_type() == at::kDouble ? alpha_d - static_cast<double>(alpha_f) : 0.0;
+  const Stream stream = detail::current_stream(self.device());
+  const Grid grid(detail::blocks_for(n, kBlock, kOp));
+  const LaunchOptions options{kNumWarps};
+
+  at::Tensor x = self;
+  at::Tensor y = other;
+  CollapsedShape c;
+  const bool same_shape_contiguous =
+      self.sizes() == out.sizes() && other.sizes() == out.sizes() && self.is_contiguous() && other.is_contiguous();
+  if (!same_shape_contiguous && !collapse(shape, x, y, c)) {
+    // More than four non-mergeable dims: materialise the broadcast inputs, then add flat.
+    x = x.expand(shape).contiguous();
+    y = y.expand(shape).contiguous();
+  }
+  const bool flat = same_shape_contiguous || x.is_contiguous() && x.sizes() == out.sizes() &&
+                                                 y.is_contiguous() && y.sizes() == out.sizes();
+  if (flat) {
+    static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("add.py"), "add_kernel");
+    const bool index64 = n + kBlock > kInt32Limit;
+    if (is_integral) {
+      kernel(stream, grid, options, x, y, out, n, alpha.toLong(), 0.0, has_alpha, kBlock, index64);
+    } else {
+      kernel(stream, grid, options, x, y, out, n, alpha_f, alpha_lo, has_alpha, kBlock, index64);
+    }
+    return out;
+  }
+  static auto& strided =
+      TritonJitFunction::get_instance(detail::kernel_path("add.py"), "add_strided_kernel");
+  const bool index64 =
+      n + kBlock > kInt32Limit || max_offset(c, c.x_stride) >= kInt32Limit || max_offset(c, c.y_stride) >= kInt32Limit;
+  auto launch = [&](auto alpha_value) {
+    strided(stream, grid, options, x, y, out, n, c.size[1], c.size[2], c.size[3], c.x_stride[0], c.x_stride[1],
+            c.x_stride[2], c.x_stride[3], c.y_stride[0], c.y_stride[1], c.y_stride[2], c.y_stride[3], alpha_value,
+            alpha_lo, has_alpha, kBlock, index64);
+  };
+  if (is_integral) {
+    launch(alpha.toLong());
+  } else {
+    launch(alpha_f);
+  }
+  return out;
+}
+
+}  // namespace tjit::impl

@@ -1,0 +1,94 @@
+#include "op_support.h"
+
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/Exception.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+namespace tjit::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path find_kernel_dir() {
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("TJIT_KERNEL_DIR"); env != nullptr && *env != '\0') {
+    candidates.emplace_back(env);
+  }
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&find_kernel_dir), &info) != 0 && info.dli_fname != nullptr) {
+    const fs::path lib_dir = fs::path(info.dli_fname).parent_path();
+    candidates.push_back(lib_dir.parent_path() / "kernels_py");
+    candidates.push_back(lib_dir.parent_path() / "share" / "tjit" / "kernels_py");
+  }
+  candidates.emplace_back(TJIT_SOURCE_KERNEL_DIR);
+  std::string tried;
+  for (const fs::path& dir : candidates) {
+    std::error_code ec;
+    if (fs::exists(dir / "add.py", ec)) {
+      return fs::weakly_canonical(dir, ec);
+    }
+    tried += "\n  " + dir.string();
+  }
+  TORCH_CHECK(false, "tjit: cannot find the kernel files (ops/kernels_py); looked in:", tried,
+              "\nSet TJIT_KERNEL_DIR to the folder holding add.py.");
+}
+
+}  // namespace
+
+std::string kernel_path(std::string_view file_name) {
+  static const fs::path dir = find_kernel_dir();
+  return (dir / file_name).string();
+}
+
+Stream current_stream(const c10::Device& device) {
+  if (device.is_cpu()) {
+    return nullptr;
+  }
+  const c10::impl::VirtualGuardImpl guard_impl(device.type());
+  return guard_impl.getStream(device).native_handle();
+}
+
+void check_defined(const at::Tensor& t, const char* op, const char* arg) {
+  TORCH_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
+}
+
+void check_same_device(const at::Tensor& t, const char* arg, const at::Tensor& ref, const char* ref_arg,
+                       const char* op) {
+  TORCH_CHECK(t.device() == ref.device(), op, ": argument '", arg, "' is on ", t.device(), " but '", ref_arg,
+              "' is on ", ref.device(), "; all tensors must be on the same device");
+}
+
+void check_dtype_in(const at::Tensor& t, std::initializer_list<c10::ScalarType> allowed, const char* op,
+                    const char* arg) {
+  for (c10::ScalarType s : allowed) {
+    if (t.scalar_type() == s) {
+      return;
+    }
+  }
+  std::string names;
+  for (c10::ScalarType s : allowed) {
+    names += (names.empty() ? "" : ", ") + std::string(c10::toString(s));
+  }
+  TORCH_CHECK(false, op, ": argument '", arg, "' has dtype ", t.scalar_type(),
+              ", which is not supported (supported: ", names, ")");
+}
+
+void check_supported_device(const at::Tensor& t, const char* op, const char* arg) {
+  const auto type = t.device().type();
+  TORCH_CHECK(type == c10::DeviceType::CUDA || type == c10::DeviceType::CPU || type == c10::DeviceType::Meta,
+              op, ": argument '", arg, "' is on ", t.device(), "; tjit runs on CUDA and CPU");
+}
+
+uint32_t blocks_for(int64_t n, int64_t block, const char* op) {
+  const int64_t blocks = (n + block - 1) / block;
+  TORCH_CHECK(blocks <= int64_t{0x7fffffff}, op, ": ", n, " elements need ", blocks,
+              " programs, more than a CUDA grid holds");
+  return static_cast<uint32_t>(blocks);
+}
+
+}  // namespace tjit::detail

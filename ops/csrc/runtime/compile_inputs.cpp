@@ -1,0 +1,90 @@
+#include <tjit/compiled_kernel.h>
+#include <tjit/launch_types.h>
+#include <tjit/triton_jit_function.h>
+
+#include <c10/util/Exception.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <sstream>
+
+namespace tjit {
+
+CompileTarget CompileTarget::parse(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  for (std::string part; std::getline(stream, part, ':');) {
+    parts.push_back(part);
+  }
+  CompileTarget target;
+  try {
+    TORCH_CHECK(parts.size() == 2 || parts.size() == 3);
+    target.backend = parts[0];
+    target.arch = std::stoi(parts[1]);
+    if (parts.size() == 3) {
+      target.warp_size = std::stoi(parts[2]);
+    }
+  } catch (const std::exception&) {
+    TORCH_CHECK(false, "tjit: cannot parse compile target '", text,
+                "': expected BACKEND:ARCH[:WARP_SIZE], e.g. cuda:90");
+  }
+  TORCH_CHECK(target.backend == "cuda", "tjit: compile target '", text,
+              "': only the cuda backend is supported");
+  return target;
+}
+
+std::string CompileTarget::to_string() const {
+  return backend + ":" + std::to_string(arch) + ":" + std::to_string(warp_size);
+}
+
+std::optional<CompileTarget> target_from_environment() {
+  const char* text = std::getenv("TJIT_TARGET");
+  if (text == nullptr || *text == '\0') {
+    return std::nullopt;
+  }
+  return CompileTarget::parse(text);
+}
+
+std::string Specialization::describe(const std::vector<std::string>& param_names) const {
+  std::string out;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!out.empty()) {
+      out += ", ";
+    }
+    out += i < param_names.size() ? param_names[i] : std::to_string(i);
+    if (types[i] != "constexpr") {
+      out += ": " + types[i];
+      for (int d : divisible_by_16) {
+        if (d == static_cast<int>(i)) {
+          out += ":16";
+        }
+      }
+      continue;
+    }
+    for (const auto& [index, value] : constexprs) {
+      if (index != static_cast<int>(i)) {
+        continue;
+      }
+      out += "=";
+      std::visit(
+          [&out](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::monostate>) {
+              out += "None";
+            } else if constexpr (std::is_same_v<T, bool>) {
+              out += v ? "True" : "False";
+            } else if constexpr (std::is_same_v<T, double>) {
+              char buffer[32];
+              const auto end = std::to_chars(buffer, buffer + sizeof(buffer), v).ptr;  // shortest round trip
+              out.append(buffer, end);
+            } else {
+              out += std::to_string(v);
+            }
+          },
+          value);
+    }
+  }
+  return out;
+}
+
+}  // namespace tjit

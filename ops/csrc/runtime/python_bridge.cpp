@@ -1,0 +1,216 @@
+// libtjit_python: the embedded-Python side of the runtime (see python_bridge.h).
+// Python symbols are resolved from the process (the python executable, or the libpython that
+// python_bridge_loader.cpp loaded globally), never linked, so the library works both inside a
+// Python process and inside a pure C++ one.
+
+#include "python_bridge.h"
+
+#include <ATen/DLConvertor.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <pybind11/eval.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace py = pybind11;
+
+namespace tjit::detail {
+
+// Generated at build time from triton_adapter.py (see CMakeLists.txt).
+extern const char* const kTritonAdapterSource;
+
+namespace {
+
+std::wstring widen(const std::string& s) { return std::wstring(s.begin(), s.end()); }
+
+// Starts an interpreter in a process that has none. The program name decides sys.prefix, so it
+// points at the Python tjit was built with (a virtual environment's python finds its own
+// site-packages this way). TJIT_PYTHON_EXECUTABLE overrides it.
+void start_interpreter() {
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.install_signal_handlers = 0;
+  config.parse_argv = 0;
+  const char* override_exe = std::getenv("TJIT_PYTHON_EXECUTABLE");
+  const std::string exe = override_exe != nullptr ? override_exe : TJIT_BUILD_PYTHON_EXECUTABLE;
+  PyStatus status = PyConfig_SetString(&config, &config.program_name, widen(exe).c_str());
+  if (!PyStatus_Exception(status)) {
+    status = Py_InitializeFromConfig(&config);
+  }
+  PyConfig_Clear(&config);
+  TORCH_CHECK(!PyStatus_Exception(status), "tjit: could not start the embedded Python interpreter (",
+              status.err_msg != nullptr ? status.err_msg : "unknown error",
+              "); set TJIT_PYTHON_EXECUTABLE to a python that has triton installed");
+  // Any thread may compile later: give the GIL up now and take it per call.
+  PyEval_SaveThread();
+}
+
+std::string python_error_text(const py::error_already_set& e) { return e.what(); }
+
+class EmbeddedTritonBridge final : public PythonBridge {
+ public:
+  EmbeddedTritonBridge() {
+    if (Py_IsInitialized() == 0) {
+      start_interpreter();
+    }
+    py::gil_scoped_acquire gil;
+    try {
+      py::module_ types = py::module_::import("types");
+      py::object module = types.attr("ModuleType")("tjit_triton_adapter");
+      py::dict globals = module.attr("__dict__");
+      py::exec(kTritonAdapterSource, globals);
+      py::module_::import("sys").attr("modules")["tjit_triton_adapter"] = module;
+      // Held for the life of the process and never released: the interpreter may be finalised
+      // before static destructors run, and a late decref would crash at exit.
+      load_kernel_ = py::object(module.attr("load_kernel")).release().ptr();
+      compile_ = py::object(module.attr("compile")).release().ptr();
+      run_interpreted_ = py::object(module.attr("run_interpreted")).release().ptr();
+    } catch (const py::error_already_set& e) {
+      const py::module_ sys = py::module_::import("sys");
+      TORCH_CHECK(false, "tjit: could not set up Triton in the embedded Python interpreter: ",
+                  python_error_text(e), "\nsys.executable = ", py::str(sys.attr("executable")).cast<std::string>(),
+                  "\nsys.path = ", py::str(sys.attr("path")).cast<std::string>(), "\nsys.prefix = ", py::str(sys.attr("prefix")).cast<std::string>(),
+                  "\n(is triton installed for this Python? TJIT_PYTHON_EXECUTABLE selects the interpreter)");
+    }
+  }
+
+  KernelDefinition load_kernel(const std::string& file, const std::string& name) override {
+    py::gil_scoped_acquire gil;
+    try {
+      auto result = py::reinterpret_borrow<py::object>(load_kernel_)(file, name).cast<py::tuple>();
+      KernelDefinition loaded;
+      loaded.handle = result[0].cast<int64_t>();
+      for (py::handle p : result[1].cast<py::list>()) {
+        auto t = p.cast<py::tuple>();
+        KernelParam param;
+        param.name = t[0].cast<std::string>();
+        param.is_constexpr = t[1].cast<bool>();
+        param.is_const = t[2].cast<bool>();
+        param.do_not_specialize = t[3].cast<bool>();
+        param.do_not_specialize_on_alignment = t[4].cast<bool>();
+        param.annotation_type = t[5].cast<std::string>();
+        loaded.params.push_back(std::move(param));
+      }
+      return loaded;
+    } catch (const py::error_already_set& e) {
+      TORCH_CHECK(false, "tjit: cannot load kernel '", name, "' from ", file, ": ", python_error_text(e));
+    }
+  }
+
+  CompiledKernel compile(int64_t handle, const Specialization& spec, const CompileTarget& target,
+                         const LaunchOptions& options) override {
+    py::gil_scoped_acquire gil;
+    try {
+      py::list constexprs;
+      for (const auto& [index, value] : spec.constexprs) {
+        constexprs.append(py::make_tuple(index, to_python(value)));
+      }
+      py::dict opts;
+      opts["num_warps"] = options.num_warps;
+      opts["num_stages"] = options.num_stages;
+      opts["num_ctas"] = options.num_ctas;
+      opts["enable_fp_fusion"] = options.enable_fp_fusion;
+      opts["launch_cooperative_grid"] = options.launch_cooperative_grid;
+      opts["launch_pdl"] = options.launch_pdl;
+      py::tuple result = py::reinterpret_borrow<py::object>(compile_)(
+          handle, spec.types, constexprs, spec.divisible_by_16,
+          py::make_tuple(target.backend, target.arch, target.warp_size), opts);
+      CompiledKernel kernel;
+      kernel.binary = result[0].cast<std::string>();
+      py::dict md = result[1];
+      kernel.name = md["name"].cast<std::string>();
+      kernel.target = target;
+      kernel.shared_memory = md["shared"].cast<int>();
+      kernel.num_warps = md["num_warps"].cast<int>();
+      kernel.num_ctas = md["num_ctas"].cast<int>();
+      kernel.global_scratch_size = md["global_scratch_size"].cast<int64_t>();
+      kernel.global_scratch_align = md["global_scratch_align"].cast<int64_t>();
+      kernel.profile_scratch_size = md["profile_scratch_size"].cast<int64_t>();
+      kernel.profile_scratch_align = md["profile_scratch_align"].cast<int64_t>();
+      kernel.launch_cooperative_grid = md["launch_cooperative_grid"].cast<bool>();
+      kernel.launch_pdl = md["launch_pdl"].cast<bool>();
+      return kernel;
+    } catch (const py::error_already_set& e) {
+      TORCH_CHECK(false, "triton.compile failed: ", python_error_text(e));
+    }
+  }
+
+  void run_interpreted(int64_t handle, Grid grid, const LaunchOptions& options,
+                       const std::vector<InterpretedArg>& args) override {
+    py::gil_scoped_acquire gil;
+    try {
+      py::list values;
+      for (const InterpretedArg& arg : args) {
+        values.append(std::visit([](const auto& v) { return interpreted_value(v); }, arg));
+      }
+      py::reinterpret_borrow<py::object>(run_interpreted_)(
+          handle, py::make_tuple(grid.x, grid.y, grid.z), options.num_warps, values);
+    } catch (const py::error_already_set& e) {
+      TORCH_CHECK(false, "Triton's interpreter failed: ", python_error_text(e));
+    }
+  }
+
+  void run_without_gil(const std::function<void()>& fn) override {
+    if (PyGILState_Check() != 0) {
+      py::gil_scoped_release release;
+      fn();
+    } else {
+      fn();
+    }
+  }
+
+ private:
+  static py::object to_python(const ConstexprValue& value) {
+    return std::visit(
+        [](const auto& v) -> py::object {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::monostate>) {
+            return py::none();
+          } else {
+            return py::cast(v);
+          }
+        },
+        value);
+  }
+
+  static py::object interpreted_value(std::monostate) { return py::none(); }
+  static py::object interpreted_value(bool v) { return py::bool_(v); }
+  static py::object interpreted_value(int64_t v) { return py::int_(v); }
+  static py::object interpreted_value(uint64_t v) { return py::int_(v); }
+  static py::object interpreted_value(double v) { return py::float_(v); }
+  static py::object interpreted_value(const at::Tensor* t) {
+    // Shares the memory: the interpreter writes its results straight into the C++ tensor.
+    DLManagedTensor* managed = at::toDLPack(*t);
+    PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* self) {
+      // Only a capsule nobody consumed still owns its tensor.
+      if (PyCapsule_IsValid(self, "dltensor")) {
+        auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(self, "dltensor"));
+        if (m != nullptr && m->deleter != nullptr) {
+          m->deleter(m);
+        }
+      }
+    });
+    if (capsule == nullptr) {
+      managed->deleter(managed);
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::object>(capsule);
+  }
+
+  PyObject* load_kernel_ = nullptr;
+  PyObject* compile_ = nullptr;
+  PyObject* run_interpreted_ = nullptr;
+};
+
+}  // namespace
+}  // namespace tjit::detail
+
+extern "C" __attribute__((visibility("default"))) tjit::detail::PythonBridge* tjit_python_bridge_instance() {
+  // Its destructor is trivial (the Python objects are never released), so exit is safe.
+  static tjit::detail::EmbeddedTritonBridge bridge;
+  return &bridge;
+}

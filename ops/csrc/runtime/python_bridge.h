@@ -1,0 +1,53 @@
+#pragma once
+// The runtime's only door to Python. The implementation lives in libtjit_python, a separate
+// library loaded on first need: processes that never compile (warm caches, pure launches)
+// never load Python, and a pure C++ process gets libpython loaded for it at that point.
+
+#include <tjit/compiled_kernel.h>
+#include <tjit/kernel_param.h>
+#include <tjit/launch_types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace tjit::detail {
+
+struct KernelDefinition {
+  int64_t handle = -1;  // the kernel's index on the Python side
+  std::vector<KernelParam> params;
+};
+
+// One argument of an interpreted (CPU) launch, as a Python value.
+using InterpretedArg = std::variant<std::monostate, bool, int64_t, uint64_t, double, const at::Tensor*>;
+
+class PythonBridge {
+ public:
+  virtual ~PythonBridge() = default;
+  // Imports `file` and returns the signature of its @triton.jit function `name`.
+  virtual KernelDefinition load_kernel(const std::string& file, const std::string& name) = 0;
+  // triton.compile for the given specialisation, target and options.
+  virtual CompiledKernel compile(int64_t handle, const Specialization& spec,
+                                 const CompileTarget& target, const LaunchOptions& options) = 0;
+  // Runs the kernel on CPU tensors through Triton's interpreter.
+  virtual void run_interpreted(int64_t handle, Grid grid, const LaunchOptions& options,
+                               const std::vector<InterpretedArg>& args) = 0;
+  // Runs fn with the calling thread's GIL released if it holds it, so a thread waiting for a
+  // compile on another thread cannot deadlock against that compile.
+  virtual void run_without_gil(const std::function<void()>& fn) = 0;
+};
+
+// The process-wide bridge; loads libtjit_python (and libpython when the process has no Python)
+// on first use. Throws c10::Error saying what is missing.
+PythonBridge& python_bridge();
+
+}  // namespace tjit::detail
+
+// The factory libtjit_python exports; looked up by name with dlsym.
+extern "C" tjit::detail::PythonBridge* tjit_python_bridge_instance();

@@ -1,0 +1,164 @@
+#pragma once
+// Classifies the C++ arguments of one kernel call the way Python Triton classifies Python
+// arguments, into (1) a compact cache key and (2) the launch parameter array. Everything
+// lives in fixed-size arrays on the caller's stack: no heap allocation, no strings.
+
+#include <tjit/kernel_param.h>
+#include <tjit/launch_types.h>
+
+#include <c10/core/Device.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace tjit::detail {
+
+// The kind of one argument after specialisation, stored in the low byte of its key word.
+enum class ArgKind : uint8_t {
+  Pointer = 1,         // tensor or DevicePointer: `*<dtype>`
+  Int = 2,             // i32 / i64 / u64 (or the annotated integer type)
+  Bool = 3,            // u1
+  Float = 4,           // fp32 (or the annotated float type)
+  None = 5,            // None: a constexpr, not passed to the launch
+  SpecializedOne = 6,  // an integer equal to 1: Triton turns it into constexpr 1
+  ConstexprInt = 7,    // value of a tl.constexpr parameter
+  ConstexprFloat = 8,
+  ConstexprBool = 9,
+};
+
+// Integer type chosen from the value, as Python Triton does.
+enum class IntType : uint8_t { I32 = 0, I64 = 1, U64 = 2 };
+
+// Words of the key that precede the per-argument words: device, launch options.
+inline constexpr size_t kKeyHeaderWords = 2;
+// Each argument takes two key words: kind/type/divisibility, then a constexpr value.
+inline constexpr size_t kKeyWordsPerArg = 2;
+
+class ArgumentPackBase {
+ public:
+  ArgumentPackBase(const std::vector<KernelParam>& params, const char* kernel_name, uint64_t* key,
+                   uint64_t* values, void** launch_params, const at::Tensor** tensors,
+                   size_t capacity) noexcept
+      : params_(params), kernel_name_(kernel_name), key_(key), values_(values),
+        launch_params_(launch_params), tensors_(tensors), capacity_(capacity) {}
+  ArgumentPackBase(const ArgumentPackBase&) = delete;
+  ArgumentPackBase& operator=(const ArgumentPackBase&) = delete;
+
+  // One per C++ argument type family; defined out of line (argument_pack.cpp).
+  void add_tensor(const at::Tensor& t);
+  void add_pointer(const DevicePointer& p);
+  void add_signed(int64_t v);
+  void add_unsigned(uint64_t v);
+  void add_float(double v);
+  void add_bool(bool v);
+  void add_none();
+
+  // Throws unless exactly one argument per kernel parameter was given.
+  void check_complete() const;
+
+  size_t num_args() const { return count_; }
+  size_t num_launch_args() const { return num_launch_args_; }
+  const uint64_t* key() const { return key_; }
+  uint64_t* mutable_key() { return key_; }
+  size_t key_size() const { return kKeyHeaderWords + kKeyWordsPerArg * count_; }
+  void** launch_params() const { return launch_params_; }
+  const at::Tensor* tensor(size_t i) const { return tensors_[i]; }
+  const std::vector<KernelParam>& params() const { return params_; }
+  const char* kernel_name() const { return kernel_name_; }
+  // Device of the tensor arguments; kCPU with has_device() false when there were none.
+  bool has_device() const { return has_device_; }
+  c10::Device device() const { return device_; }
+  // Launch slot of argument i's value (only for arguments passed to the launch).
+  const uint64_t* value(size_t i) const { return &values_[i]; }
+
+ private:
+  // Each add_* calls begin_arg, then finish_arg with the argument's key words (and, for a
+  // value the launch receives, pass_to_launch in between).
+  const KernelParam& begin_arg();
+  void pass_to_launch(const void* bytes, size_t size);
+  void finish_arg(uint64_t word0, uint64_t word1 = 0);
+  void add_integer(int64_t v, bool is_unsigned_large, uint64_t raw);
+  void note_device(c10::Device d);
+
+  const std::vector<KernelParam>& params_;
+  const char* kernel_name_;
+  uint64_t* key_;
+  uint64_t* values_;
+  void** launch_params_;
+  const at::Tensor** tensors_;
+  size_t capacity_;
+  size_t count_ = 0;
+  size_t num_launch_args_ = 0;
+  bool has_device_ = false;
+  c10::Device device_{c10::kCPU};
+};
+
+template <typename T>
+struct is_std_optional : std::false_type {};
+template <typename T>
+struct is_std_optional<std::optional<T>> : std::true_type {};
+template <typename>
+inline constexpr bool always_false = false;
+
+template <typename T>
+void add_argument(ArgumentPackBase& pack, const T& value) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, at::Tensor>) {
+    pack.add_tensor(value);
+  } else if constexpr (std::is_same_v<D, DevicePointer>) {
+    pack.add_pointer(value);
+  } else if constexpr (std::is_same_v<D, std::nullopt_t> || std::is_same_v<D, std::nullptr_t>) {
+    pack.add_none();
+  } else if constexpr (is_std_optional<D>::value) {
+    if (value.has_value()) {
+      add_argument(pack, *value);
+    } else {
+      pack.add_none();
+    }
+  } else if constexpr (std::is_same_v<D, bool>) {
+    pack.add_bool(value);
+  } else if constexpr (std::is_integral_v<D>) {
+    if constexpr (std::is_unsigned_v<D>) {
+      pack.add_unsigned(static_cast<uint64_t>(value));
+    } else {
+      pack.add_signed(static_cast<int64_t>(value));
+    }
+  } else if constexpr (std::is_enum_v<D>) {
+    add_argument(pack, static_cast<std::underlying_type_t<D>>(value));
+  } else if constexpr (std::is_floating_point_v<D>) {
+    pack.add_float(static_cast<double>(value));
+  } else if constexpr (std::is_pointer_v<D>) {
+    static_assert(always_false<D>,
+                  "tjit: a raw pointer has no element type; pass tjit::DevicePointer{ptr, dtype}");
+  } else {
+    static_assert(always_false<D>,
+                  "tjit: unsupported kernel argument type (use at::Tensor, tjit::DevicePointer, an "
+                  "integer, float/double, bool, std::optional or std::nullopt)");
+  }
+}
+
+// Fixed-capacity storage for a call with N arguments.
+template <size_t N>
+class ArgumentPack : public ArgumentPackBase {
+ public:
+  ArgumentPack(const std::vector<KernelParam>& params, const char* kernel_name) noexcept
+      : ArgumentPackBase(params, kernel_name, key_.data(), values_.data(), launch_params_.data(),
+                         tensors_.data(), N) {}
+
+ private:
+  std::array<uint64_t, kKeyHeaderWords + kKeyWordsPerArg * N> key_{};
+  std::array<uint64_t, N + 1> values_{};
+  // Two extra slots: Triton kernels take global and profile scratch pointers last.
+  std::array<void*, N + 2> launch_params_{};
+  std::array<const at::Tensor*, N + 1> tensors_{};
+};
+
+}  // namespace tjit::detail

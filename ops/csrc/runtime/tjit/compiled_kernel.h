@@ -1,0 +1,44 @@
+#pragma once
+// What a compile produces: the binary and the metadata a launch needs. Also the
+// description of a specialisation, i.e. the exact inputs handed to triton.compile.
+
+#include <tjit/launch_types.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tjit {
+
+// A compile-time value: None, bool, integer or float, as Python Triton would pass it.
+using ConstexprValue = std::variant<std::monostate, bool, int64_t, double>;
+
+// The specialisation of one call: the signature Triton compiles, derived from the
+// arguments exactly as Python Triton 3.6 derives it.
+struct Specialization {
+  std::vector<std::string> types;                          // per parameter: "*fp32", "i32", "constexpr", ...
+  std::vector<std::pair<int, ConstexprValue>> constexprs;  // parameter index -> value
+  std::vector<int> divisible_by_16;                        // parameter indices given tt.divisibility=16
+
+  // Human-readable form for logs and errors, e.g. "*fp32:16, *fp32:16, i32, BLOCK=1024".
+  std::string describe(const std::vector<std::string>& param_names) const;
+};
+
+struct CompiledKernel {
+  std::string name;    // the kernel's symbol in the binary
+  std::string binary;  // cubin bytes
+  CompileTarget target;
+  int shared_memory = 0;  // bytes of dynamic shared memory
+  int num_warps = 4;
+  int num_ctas = 1;
+  int64_t global_scratch_size = 0;  // bytes per program; 0: none
+  int64_t global_scratch_align = 1;
+  int64_t profile_scratch_size = 0;
+  int64_t profile_scratch_align = 1;
+  bool launch_cooperative_grid = false;
+  bool launch_pdl = false;
+};
+
+}  // namespace tjit

@@ -1,0 +1,108 @@
+#pragma once
+// tjit::TritonJitFunction: load a @triton.jit kernel by file and name, then call it from C++
+// like Python calls `kernel[grid](*args, num_warps=...)`.
+//
+//   auto& add = tjit::TritonJitFunction::get_instance("/path/add.py", "add_kernel");
+//   add(stream, tjit::Grid(blocks), tjit::LaunchOptions{}, x, y, out, n, 1024 /*BLOCK*/);
+//
+// Arguments are classified exactly as Python Triton 3.6 classifies them (pointer dtype and
+// 16-byte alignment, i32/i64/u64 by value, `== 1` and divisible-by-16 integers,
+// do_not_specialize, constexprs). The first call of each specialisation compiles through an
+// embedded Python interpreter calling triton.compile; later calls only build a key on the
+// stack, look it up and launch with the CUDA driver API. CPU tensors run the kernel through
+// Triton's interpreter instead.
+
+#include <tjit/argument_pack.h>
+#include <tjit/compiled_kernel.h>
+#include <tjit/kernel_param.h>
+#include <tjit/launch_types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tjit {
+namespace detail {
+struct CachedKernel;
+}
+
+class TritonJitFunction {
+ public:
+  // The one instance for (kernel_file, function_name); thread-safe. Loads the kernel's
+  // signature from Python on first use. Throws c10::Error naming the file and function when
+  // the file or function does not exist or is not a @triton.jit kernel.
+  static TritonJitFunction& get_instance(std::string_view kernel_file,
+                                         std::string_view function_name);
+
+  // Launches on `stream` with `grid` programs. One argument per kernel parameter, in order,
+  // constexpr parameters included. The device is the tensors' device (all tensor arguments
+  // must share it); with no tensor argument, the current CUDA context's device. CPU tensors
+  // run through Triton's interpreter (stream and launch options other than num_warps unused).
+  template <typename... Args>
+  void operator()(Stream stream, Grid grid, const LaunchOptions& options,
+                  const Args&... args) const {
+    detail::ArgumentPack<sizeof...(Args)> pack(params_, function_name_.c_str());
+    (detail::add_argument(pack, args), ...);
+    launch(stream, grid, options, pack);
+  }
+
+  // Compiles (without launching, without a GPU) for an explicit target. Tensors only lend
+  // their dtype and alignment here, so CPU tensors do.
+  template <typename... Args>
+  CompiledKernel compile(const CompileTarget& target, const LaunchOptions& options,
+                         const Args&... args) const {
+    detail::ArgumentPack<sizeof...(Args)> pack(params_, function_name_.c_str());
+    (detail::add_argument(pack, args), ...);
+    return compile_packed(target, options, pack);
+  }
+
+  // The specialisation a call with these arguments compiles: types, constexprs and
+  // divisibility attributes, as handed to triton.compile.
+  template <typename... Args>
+  Specialization specialize(const Args&... args) const {
+    detail::ArgumentPack<sizeof...(Args)> pack(params_, function_name_.c_str());
+    (detail::add_argument(pack, args), ...);
+    pack.check_complete();
+    return specialization_of(pack);
+  }
+
+  const std::string& kernel_file() const { return kernel_file_; }
+  const std::string& function_name() const { return function_name_; }
+  const std::vector<KernelParam>& params() const { return params_; }
+  // How many binaries this function has compiled and loaded in this process.
+  size_t num_compiled() const;
+
+  ~TritonJitFunction();
+  TritonJitFunction(const TritonJitFunction&) = delete;
+  TritonJitFunction& operator=(const TritonJitFunction&) = delete;
+
+ private:
+  struct Impl;
+  TritonJitFunction(std::string kernel_file, std::string function_name);
+
+  void launch(Stream stream, Grid grid, const LaunchOptions& options,
+              detail::ArgumentPackBase& pack) const;
+  detail::CachedKernel& compile_and_load(uint64_t hash, const detail::ArgumentPackBase& pack, int device,
+                                         const LaunchOptions& options) const;
+  void launch_interpreted(Grid grid, const LaunchOptions& options,
+                          const detail::ArgumentPackBase& pack) const;
+  CompiledKernel compile_packed(const CompileTarget& target, const LaunchOptions& options,
+                                detail::ArgumentPackBase& pack) const;
+  Specialization specialization_of(const detail::ArgumentPackBase& pack) const;
+  // "name(params) from file for target", for logs and errors.
+  std::string describe(const Specialization& spec, const CompileTarget& target) const;
+
+  std::string kernel_file_;
+  std::string function_name_;
+  std::vector<KernelParam> params_;
+  int64_t python_handle_ = -1;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The target to compile for when no GPU is asked: TJIT_TARGET (e.g. "cuda:90") if set.
+std::optional<CompileTarget> target_from_environment();
+
+}  // namespace tjit

@@ -1,0 +1,136 @@
+"""Python half of tjit's embedded Triton runtime.
+
+The C++ runtime (libtjit_python) executes this module inside its embedded interpreter and calls
+four functions: load_kernel, compile, run_interpreted and triton_version. Everything that depends
+on Triton's Python API lives here, so a new Triton release means changing this file only.
+Supported: Triton >= 3.3 (signature keyed by parameter name, attributes through
+backend.parse_attr, two trailing scratch pointers in the launch).
+"""
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, make_backend
+from triton import knobs
+from triton.runtime.jit import JITFunction
+
+_MIN_VERSION = (3, 3)
+_version = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
+if _version < _MIN_VERSION:
+    raise ImportError(f"tjit needs triton >= 3.3, found {triton.__version__}")
+
+_lock = threading.Lock()
+_kernels = []  # handle -> (path, name, JITFunction)
+_interpreted = {}  # handle -> InterpretedFunction
+_modules = {}  # (absolute path, interpreted) -> module
+
+
+def triton_version():
+    return triton.__version__
+
+
+def _import_file(path, interpreted=False):
+    """Imports a kernel file once per mode. In interpreted mode every @triton.jit of the file
+    (helpers too) becomes Triton's InterpretedFunction, as under TRITON_INTERPRET=1."""
+    with _lock:
+        module = _modules.get((path, interpreted))
+        if module is not None:
+            return module
+        digest = hashlib.sha256(path.encode()).hexdigest()[:12]
+        stem = os.path.splitext(os.path.basename(path))[0]
+        name = f"tjit_kernels{'_interpreted' if interpreted else ''}.{stem}_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import kernel file {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # inspect.getsource (used by Triton) looks modules up here
+        saved = knobs.runtime.interpret
+        knobs.runtime.interpret = interpreted  # read by @triton.jit when the file runs
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        finally:
+            knobs.runtime.interpret = saved
+        _modules[(path, interpreted)] = module
+        return module
+
+
+def _unwrap(obj):
+    # triton.autotune / triton.heuristics wrap the JITFunction in `.fn`; tjit calls the kernel
+    # itself, so the caller passes what those wrappers would have chosen.
+    while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
+        obj = obj.fn
+    return obj
+
+
+def load_kernel(path, name):
+    """Returns (handle, [(name, is_constexpr, is_const, dns, dns_on_alignment, annotation)])."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"kernel file {path} does not exist")
+    module = _import_file(path)
+    if not hasattr(module, name):
+        raise AttributeError(f"{path} defines no function named {name!r}")
+    fn = _unwrap(getattr(module, name))
+    if not isinstance(fn, JITFunction):
+        raise TypeError(f"{name!r} in {path} is not a @triton.jit function")
+    params = [(p.name, bool(p.is_constexpr), bool(p.is_const), bool(p.do_not_specialize),
+               bool(p.do_not_specialize_on_alignment), "" if p.is_constexpr else p.annotation_type)
+              for p in fn.params]
+    with _lock:
+        _kernels.append((path, name, fn))
+        return len(_kernels) - 1, params
+
+
+def compile(handle, types, constexprs, divisible, target, options):
+    """triton.compile for one specialisation; returns (cubin, metadata dict)."""
+    fn = _kernels[handle][2]
+    backend_name, arch, warp_size = target
+    gpu_target = GPUTarget(backend_name, arch, warp_size)
+    backend = make_backend(gpu_target)
+    signature = {p.name: t for p, t in zip(fn.params, types)}
+    consts = {(i, ): v for i, v in constexprs}
+    attrs = {(i, ): backend.parse_attr("D") for i in divisible}
+    opts = backend.parse_options(dict(options))
+    kernel = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
+    md = kernel.metadata
+    if getattr(md, "tensordesc_meta", None):
+        raise NotImplementedError(f"{fn.__name__}: tensor descriptor arguments are not supported by tjit yet")
+    return kernel.asm["cubin"], {
+        "name": md.name,
+        "shared": int(md.shared),
+        "num_warps": int(md.num_warps),
+        "num_ctas": int(md.num_ctas),
+        "global_scratch_size": int(getattr(md, "global_scratch_size", 0) or 0),
+        "global_scratch_align": int(getattr(md, "global_scratch_align", 1) or 1),
+        "profile_scratch_size": int(getattr(md, "profile_scratch_size", 0) or 0),
+        "profile_scratch_align": int(getattr(md, "profile_scratch_align", 1) or 1),
+        "launch_cooperative_grid": bool(getattr(md, "launch_cooperative_grid", False)),
+        "launch_pdl": bool(getattr(md, "launch_pdl", False)),
+    }
+
+
+def run_interpreted(handle, grid, num_warps, args):
+    """Runs the kernel through Triton's interpreter; tensors arrive as DLPack capsules."""
+    import torch
+
+    interpreted = _interpreted.get(handle)
+    if interpreted is None:
+        path, name, _ = _kernels[handle]
+        interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), name))
+        _interpreted[handle] = interpreted
+    values = [torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a for a in args]
+    interpreted[tuple(grid)](*values, num_warps=num_warps)
+
+
+def _unwrap_interpreted(obj):
+    from triton.runtime.interpreter import InterpretedFunction
+    while not isinstance(obj, InterpretedFunction) and hasattr(obj, "fn"):
+        obj = obj.fn
+    return obj

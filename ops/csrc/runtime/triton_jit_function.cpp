@@ -1,0 +1,532 @@
+#include <tjit/triton_jit_function.h>
+
+#include "cuda_driver.h"
+#include "python_bridge.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace tjit {
+namespace {
+
+using detail::ArgKind;
+using detail::IntType;
+using detail::kKeyHeaderWords;
+using detail::kKeyWordsPerArg;
+
+}  // namespace
+
+// One compiled and loaded binary: immutable once `ready` is set, never removed, so the hot
+// path may use it after dropping the cache lock.
+struct detail::CachedKernel {
+  std::vector<uint64_t> key;
+  std::mutex compile_mutex;  // serialises the compile of this key only
+  std::atomic<bool> ready{false};
+  CUcontext context = nullptr;
+  CUfunction function = nullptr;
+  CompiledKernel meta;  // binary dropped after loading
+  std::string description;  // for error messages
+};
+
+namespace {
+using detail::CachedKernel;
+
+uint64_t hash_words(const uint64_t* words, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t x = words[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    h ^= x ^ (x >> 29);
+  }
+  return h;
+}
+
+uint64_t options_word(const LaunchOptions& o) {
+  TORCH_CHECK(o.num_warps > 0 && o.num_warps <= 64 && (o.num_warps & (o.num_warps - 1)) == 0,
+              "tjit: num_warps must be a power of two in [1, 64], got ", o.num_warps);
+  TORCH_CHECK(o.num_stages >= 0 && o.num_stages < 256, "tjit: num_stages out of range: ", o.num_stages);
+  TORCH_CHECK(o.num_ctas >= 1 && o.num_ctas <= 16, "tjit: num_ctas must be in [1, 16], got ", o.num_ctas);
+  return uint64_t(o.num_warps) | uint64_t(o.num_stages) << 8 | uint64_t(o.num_ctas) << 16 |
+         uint64_t(o.enable_fp_fusion) << 24 | uint64_t(o.launch_cooperative_grid) << 25 |
+         uint64_t(o.launch_pdl) << 26;
+}
+
+const char* triton_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "fp32";
+    case c10::ScalarType::Half: return "fp16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Double: return "fp64";
+    case c10::ScalarType::Char: return "i8";
+    case c10::ScalarType::Short: return "i16";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Byte: return "u8";
+    case c10::ScalarType::UInt16: return "u16";
+    case c10::ScalarType::UInt32: return "u32";
+    case c10::ScalarType::UInt64: return "u64";
+    case c10::ScalarType::Bool: return "u1";
+    case c10::ScalarType::Float8_e5m2: return "fp8e5";
+    case c10::ScalarType::Float8_e4m3fn: return "fp8e4nv";
+    case c10::ScalarType::Float8_e5m2fnuz: return "fp8e5b16";
+    case c10::ScalarType::Float8_e4m3fnuz: return "fp8e4b8";
+    default: return nullptr;
+  }
+}
+
+bool compile_logging_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TJIT_LOG_COMPILES");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled;
+}
+
+int current_cuda_device() {
+  const auto& cu = detail::cuda_driver();
+  CUcontext ctx = nullptr;
+  detail::check_cuda(cu.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent", "finding the current device");
+  if (ctx == nullptr) {
+    return 0;  // no context yet: the runtime API would pick device 0 too
+  }
+  CUdevice dev = 0;
+  detail::check_cuda(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice", "finding the current device");
+  return static_cast<int>(dev);
+}
+
+CompileTarget target_of_device(int device) {
+  const auto& cu = detail::cuda_driver();
+  CUdevice dev = 0;
+  const std::string what = "device " + std::to_string(device);
+  detail::check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", what);
+  int major = 0;
+  int minor = 0;
+  detail::check_cuda(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                     "cuDeviceGetAttribute", what);
+  detail::check_cuda(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                     "cuDeviceGetAttribute", what);
+  CompileTarget target;
+  target.arch = major * 10 + minor;
+  return target;
+}
+
+// Loads the binary into the device's primary context, as Triton's load_binary does, including
+// the opt-in for more than 48 KiB of dynamic shared memory.
+void load_module(CachedKernel& k, const CompiledKernel& compiled, int device) {
+  const auto& cu = detail::cuda_driver();
+  const std::string& what = k.description;
+  CUdevice dev = 0;
+  detail::check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", what);
+  CUcontext ctx = nullptr;
+  detail::check_cuda(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", what);
+  detail::check_cuda(cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent", what);
+  struct PopContext {
+    const detail::CudaDriver& cu;
+    ~PopContext() {
+      CUcontext ignored = nullptr;
+      cu.cuCtxPopCurrent(&ignored);
+    }
+  } pop{cu};
+  CUmodule module = nullptr;
+  detail::check_cuda(cu.cuModuleLoadData(&module, compiled.binary.data()), "cuModuleLoadData", what);
+  CUfunction function = nullptr;
+  detail::check_cuda(cu.cuModuleGetFunction(&function, module, compiled.name.c_str()),
+                     "cuModuleGetFunction", what);
+  int shared_optin = 0;
+  detail::check_cuda(
+      cu.cuDeviceGetAttribute(&shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+      "cuDeviceGetAttribute", what);
+  TORCH_CHECK(compiled.shared_memory <= shared_optin, "tjit: ", what, " needs ", compiled.shared_memory,
+              " bytes of shared memory, but device ", device, " allows ", shared_optin,
+              " per block; use smaller blocks or fewer stages");
+  if (compiled.shared_memory > 49152 && shared_optin > 49152) {
+    detail::check_cuda(cu.cuFuncSetCacheConfig(function, CU_FUNC_CACHE_PREFER_SHARED),
+                       "cuFuncSetCacheConfig", what);
+    int shared_static = 0;
+    detail::check_cuda(cu.cuFuncGetAttribute(&shared_static, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function),
+                       "cuFuncGetAttribute", what);
+    detail::check_cuda(cu.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             shared_optin - shared_static),
+                       "cuFuncSetAttribute", what);
+  }
+  if (compiled.num_ctas == 16) {
+    detail::check_cuda(cu.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                       "cuFuncSetAttribute", what);
+  }
+  k.context = ctx;
+  k.function = function;
+}
+
+// Scratch memory a kernel asks for (grid * num_ctas * size bytes), from torch's allocator for
+// the device, which keeps it stream-ordered on the device's current torch stream.
+c10::DataPtr allocate_scratch(int64_t size, const Grid& grid, int num_ctas, int device) {
+  if (size <= 0) {
+    return {};
+  }
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
+  c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::CUDA);
+  TORCH_CHECK(allocator != nullptr, "tjit: the kernel needs scratch memory and torch has no CUDA allocator");
+  return allocator->allocate(static_cast<size_t>(size) * grid.size() * num_ctas);
+}
+
+}  // namespace
+
+struct TritonJitFunction::Impl {
+  mutable std::shared_mutex mutex;
+  // hash -> the kernels whose key has that hash (almost always one)
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<CachedKernel>>> kernels;
+  std::atomic<size_t> num_compiled{0};
+
+  CachedKernel* find(uint64_t hash, const uint64_t* key, size_t n) const {
+    std::shared_lock lock(mutex);
+    auto it = kernels.find(hash);
+    if (it == kernels.end()) {
+      return nullptr;
+    }
+    for (const auto& k : it->second) {
+      if (k->key.size() == n && std::equal(key, key + n, k->key.begin())) {
+        return k.get();
+      }
+    }
+    return nullptr;
+  }
+
+  CachedKernel& find_or_insert(uint64_t hash, const uint64_t* key, size_t n) {
+    std::unique_lock lock(mutex);
+    auto& bucket = kernels[hash];
+    for (const auto& k : bucket) {
+      if (k->key.size() == n && std::equal(key, key + n, k->key.begin())) {
+        return *k;
+      }
+    }
+    auto k = std::make_unique<CachedKernel>();
+    k->key.assign(key, key + n);
+    bucket.push_back(std::move(k));
+    return *bucket.back();
+  }
+};
+
+TritonJitFunction& TritonJitFunction::get_instance(std::string_view kernel_file,
+                                                   std::string_view function_name) {
+  static std::mutex registry_mutex;
+  static std::unordered_map<std::string, std::unique_ptr<TritonJitFunction>> registry;
+  std::error_code ec;
+  std::string path = std::filesystem::weakly_canonical(std::filesystem::path(kernel_file), ec).string();
+  if (ec) {
+    path = std::string(kernel_file);
+  }
+  std::string key = path + '\0' + std::string(function_name);
+  std::lock_guard lock(registry_mutex);
+  auto it = registry.find(key);
+  if (it != registry.end()) {
+    return *it->second;
+  }
+  // Not make_unique: the constructor is private.
+  std::unique_ptr<TritonJitFunction> fn(new TritonJitFunction(path, std::string(function_name)));
+  return *registry.emplace(std::move(key), std::move(fn)).first->second;
+}
+
+TritonJitFunction::TritonJitFunction(std::string kernel_file, std::string function_name)
+    : kernel_file_(std::move(kernel_file)),
+      function_name_(std::move(function_name)),
+      impl_(std::make_unique<Impl>()) {
+  detail::KernelDefinition loaded = detail::python_bridge().load_kernel(kernel_file_, function_name_);
+  params_ = std::move(loaded.params);
+  python_handle_ = loaded.handle;
+}
+
+TritonJitFunction::~TritonJitFunction() = default;
+
+size_t TritonJitFunction::num_compiled() const { return impl_->num_compiled.load(); }
+
+Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBase& pack) const {
+  Specialization spec;
+  const uint64_t* key = pack.key();
+  for (size_t i = 0; i < pack.num_args(); ++i) {
+    const KernelParam& p = params_[i];
+    const uint64_t w0 = key[kKeyHeaderWords + kKeyWordsPerArg * i];
+    const uint64_t w1 = key[kKeyHeaderWords + kKeyWordsPerArg * i + 1];
+    const auto kind = static_cast<ArgKind>(w0 & 0xff);
+    const uint64_t sub = (w0 >> 8) & 0xff;
+    const int index = static_cast<int>(i);
+    std::string type;
+    switch (kind) {
+      case ArgKind::Pointer: {
+        const char* dtype = triton_dtype(static_cast<c10::ScalarType>(sub));
+        TORCH_CHECK(dtype != nullptr, "tjit: kernel ", function_name_, ": argument '", p.name, "' has dtype ",
+                    static_cast<c10::ScalarType>(sub), ", which Triton kernels cannot take");
+        type = std::string(p.is_const ? "*k" : "*") + dtype;
+        break;
+      }
+      case ArgKind::Int:
+        type = sub == static_cast<uint64_t>(IntType::I32)   ? "i32"
+               : sub == static_cast<uint64_t>(IntType::I64) ? "i64"
+                                                            : "u64";
+        break;
+      case ArgKind::Bool: type = "u1"; break;
+      case ArgKind::Float: type = "fp32"; break;
+      case ArgKind::None:
+        type = "constexpr";
+        spec.constexprs.emplace_back(index, std::monostate{});
+        break;
+      case ArgKind::SpecializedOne:
+        type = "constexpr";
+        spec.constexprs.emplace_back(index, int64_t{1});
+        break;
+      case ArgKind::ConstexprInt:
+        type = "constexpr";
+        spec.constexprs.emplace_back(index, static_cast<int64_t>(w1));
+        break;
+      case ArgKind::ConstexprFloat: {
+        double d = 0;
+        std::memcpy(&d, &w1, sizeof(d));
+        type = "constexpr";
+        spec.constexprs.emplace_back(index, d);
+        break;
+      }
+      case ArgKind::ConstexprBool:
+        type = "constexpr";
+        spec.constexprs.emplace_back(index, w1 != 0);
+        break;
+    }
+    // An annotation fixes the type of a runtime argument, as in Python.
+    if (type != "constexpr" && !p.annotation_type.empty()) {
+      type = p.annotation_type;
+    }
+    if ((w0 >> 16) & 1) {
+      spec.divisible_by_16.push_back(index);
+    }
+    spec.types.push_back(std::move(type));
+  }
+  return spec;
+}
+
+CompiledKernel TritonJitFunction::compile_packed(const CompileTarget& target, const LaunchOptions& options,
+                                                 detail::ArgumentPackBase& pack) const {
+  pack.check_complete();
+  options_word(options);  // validates
+  const Specialization spec = specialization_of(pack);
+  try {
+    return detail::python_bridge().compile(python_handle_, spec, target, options);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "tjit: compiling ", describe(spec, target), " failed: ", e.what_without_backtrace());
+  }
+}
+
+std::string TritonJitFunction::describe(const Specialization& spec, const CompileTarget& target) const {
+  std::vector<std::string> names;
+  names.reserve(params_.size());
+  for (const KernelParam& p : params_) {
+    names.push_back(p.name);
+  }
+  return function_name_ + "(" + spec.describe(names) + ") from " + kernel_file_ + " for " + target.to_string();
+}
+
+void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& options,
+                               detail::ArgumentPackBase& pack) const {
+  pack.check_complete();
+  if (pack.has_device() && pack.device().is_cpu()) {
+    launch_interpreted(grid, options, pack);
+    return;
+  }
+  TORCH_CHECK(!pack.has_device() || pack.device().is_cuda(), "tjit: kernel ", function_name_,
+              " got tensors on ", pack.device(), "; tjit launches on CUDA devices and CPU (interpreter)");
+  if (grid.size() == 0) {
+    return;  // nothing to run; Python Triton launches nothing either
+  }
+  const int device = pack.has_device() ? pack.device().index() : current_cuda_device();
+
+  uint64_t* key = pack.mutable_key();
+  key[0] = static_cast<uint64_t>(device);
+  key[1] = options_word(options);
+  const size_t n = pack.key_size();
+  const uint64_t hash = hash_words(key, n);
+  CachedKernel* k = impl_->find(hash, key, n);
+  if (k == nullptr || !k->ready.load(std::memory_order_acquire)) {
+    k = &compile_and_load(hash, pack, device, options);
+  }
+
+  // Triton kernels take two scratch pointers after the arguments.
+  c10::DataPtr global_scratch =
+      allocate_scratch(k->meta.global_scratch_size, grid, k->meta.num_ctas, device);
+  c10::DataPtr profile_scratch =
+      allocate_scratch(k->meta.profile_scratch_size, grid, k->meta.num_ctas, device);
+  CUdeviceptr global_ptr = reinterpret_cast<CUdeviceptr>(global_scratch.get());
+  CUdeviceptr profile_ptr = reinterpret_cast<CUdeviceptr>(profile_scratch.get());
+  void** params = pack.launch_params();
+  params[pack.num_launch_args()] = &global_ptr;
+  params[pack.num_launch_args() + 1] = &profile_ptr;
+
+  const auto& cu = detail::cuda_driver();
+  // The function belongs to its device's primary context; make that context current for the
+  // launch only if it is not already (another device's context may be current).
+  CUcontext current = nullptr;
+  cu.cuCtxGetCurrent(&current);
+  const bool switch_context = current != k->context;
+  if (switch_context) {
+    detail::check_cuda(cu.cuCtxPushCurrent(k->context), "cuCtxPushCurrent", k->description);
+  }
+  const auto& m = k->meta;
+  const unsigned block = 32u * static_cast<unsigned>(m.num_warps);
+  CUresult result;
+  if (m.num_ctas == 1 && !m.launch_cooperative_grid && !m.launch_pdl) {
+    result = cu.cuLaunchKernel(k->function, grid.x, grid.y, grid.z, block, 1, 1, m.shared_memory,
+                               static_cast<CUstream>(stream), params, nullptr);
+  } else {
+    CUlaunchAttribute attrs[4] = {};
+    unsigned num_attrs = 0;
+    if (m.launch_pdl) {
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[num_attrs++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (m.launch_cooperative_grid) {
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attrs[num_attrs++].value.cooperative = 1;
+    }
+    if (m.num_ctas != 1) {
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[num_attrs].value.clusterDim.x = static_cast<unsigned>(m.num_ctas);
+      attrs[num_attrs].value.clusterDim.y = 1;
+      attrs[num_attrs++].value.clusterDim.z = 1;
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+      attrs[num_attrs++].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+    }
+    CUlaunchConfig config = {};
+    config.gridDimX = grid.x * static_cast<unsigned>(m.num_ctas);
+    config.gridDimY = grid.y;
+    config.gridDimZ = grid.z;
+    config.blockDimX = block;
+    config.blockDimY = 1;
+    config.blockDimZ = 1;
+    config.sharedMemBytes = static_cast<unsigned>(m.shared_memory);
+    config.hStream = static_cast<CUstream>(stream);
+    config.attrs = attrs;
+    config.numAttrs = num_attrs;
+    result = cu.cuLaunchKernelEx(&config, k->function, params, nullptr);
+  }
+  if (switch_context) {
+    CUcontext ignored = nullptr;
+    cu.cuCtxPopCurrent(&ignored);
+  }
+  if (result != CUDA_SUCCESS) {
+    detail::check_cuda(result, "cuLaunchKernel",
+                       k->description + " with grid (" + std::to_string(grid.x) + ", " +
+                           std::to_string(grid.y) + ", " + std::to_string(grid.z) + ")");
+  }
+}
+
+CachedKernel& TritonJitFunction::compile_and_load(uint64_t hash, const detail::ArgumentPackBase& pack,
+                                                 int device, const LaunchOptions& options) const {
+  CachedKernel& k = impl_->find_or_insert(hash, pack.key(), pack.key_size());
+  detail::PythonBridge& bridge = detail::python_bridge();
+  bridge.run_without_gil([&] {
+    std::lock_guard lock(k.compile_mutex);  // later threads missing on this key wait here
+    if (k.ready.load(std::memory_order_acquire)) {
+      return;
+    }
+    const Specialization spec = specialization_of(pack);
+    const CompileTarget target = target_of_device(device);
+    k.description = describe(spec, target) + " on device " + std::to_string(device);
+    const auto start = std::chrono::steady_clock::now();
+    CompiledKernel compiled;
+    try {
+      compiled = bridge.compile(python_handle_, spec, target, options);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "tjit: compiling ", k.description, " failed: ", e.what_without_backtrace());
+    }
+    load_module(k, compiled, device);
+    compiled.binary = std::string();  // loaded; no need to keep the bytes
+    k.meta = std::move(compiled);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (compile_logging_enabled()) {
+      std::fprintf(stderr, "[tjit] compiled %s (num_warps=%d, num_stages=%d) in %.0f ms\n",
+                   k.description.c_str(), options.num_warps, options.num_stages, ms);
+    }
+    impl_->num_compiled.fetch_add(1);
+    k.ready.store(true, std::memory_order_release);
+  });
+  return k;
+}
+
+void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& options,
+                                           const detail::ArgumentPackBase& pack) const {
+  if (grid.size() == 0) {
+    return;
+  }
+  std::vector<detail::InterpretedArg> args;
+  args.reserve(pack.num_args());
+  const uint64_t* key = pack.key();
+  for (size_t i = 0; i < pack.num_args(); ++i) {
+    const uint64_t w0 = key[kKeyHeaderWords + kKeyWordsPerArg * i];
+    const uint64_t w1 = key[kKeyHeaderWords + kKeyWordsPerArg * i + 1];
+    const uint64_t sub = (w0 >> 8) & 0xff;
+    const KernelParam& p = params_[i];
+    const uint64_t* slot = pack.value(i);
+    switch (static_cast<ArgKind>(w0 & 0xff)) {
+      case ArgKind::Pointer:
+        TORCH_CHECK(pack.tensor(i) != nullptr, "tjit: kernel ", function_name_, ": argument '", p.name,
+                    "' is a raw DevicePointer, which Triton's interpreter (CPU tensors) cannot take");
+        args.emplace_back(pack.tensor(i));
+        break;
+      case ArgKind::Int: {
+        int64_t v = 0;
+        std::memcpy(&v, slot, sizeof(v));
+        if (sub == static_cast<uint64_t>(IntType::I32)) {
+          int32_t narrow = 0;
+          std::memcpy(&narrow, slot, sizeof(narrow));
+          v = narrow;
+        }
+        if (sub == static_cast<uint64_t>(IntType::U64)) {
+          args.emplace_back(static_cast<uint64_t>(v));
+        } else {
+          args.emplace_back(v);
+        }
+        break;
+      }
+      case ArgKind::Bool: args.emplace_back((*slot & 0xff) != 0); break;
+      case ArgKind::Float:
+        if (p.annotation_type == "fp64") {
+          double d = 0;
+          std::memcpy(&d, slot, sizeof(d));
+          args.emplace_back(d);
+        } else {
+          float f = 0;
+          std::memcpy(&f, slot, sizeof(f));
+          args.emplace_back(static_cast<double>(f));
+        }
+        break;
+      case ArgKind::None: args.emplace_back(std::monostate{}); break;
+      case ArgKind::SpecializedOne: args.emplace_back(int64_t{1}); break;
+      case ArgKind::ConstexprInt: args.emplace_back(static_cast<int64_t>(w1)); break;
+      case ArgKind::ConstexprFloat: {
+        double d = 0;
+        std::memcpy(&d, &w1, sizeof(d));
+        args.emplace_back(d);
+        break;
+      }
+      case ArgKind::ConstexprBool: args.emplace_back(w1 != 0); break;
+    }
+  }
+  try {
+    detail::python_bridge().run_interpreted(python_handle_, grid, options, args);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "tjit: kernel ", function_name_, " from ", kernel_file_, " on CPU: ",
+                e.what_without_backtrace());
+  }
+}
+
+}  // namespace tjit

@@ -1,0 +1,284 @@
+"""Layer normalisation over the last dimension, forward and backward, for tjit.
+
+Plain ``@triton.jit`` kernels launched from C++: the caller picks every ``tl.constexpr``. This file
+imports nothing but triton.
+
+Conventions
+-----------
+* The wrapper passes x, y, dy, dx as 2-D views [M rows, N columns] (N = prod(normalized_shape)),
+  columns contiguous, each with its own row stride (elements). weight/bias/dw/db are contiguous [N].
+* mean/rstd are contiguous [M] in the accumulator dtype: fp32 for fp16/bf16/fp32 x, fp64 for fp64 x.
+  All arithmetic is in that dtype; stores cast to the destination pointer's element type.
+* Absent weight/bias/dw/db arrive as None (a constexpr); every use is behind HAS_*/COMPUTE_*.
+* ``eps`` arrives as an fp32 scalar and is widened to the accumulator dtype.
+* ``INDEX_64``: True when any tensor has >= 2**31 elements (or row * stride can reach 2**31); row
+  indices are then int64 before they meet a stride.
+* ``next_pow2`` = ``triton.next_power_of_2``; num_warps advice is a starting point.
+
+Choosing BLOCK_N / SINGLE_PASS for the row kernels (fwd and bwd_dx)
+-------------------------------------------------------------------
+    MAX_SINGLE = 8192 for fp32/fp64, 16384 for fp16/bf16    (row held in registers)
+    if N <= MAX_SINGLE: BLOCK_N = next_pow2(N); SINGLE_PASS = True
+    else:               BLOCK_N = 4096;         SINGLE_PASS = False
+SINGLE_PASS=True requires N <= BLOCK_N; SINGLE_PASS=False works for any N >= 1.
+num_warps: 1 if BLOCK_N <= 128, 2 if <= 512, 4 if <= 2048, 8 if <= 4096, else 16.
+
+Kernels
+-------
+layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
+                      eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64)
+    y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), biased variance; also stores
+    mean[m], rstd[m].  grid: (M,).
+    Variance: SINGLE_PASS sums (x - mean)^2 over the row held in registers (exact two-pass);
+    the looped path runs Welford per lane and merges lanes with Chan's formula, so the row is
+    read twice (statistics, then normalise), never E[x^2] - E[x]^2.
+
+layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M, N, stride_dx_row,
+                         stride_dy_row, stride_x_row, HAS_WEIGHT, BLOCK_N, SINGLE_PASS, INDEX_64)
+    xhat = (x - mean) * rstd, g = dy * w (or dy),
+    dx = rstd * (g - mean_n(g) - xhat * mean_n(g * xhat)).   grid: (M,).
+    The looped path reads dy, x (and w) twice.
+
+layer_norm_bwd_dwdb_kernel(dw_ptr, db_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N, stride_dy_row,
+                           stride_x_row, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    dw[n] = sum_m dy[m, n] * xhat[m, n], db[n] = sum_m dy[m, n], written in dw/db's dtype.
+    Each program owns BLOCK_N columns and walks all M rows in [BLOCK_M, BLOCK_N] tiles.
+    grid: (cdiv(N, BLOCK_N),).  When COMPUTE_DW is False, x/mean/rstd are not read (may be None).
+
+layer_norm_bwd_dwdb_partial_kernel(dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr,
+                                   M, N, stride_dy_row, stride_x_row, rows_per_group,
+                                   COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    Same sums restricted to rows [g*rows_per_group, min((g+1)*rows_per_group, M)) for group g,
+    stored to partial[g, n] (contiguous [G, N], accumulator dtype), G = cdiv(M, rows_per_group).
+    grid: (cdiv(N, BLOCK_N), G)   (G <= 65535).
+
+layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, G, N,
+                                    COMPUTE_DW, COMPUTE_DB, BLOCK_G, BLOCK_N, INDEX_64)
+    dw[n] = sum_g dw_partial[g, n] (and db likewise), both outputs in one launch.
+    grid: (cdiv(N, BLOCK_N),); BLOCK_N = min(next_pow2(N), 128), BLOCK_G = min(next_pow2(G), 32),
+    num_warps 4. (reduce.py's sum_mid_kernel with M=1, R=G, K=N, stride_r=N does the same for one
+    buffer per launch.)
+
+Weight/bias gradient plan (M rows, N columns)
+---------------------------------------------
+    BLOCK_N = min(next_pow2(N), 128); BLOCK_M = 32 (16 for fp64); num_warps = 4
+    col_blocks = cdiv(N, BLOCK_N)
+    G = min(cdiv(4 * SMs, col_blocks), cdiv(M, BLOCK_M), 65535)   # aim for ~4 programs per SM
+    rows_per_group = cdiv(cdiv(M, G), BLOCK_M) * BLOCK_M; G = cdiv(M, rows_per_group)
+    G == 1 -> layer_norm_bwd_dwdb_kernel straight into dw/db (enough column blocks already, or few rows)
+    G >  1 -> layer_norm_bwd_dwdb_partial_kernel into fp32/fp64 [G, N] buffers, then
+              layer_norm_bwd_dwdb_finalize_kernel.
+  e.g. H100 (132 SMs), M = 4M rows: N = 128 -> G = 528; N = 16384 -> 128 column blocks, G = 5.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row, eps,
+                          HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr,
+                          SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr):
+    row = tl.program_id(0)
+    if INDEX_64:
+        row = row.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+
+    x_row = x_ptr + row * stride_x_row
+    y_row = y_ptr + row * stride_y_row
+    cols = tl.arange(0, BLOCK_N)
+
+    if SINGLE_PASS:
+        mask = cols < N
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
+        mean = tl.sum(x, axis=0) / N
+        diff = tl.where(mask, x - mean, 0.0)
+        var = tl.sum(diff * diff, axis=0) / N
+        rstd = 1.0 / tl.sqrt(var + eps)
+        y = diff * rstd
+        if HAS_WEIGHT:
+            y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
+        if HAS_BIAS:
+            y = y + tl.load(b_ptr + cols, mask=mask, other=0.0).to(ACC)
+        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        # Welford per lane: lane j sees columns j, j + BLOCK_N, ...
+        cnt_vec = tl.zeros([BLOCK_N], dtype=ACC)
+        mean_vec = tl.zeros([BLOCK_N], dtype=ACC)
+        m2_vec = tl.zeros([BLOCK_N], dtype=ACC)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
+            cnt_vec += mask.to(ACC)
+            delta = x - mean_vec
+            # Padding lanes may divide by a zero count; tl.where discards that value.
+            mean_vec += tl.where(mask, delta / cnt_vec, 0.0)
+            m2_vec += tl.where(mask, delta * (x - mean_vec), 0.0)
+        # Merge the lanes (Chan et al.): M2 = sum(M2_j + n_j * (mean_j - mean)^2).
+        mean = tl.sum(cnt_vec * mean_vec, axis=0) / N
+        d = mean_vec - mean
+        var = tl.sum(m2_vec + cnt_vec * d * d, axis=0) / N
+        rstd = 1.0 / tl.sqrt(var + eps)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
+            y = (x - mean) * rstd
+            if HAS_WEIGHT:
+                y = y * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+            if HAS_BIAS:
+                y = y + tl.load(b_ptr + c, mask=mask, other=0.0).to(ACC)
+            tl.store(y_row + c, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+    tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
+    tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+
+
+@triton.jit
+def layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M, N, stride_dx_row, stride_dy_row,
+                             stride_x_row, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr,
+                             SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr):
+    row = tl.program_id(0)
+    if INDEX_64:
+        row = row.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+
+    dx_row = dx_ptr + row * stride_dx_row
+    dy_row = dy_ptr + row * stride_dy_row
+    x_row = x_ptr + row * stride_x_row
+    mean = tl.load(mean_ptr + row).to(ACC)
+    rstd = tl.load(rstd_ptr + row).to(ACC)
+    cols = tl.arange(0, BLOCK_N)
+
+    if SINGLE_PASS:
+        mask = cols < N
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
+        g = tl.load(dy_row + cols, mask=mask, other=0.0).to(ACC)
+        if HAS_WEIGHT:
+            g = g * tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
+        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        c1 = tl.sum(g * xhat, axis=0) / N
+        c2 = tl.sum(g, axis=0) / N
+        dx = (g - (xhat * c1 + c2)) * rstd
+        tl.store(dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    else:
+        acc_gx = tl.zeros([BLOCK_N], dtype=ACC)
+        acc_g = tl.zeros([BLOCK_N], dtype=ACC)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
+            g = tl.load(dy_row + c, mask=mask, other=0.0).to(ACC)
+            if HAS_WEIGHT:
+                g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+            # g is 0 on padding lanes, so xhat needs no mask here.
+            acc_gx += g * ((x - mean) * rstd)
+            acc_g += g
+        c1 = tl.sum(acc_gx, axis=0) / N
+        c2 = tl.sum(acc_g, axis=0) / N
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
+            g = tl.load(dy_row + c, mask=mask, other=0.0).to(ACC)
+            if HAS_WEIGHT:
+                g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+            dx = (g - ((x - mean) * rstd * c1 + c2)) * rstd
+            tl.store(dx_row + c, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row_begin, row_end, cols, N, stride_dy_row, stride_x_row,
+                      COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    """(sum dy * xhat, sum dy) over rows [row_begin, row_end) for the BLOCK_N columns `cols`."""
+    ACC: tl.constexpr = tl.float64 if dy_ptr.dtype.element_ty == tl.float64 else tl.float32
+    col_mask = cols < N
+    row_offs = tl.arange(0, BLOCK_M)
+    # 2-D accumulators, reduced over rows once at the end (not a cross-warp reduction per tile).
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    for m0 in range(row_begin, row_end, BLOCK_M):
+        rows = m0 + row_offs
+        row_mask = rows < row_end
+        if INDEX_64:
+            rows = rows.to(tl.int64)
+        mask = row_mask[:, None] & col_mask[None, :]
+        dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+        if COMPUTE_DB:
+            db_acc += dy
+        if COMPUTE_DW:
+            x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+            # dy is 0 outside the mask, so padding contributes nothing.
+            dw_acc += dy * ((x - mean[:, None]) * rstd[:, None])
+    return tl.sum(dw_acc, axis=0), tl.sum(db_acc, axis=0)
+
+
+@triton.jit
+def layer_norm_bwd_dwdb_kernel(dw_ptr, db_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N, stride_dy_row, stride_x_row,
+                               COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr,
+                               BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    dw, db = _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, 0, M, cols, N, stride_dy_row, stride_x_row,
+                               COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    col_mask = cols < N
+    if COMPUTE_DW:
+        tl.store(dw_ptr + cols, dw.to(dw_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_ptr + cols, db.to(db_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_bwd_dwdb_partial_kernel(dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N,
+                                       stride_dy_row, stride_x_row, rows_per_group, COMPUTE_DW: tl.constexpr,
+                                       COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                       INDEX_64: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    group = tl.program_id(1)
+    if INDEX_64:
+        group = group.to(tl.int64)
+    row_begin = group * rows_per_group
+    row_end = tl.minimum(row_begin + rows_per_group, M)
+    dw, db = _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row_begin, row_end, cols, N, stride_dy_row,
+                               stride_x_row, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    col_mask = cols < N
+    out_offs = group * N + cols
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + out_offs, dw.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_partial_ptr + out_offs, db.to(db_partial_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, G, N,
+                                        COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_G: tl.constexpr,
+                                        BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    g_offs = tl.arange(0, BLOCK_G)
+    if COMPUTE_DW:
+        ACC_W: tl.constexpr = tl.float64 if dw_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
+        dw_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=ACC_W)
+    if COMPUTE_DB:
+        ACC_B: tl.constexpr = tl.float64 if db_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
+        db_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=ACC_B)
+    for g0 in range(0, G, BLOCK_G):
+        g = g0 + g_offs
+        mask = (g < G)[:, None] & col_mask[None, :]
+        if INDEX_64:
+            g = g.to(tl.int64)
+        offs = g[:, None] * N + cols[None, :]
+        if COMPUTE_DW:
+            dw_acc += tl.load(dw_partial_ptr + offs, mask=mask, other=0.0).to(ACC_W)
+        if COMPUTE_DB:
+            db_acc += tl.load(db_partial_ptr + offs, mask=mask, other=0.0).to(ACC_B)
+    if COMPUTE_DW:
+        tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(db_ptr.dtype.element_ty), mask=col_mask)

@@ -1,0 +1,42 @@
+"""Kernels for the runtime's own tests (tests/cpp): each exercises one specialisation rule."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * scale, mask=mask)
+
+
+# Every kind of parameter Python Triton specialises, plus the opt-outs.
+@triton.jit(do_not_specialize=["n_dns"], do_not_specialize_on_alignment=["ptr_dnsoa", "n_dnsoa"])
+def everything_kernel(ptr, ptr_dnsoa, const_ptr: tl.const, n, n_dns, n_dnsoa, n_i64: tl.int64, f, f64: tl.float64,
+                      flag, maybe_ptr, C_INT: tl.constexpr, C_BOOL: tl.constexpr, C_FLOAT: tl.constexpr,
+                      C_NONE: tl.constexpr):
+    # Touch every runtime argument so none is optimised away.
+    acc = tl.load(ptr) + tl.load(ptr_dnsoa) + tl.load(const_ptr)
+    acc += (n + n_dns + n_dnsoa + n_i64).to(tl.float32) + f + f64.to(tl.float32)
+    if flag:
+        acc += 1.0
+    if maybe_ptr is not None:
+        acc += tl.load(maybe_ptr)
+    acc += C_INT
+    if C_BOOL:
+        acc += C_FLOAT
+    tl.store(ptr, acc)
+
+
+# Uses more than 48 KiB of shared memory with the launch options the tests give it.
+@triton.jit
+def big_shared_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(x_ptr + offs[:, None] * BLOCK + offs[None, :])
+    b = tl.dot(a, a)
+    tl.store(out_ptr + offs[:, None] * BLOCK + offs[None, :], b)
+
+
+def not_a_kernel(x):
+    return x

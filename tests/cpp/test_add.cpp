@@ -1,0 +1,134 @@
+// tjit::add against at::add from C++, on every device present (CPU through the interpreter,
+// CUDA when there is a GPU), through the dispatcher like an application would call it.
+
+#include "test_helpers.h"
+
+#include <tjit/operators.h>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+namespace {
+
+class AddTest : public ::testing::TestWithParam<c10::Device> {
+ protected:
+  at::TensorOptions opts(at::ScalarType dtype = at::kFloat) const {
+    return at::TensorOptions().device(GetParam()).dtype(dtype);
+  }
+  at::Tensor random(at::IntArrayRef shape, at::ScalarType dtype = at::kFloat) const {
+    if (at::isIntegralType(dtype, false)) {
+      return at::randint(-1000, 1000, shape, opts(dtype));
+    }
+    return at::randn(shape, opts(dtype));
+  }
+};
+
+void expect_close(const at::Tensor& got, const at::Tensor& want) {
+  ASSERT_EQ(got.sizes(), want.sizes());
+  ASSERT_EQ(got.scalar_type(), want.scalar_type());
+  ASSERT_EQ(got.device(), want.device());
+  ASSERT_TRUE(got.is_contiguous());
+  const double tol = got.scalar_type() == at::kBFloat16 ? 1e-2 : got.scalar_type() == at::kHalf ? 1e-3 : 1e-6;
+  EXPECT_TRUE(at::allclose(got, want, tol, tol));
+}
+
+TEST_P(AddTest, OddSizes) {
+  for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{1023}, int64_t{1025}, int64_t{70001}}) {
+    const at::Tensor x = random({n});
+    const at::Tensor y = random({n});
+    expect_close(tjit::add(x, y), at::add(x, y));
+  }
+}
+
+TEST_P(AddTest, DtypesAndAlpha) {
+  for (auto dtype : {at::kFloat, at::kDouble, at::kInt, at::kLong}) {
+    const at::Tensor x = random({257}, dtype);
+    const at::Tensor y = random({257}, dtype);
+    expect_close(tjit::add(x, y, 3), at::add(x, y, 3));
+    expect_close(tjit::add(x, y), at::add(x, y));
+  }
+  const at::Tensor x = random({257}, at::kDouble);
+  const at::Tensor y = random({257}, at::kDouble);
+  // fp64 alpha keeps its precision (it does not round to fp32).
+  EXPECT_TRUE(at::allclose(tjit::add(x, y, 0.1), at::add(x, y, 0.1), 1e-13, 1e-13));
+}
+
+TEST_P(AddTest, BroadcastAndNonContiguous) {
+  const at::Tensor a = random({4, 1, 5});
+  const at::Tensor b = random({3, 1});
+  expect_close(tjit::add(a, b, -2.0), at::add(a, b, -2.0));
+  const at::Tensor t = random({6, 7}).t();  // non-contiguous
+  const at::Tensor u = random({7, 6});
+  expect_close(tjit::add(t, u), at::add(t, u));
+  const at::Tensor s = random({10, 9}).narrow(1, 2, 5);  // offset, strided
+  expect_close(tjit::add(s, s), at::add(s, s));
+  // Six dims that cannot collapse to four: materialised, still right.
+  const at::Tensor big = random({2, 3, 2, 3, 2, 3}).permute({5, 3, 1, 0, 2, 4});
+  const at::Tensor other = random({3, 1, 3, 2, 1, 2});
+  expect_close(tjit::add(big, other), at::add(big, other));
+}
+
+TEST_P(AddTest, EmptyTensors) {
+  const at::Tensor x = random({0, 5});
+  const at::Tensor out = tjit::add(x, x);
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{0, 5}));
+  const at::Tensor b = tjit::add(random({0}), random({1}));
+  EXPECT_EQ(b.numel(), 0);
+}
+
+TEST_P(AddTest, Errors) {
+  auto message = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const c10::Error& e) {
+      return e.what_without_backtrace();
+    }
+    return "(no error)";
+  };
+  const at::Tensor x = random({4});
+  std::string msg = message([&] { tjit::add(x, random({3})); });
+  EXPECT_NE(msg.find("tjit::add: shapes [4] ('self') and [3] ('other') cannot be broadcast"), std::string::npos)
+      << msg;
+  msg = message([&] { tjit::add(x, random({4}, at::kDouble)); });
+  EXPECT_NE(msg.find("'self' has dtype Float but 'other' has dtype Double"), std::string::npos) << msg;
+  msg = message([&] { tjit::add(x.to(at::kComplexFloat), x.to(at::kComplexFloat)); });
+  EXPECT_NE(msg.find("tjit::add: argument 'self' has dtype ComplexFloat, which is not supported"),
+            std::string::npos)
+      << msg;
+  msg = message([&] { tjit::add(x, at::Tensor()); });
+  EXPECT_NE(msg.find("argument 'other' is an undefined tensor"), std::string::npos) << msg;
+  msg = message([&] { tjit::add(random({4}, at::kInt), random({4}, at::kInt), 0.5); });
+  EXPECT_NE(msg.find("alpha must be an integer for integer tensors"), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, AddTest, ::testing::ValuesIn(tjit::testing::test_devices()),
+                         tjit::testing::device_label);
+
+TEST(CudaAdd, HalfTypes) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  for (auto dtype : {at::kHalf, at::kBFloat16}) {
+    const at::Tensor x = at::randn({1 << 20 | 3}, at::TensorOptions().device(at::kCUDA).dtype(dtype));
+    const at::Tensor y = at::randn({1 << 20 | 3}, at::TensorOptions().device(at::kCUDA).dtype(dtype));
+    expect_close(tjit::add(x, y, 0.5), at::add(x, y, 0.5));
+  }
+}
+
+TEST(CudaAdd, DeviceMismatchNamesBoth) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  try {
+    tjit::add(at::randn({4}, at::kCUDA), at::randn({4}));
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    EXPECT_NE(msg.find("tjit::add: argument 'other' is on cpu but 'self' is on cuda:0"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,142 @@
+// The compile path without a GPU: real cubins for explicit targets, their metadata, and the
+// errors a user sees for bad kernels and bad calls. Runs in a pure C++ process: tjit loads
+// libpython itself.
+
+#include "test_helpers.h"
+
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+using tjit::CompileTarget;
+using tjit::LaunchOptions;
+using tjit::TritonJitFunction;
+using tjit::testing::test_kernels;
+
+at::Tensor cpu_floats(int64_t n) { return at::empty({n}, at::TensorOptions().dtype(at::kFloat)); }
+
+bool is_elf(const std::string& binary) { return binary.size() > 4 && binary.compare(0, 4, "\x7f" "ELF") == 0; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "(no error)";
+}
+
+TEST(Compile, CubinForSm80AndSm90WithoutGpu) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = cpu_floats(4096);
+  const at::Tensor out = cpu_floats(4096);
+  const auto sm90 = fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{}, x, out, int64_t{4096}, 2.0f,
+                               int64_t{256});
+  const auto sm80 = fn.compile(CompileTarget::parse("cuda:80"), LaunchOptions{8}, x, out, int64_t{4096}, 2.0f,
+                               int64_t{256});
+  for (const auto* k : {&sm90, &sm80}) {
+    EXPECT_TRUE(is_elf(k->binary));
+    EXPECT_EQ(k->name, "scale_kernel");
+    EXPECT_EQ(k->num_ctas, 1);
+    EXPECT_EQ(k->global_scratch_size, 0);
+  }
+  EXPECT_EQ(sm90.num_warps, 4);
+  EXPECT_EQ(sm80.num_warps, 8);
+  EXPECT_EQ(sm90.target.arch, 90);
+  EXPECT_EQ(sm80.target.arch, 80);
+  EXPECT_NE(sm90.binary, sm80.binary);
+}
+
+TEST(Compile, LargeSharedMemoryIsReported) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "big_shared_kernel");
+  const at::Tensor x = cpu_floats(128 * 128);
+  const auto k = fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{8, 1}, x, x, int64_t{128});
+  EXPECT_TRUE(is_elf(k.binary));
+  EXPECT_GT(k.shared_memory, 48 * 1024);
+}
+
+TEST(Compile, SpecialisationChangesWithAlignmentAndValues) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = cpu_floats(64);
+  const auto aligned = fn.specialize(x, x, int64_t{64}, 2.0f, int64_t{32});
+  const auto misaligned = fn.specialize(x.narrow(0, 1, 32), x, int64_t{63}, 2.0f, int64_t{32});
+  EXPECT_EQ(aligned.types, (std::vector<std::string>{"*fp32", "*fp32", "i32", "fp32", "constexpr"}));
+  EXPECT_EQ(aligned.divisible_by_16, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(misaligned.divisible_by_16, (std::vector<int>{1}));
+}
+
+TEST(Compile, TargetParsing) {
+  const auto t = CompileTarget::parse("cuda:80:32");
+  EXPECT_EQ(t.arch, 80);
+  EXPECT_EQ(t.warp_size, 32);
+  EXPECT_EQ(CompileTarget::parse("cuda:90").to_string(), "cuda:90:32");
+  EXPECT_NE(error_of([] { CompileTarget::parse("sm90"); }).find("expected BACKEND:ARCH"), std::string::npos);
+  EXPECT_NE(error_of([] { CompileTarget::parse("hip:942"); }).find("only the cuda backend"), std::string::npos);
+}
+
+TEST(Compile, MissingFileNamesTheFile) {
+  const std::string msg = error_of([] { TritonJitFunction::get_instance("/nonexistent/k.py", "k"); });
+  EXPECT_NE(msg.find("/nonexistent/k.py"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+}
+
+TEST(Compile, MissingFunctionNamesTheFunction) {
+  const std::string msg = error_of([] { TritonJitFunction::get_instance(test_kernels(), "no_such_kernel"); });
+  EXPECT_NE(msg.find("no_such_kernel"), std::string::npos) << msg;
+}
+
+TEST(Compile, PlainPythonFunctionIsRejected) {
+  const std::string msg = error_of([] { TritonJitFunction::get_instance(test_kernels(), "not_a_kernel"); });
+  EXPECT_NE(msg.find("not a @triton.jit function"), std::string::npos) << msg;
+}
+
+TEST(Compile, WrongArgumentCountListsParameters) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = cpu_floats(8);
+  const std::string msg = error_of([&] { fn.specialize(x, x, int64_t{8}); });
+  EXPECT_NE(msg.find("takes 5 arguments (x_ptr, out_ptr, n, scale, BLOCK), but 3 were given"), std::string::npos)
+      << msg;
+}
+
+TEST(Compile, TensorForConstexprIsRejected) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = cpu_floats(8);
+  const std::string msg = error_of([&] { fn.specialize(x, x, int64_t{8}, 2.0f, x); });
+  EXPECT_NE(msg.find("'BLOCK' is a tl.constexpr"), std::string::npos) << msg;
+}
+
+TEST(Compile, CompileErrorNamesKernelAndSignature) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = cpu_floats(8);
+  // tl.arange needs a power-of-two range: BLOCK=3 fails inside triton.compile.
+  const std::string msg =
+      error_of([&] { fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{}, x, x, int64_t{8}, 2.0f, int64_t{3}); });
+  EXPECT_NE(msg.find("triton.compile failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("power of 2"), std::string::npos) << msg;
+}
+
+TEST(Compile, BadLaunchOptionsAreRejected) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = cpu_floats(8);
+  const std::string msg = error_of(
+      [&] { fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{3}, x, x, int64_t{8}, 2.0f, int64_t{8}); });
+  EXPECT_NE(msg.find("num_warps must be a power of two"), std::string::npos) << msg;
+}
+
+TEST(Compile, TargetFromEnvironment) {
+  ::setenv("TJIT_TARGET", "cuda:80", 1);
+  const auto t = tjit::target_from_environment();
+  ::unsetenv("TJIT_TARGET");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->arch, 80);
+  EXPECT_FALSE(tjit::target_from_environment().has_value());
+}
+
+}  // namespace

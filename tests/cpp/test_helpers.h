@@ -1,0 +1,39 @@
+#pragma once
+// Shared by the GoogleTest suites: where the test kernels are, and which devices to run on.
+
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+#include <c10/core/Device.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace tjit::testing {
+
+inline std::string test_kernels() {
+  const char* path = std::getenv("TJIT_TEST_KERNELS");
+  return path != nullptr ? path : "tests/cpp/kernels/runtime_test_kernels.py";
+}
+
+// Every device the operator tests run on here: CPU (Triton's interpreter) always, CUDA when
+// present.
+inline std::vector<c10::Device> test_devices() {
+  std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
+  if (at::hasCUDA()) {
+    devices.emplace_back(c10::kCUDA, 0);
+  }
+  return devices;
+}
+
+inline std::string device_label(const ::testing::TestParamInfo<c10::Device>& info) {
+  return info.param.is_cuda() ? "cuda" : "cpu";
+}
+
+#define TJIT_SKIP_WITHOUT_CUDA()                                                            \
+  if (!at::hasCUDA()) {                                                                     \
+    GTEST_SKIP() << "needs a CUDA GPU (this torch build or machine has none); run on the " \
+                    "CUDA machine";                                                         \
+  }
+
+}  // namespace tjit::testing

@@ -1,0 +1,213 @@
+// Launching through the runtime: on the CPU via Triton's interpreter (runs everywhere) and on
+// CUDA (skipped, with the reason, where there is no GPU).
+
+#include "test_helpers.h"
+
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/randn.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <thread>
+#include <vector>
+
+// Counts operator new calls while armed, to prove the cached launch path allocates nothing.
+namespace {
+std::atomic<bool> g_count_allocations{false};
+std::atomic<size_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (g_count_allocations.load(std::memory_order_relaxed)) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (void* p = std::malloc(size == 0 ? 1 : size)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using tjit::Grid;
+using tjit::LaunchOptions;
+using tjit::TritonJitFunction;
+using tjit::testing::test_kernels;
+
+tjit::Stream stream_of(const at::Tensor& t) {
+  if (!t.is_cuda()) {
+    return nullptr;
+  }
+  return c10::impl::VirtualGuardImpl(t.device().type()).getStream(t.device()).native_handle();
+}
+
+void synchronize(const at::Tensor& t) {
+  if (t.is_cuda()) {
+    c10::impl::VirtualGuardImpl(t.device().type()).getStream(t.device()).synchronize();
+  }
+}
+
+class LaunchTest : public ::testing::TestWithParam<c10::Device> {};
+
+TEST_P(LaunchTest, ScaleMatchesAten) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{1000}, int64_t{4097}}) {
+    const auto opts = at::TensorOptions().device(GetParam()).dtype(at::kFloat);
+    const at::Tensor x = at::randn({n}, opts);
+    at::Tensor out = at::full({n}, std::numeric_limits<float>::quiet_NaN(), opts);
+    const int64_t block = 256;
+    fn(stream_of(x), Grid(static_cast<uint32_t>((n + block - 1) / block)), LaunchOptions{}, x, out, n, 1.5f, block);
+    synchronize(out);
+    EXPECT_TRUE(at::allclose(out, x * 1.5)) << "n=" << n;
+  }
+}
+
+TEST_P(LaunchTest, EmptyGridLaunchesNothing) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const auto opts = at::TensorOptions().device(GetParam()).dtype(at::kFloat);
+  const at::Tensor x = at::randn({16}, opts);
+  at::Tensor out = at::full({16}, 7.0, opts);
+  const size_t compiled = fn.num_compiled();
+  fn(stream_of(x), Grid(0), LaunchOptions{}, x, out, int64_t{16}, 2.0f, int64_t{16});
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, at::full({16}, 7.0, opts)));
+  EXPECT_EQ(fn.num_compiled(), compiled);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, LaunchTest, ::testing::ValuesIn(tjit::testing::test_devices()),
+                         tjit::testing::device_label);
+
+TEST(CudaLaunch, MixedDevicesAreRejected) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = at::randn({16}, at::kCUDA);
+  const at::Tensor out = at::empty({16});
+  try {
+    fn(stream_of(x), Grid(1), LaunchOptions{}, x, out, int64_t{16}, 2.0f, int64_t{16});
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    EXPECT_NE(msg.find("argument 'out_ptr' is on cpu but an earlier tensor argument is on cuda:0"),
+              std::string::npos)
+        << msg;
+  }
+}
+
+TEST(CudaLaunch, CacheKeyCoversOptionsAndAlignment) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  // A kernel file of its own would share nothing with other tests; scale_kernel with a block
+  // size no other test uses keeps the counts exact.
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = at::randn({1024}, at::kCUDA);
+  at::Tensor out = at::empty({1024}, at::kCUDA);
+  const size_t before = fn.num_compiled();
+  auto run = [&](const at::Tensor& in, int warps) {
+    fn(stream_of(in), Grid(8), LaunchOptions{warps}, in, out, int64_t{1000}, 3.0f, int64_t{128});
+  };
+  run(x, 4);
+  run(x, 4);  // hit
+  EXPECT_EQ(fn.num_compiled(), before + 1);
+  run(x, 8);  // num_warps is part of the key
+  EXPECT_EQ(fn.num_compiled(), before + 2);
+  run(x.narrow(0, 1, 1000), 4);  // misaligned pointer: another specialisation
+  EXPECT_EQ(fn.num_compiled(), before + 3);
+  synchronize(out);
+}
+
+TEST(CudaLaunch, ConcurrentMissesCompileOnce) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = at::randn({4096}, at::kCUDA);
+  const size_t before = fn.num_compiled();
+  std::vector<at::Tensor> outs(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    outs[t] = at::empty({4096}, at::kCUDA);
+    threads.emplace_back([&, t] {
+      fn(stream_of(x), Grid(4), LaunchOptions{2}, x, outs[t], int64_t{4096}, static_cast<float>(t), int64_t{1024});
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  EXPECT_EQ(fn.num_compiled(), before + 1);
+  synchronize(x);
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_TRUE(at::allclose(outs[t], x * static_cast<float>(t))) << "thread " << t;
+  }
+}
+
+TEST(CudaLaunch, CachedLaunchAllocatesNothing) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = at::randn({1024}, at::kCUDA);
+  at::Tensor out = at::empty({1024}, at::kCUDA);
+  const tjit::Stream stream = stream_of(x);
+  fn(stream, Grid(4), LaunchOptions{}, x, out, int64_t{1024}, 2.0f, int64_t{256});  // compile
+  g_allocations = 0;
+  g_count_allocations = true;
+  for (int i = 0; i < 100; ++i) {
+    fn(stream, Grid(4), LaunchOptions{}, x, out, int64_t{1024}, 2.0f, int64_t{256});
+  }
+  g_count_allocations = false;
+  EXPECT_EQ(g_allocations.load(), 0u);
+  synchronize(out);
+  EXPECT_TRUE(at::allclose(out, x * 2.0));
+}
+
+TEST(CudaLaunch, SharedMemoryAbove48KiB) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "big_shared_kernel");
+  const at::Tensor x = at::randn({128, 128}, at::kCUDA) / 16;
+  at::Tensor out = at::full({128, 128}, std::numeric_limits<float>::quiet_NaN(), at::kCUDA);
+  fn(stream_of(x), Grid(1), LaunchOptions{8, 1}, x, out, int64_t{128});
+  synchronize(out);
+  // tl.dot on fp32 uses tf32 by default: compare loosely.
+  EXPECT_TRUE(at::allclose(out, at::matmul(x, x), 1e-2, 1e-2));
+}
+
+TEST(CudaLaunch, DriverErrorNamesKernel) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = at::randn({16}, at::kCUDA);
+  at::Tensor out = at::empty({16}, at::kCUDA);
+  try {
+    fn(stream_of(x), Grid(1, 70000), LaunchOptions{}, x, out, int64_t{16}, 2.0f, int64_t{16});  // y > 65535
+    FAIL() << "expected a launch error";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    EXPECT_NE(msg.find("scale_kernel("), std::string::npos) << msg;
+    EXPECT_NE(msg.find("grid (1, 70000, 1)"), std::string::npos) << msg;
+  }
+}
+
+TEST(CudaLaunch, SecondDeviceIfPresent) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  if (at::getNumGPUs() < 2) {
+    GTEST_SKIP() << "needs two GPUs; the CUDA machine used has one";
+  }
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  for (int d : {0, 1}) {
+    const at::Tensor x = at::randn({1000}, c10::Device(c10::kCUDA, d));
+    at::Tensor out = at::empty_like(x);
+    fn(stream_of(x), Grid(4), LaunchOptions{}, x, out, int64_t{1000}, 2.0f, int64_t{256});
+    synchronize(out);
+    EXPECT_TRUE(at::allclose(out, x * 2.0)) << "device " << d;
+  }
+}
+
+}  // namespace

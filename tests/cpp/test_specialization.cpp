@@ -1,0 +1,242 @@
+// tjit's specialisation of a C++ call must equal what Python Triton derives for the same
+// Python call: both are computed here, in one process, on the same arguments.
+
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/ops/empty.h>
+#include <gtest/gtest.h>
+#include <pybind11/embed.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace py = pybind11;
+
+namespace {
+
+const char* test_kernels() {
+  const char* path = std::getenv("TJIT_TEST_KERNELS");
+  return path != nullptr ? path : "tests/cpp/kernels/runtime_test_kernels.py";
+}
+
+// Python Triton's own derivation: the binder JITFunction.run uses, then _pack_args, which
+// yields exactly what run() hands to ASTSource/triton.compile.
+constexpr const char* kPythonSide = R"py(
+import importlib.util, torch
+from triton.backends.compiler import GPUTarget
+from triton.compiler import make_backend
+from triton.runtime.jit import create_function_from_signature
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location("tjit_spec_test_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+           "int64": torch.int64, "uint8": torch.uint8, "bool": torch.bool,
+           "float8_e4m3fn": torch.float8_e4m3fn, "float64": torch.float64}
+
+def tensor(spec):
+    dtype, offset = spec
+    base = torch.empty(64, dtype=_DTYPES[dtype])
+    return base[offset:]
+
+def derive(path, name, args):
+    fn = _load(path, name)
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, options = binder(*args)
+    _, signature, constexprs, attrs = fn._pack_args(backend, {}, bound, specialization, options)
+    types = list(signature.values())
+    consts = sorted((k[0], v) for k, v in constexprs.items())
+    # attrs holds every str-keyed path; only those parse_attr filled carry an attribute
+    divisible = sorted(k[0] for k, v in attrs.items() if ["tt.divisibility", 16] in v)
+    return types, consts, divisible
+)py";
+
+struct TensorSpec {
+  c10::ScalarType dtype;
+  const char* python_dtype;
+  int64_t offset;  // elements into a fresh 64-element allocation: decides the alignment
+};
+
+struct Case {
+  std::string label;
+  TensorSpec ptr{at::kFloat, "float32", 0};
+  TensorSpec ptr_dnsoa{at::kFloat, "float32", 0};
+  TensorSpec const_ptr{at::kFloat, "float32", 0};
+  std::variant<int64_t, uint64_t> n = int64_t{1024};
+  int64_t n_dns = 1024;
+  int64_t n_dnsoa = 32;
+  int64_t n_i64 = 16;
+  double f = 2.5;
+  double f64 = 1.5;
+  bool flag = true;
+  bool has_maybe_ptr = true;
+  int64_t c_int = 128;
+  bool c_bool = true;
+  double c_float = 0.5;
+};
+
+at::Tensor make_tensor(const TensorSpec& s) {
+  return at::empty({64}, at::TensorOptions().dtype(s.dtype)).narrow(0, s.offset, 64 - s.offset);
+}
+
+class SpecializationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // Loading a kernel starts tjit's embedded interpreter (this binary links libpython).
+    fn_ = &tjit::TritonJitFunction::get_instance(test_kernels(), "everything_kernel");
+  }
+  static tjit::TritonJitFunction* fn_;
+};
+tjit::TritonJitFunction* SpecializationTest::fn_ = nullptr;
+
+py::object to_python(const tjit::ConstexprValue& v) {
+  return std::visit(
+      [](const auto& x) -> py::object {
+        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::monostate>) {
+          return py::none();
+        } else {
+          return py::cast(x);
+        }
+      },
+      v);
+}
+
+void expect_same_as_python(const Case& c) {
+  SCOPED_TRACE(c.label);
+  const at::Tensor ptr = make_tensor(c.ptr);
+  const at::Tensor ptr_dnsoa = make_tensor(c.ptr_dnsoa);
+  const at::Tensor const_ptr = make_tensor(c.const_ptr);
+  const at::Tensor maybe = make_tensor({at::kFloat, "float32", 0});
+  const std::optional<at::Tensor> maybe_ptr = c.has_maybe_ptr ? std::optional<at::Tensor>(maybe) : std::nullopt;
+
+  auto& fn = tjit::TritonJitFunction::get_instance(test_kernels(), "everything_kernel");
+  const tjit::Specialization mine = std::visit(
+      [&](auto n) {
+        return fn.specialize(ptr, ptr_dnsoa, const_ptr, n, c.n_dns, c.n_dnsoa, c.n_i64, c.f, c.f64, c.flag,
+                             maybe_ptr, c.c_int, c.c_bool, c.c_float, std::nullopt);
+      },
+      c.n);
+
+  py::gil_scoped_acquire gil;
+  py::dict scope;
+  py::exec(kPythonSide, scope);
+  auto tensor = [&](const TensorSpec& s) { return scope["tensor"](py::make_tuple(s.python_dtype, s.offset)); };
+  py::object n = std::visit([](auto v) { return py::object(py::int_(v)); }, c.n);
+  py::list args;
+  args.append(tensor(c.ptr));
+  args.append(tensor(c.ptr_dnsoa));
+  args.append(tensor(c.const_ptr));
+  args.append(n);
+  args.append(c.n_dns);
+  args.append(c.n_dnsoa);
+  args.append(c.n_i64);
+  args.append(c.f);
+  args.append(c.f64);
+  args.append(c.flag);
+  args.append(c.has_maybe_ptr ? tensor({at::kFloat, "float32", 0}) : py::none());
+  args.append(c.c_int);
+  args.append(c.c_bool);
+  args.append(c.c_float);
+  args.append(py::none());
+  py::tuple theirs = scope["derive"](test_kernels(), "everything_kernel", args);
+
+  EXPECT_EQ(mine.types, theirs[0].cast<std::vector<std::string>>());
+  py::list my_consts;
+  for (const auto& [index, value] : mine.constexprs) {
+    my_consts.append(py::make_tuple(index, to_python(value)));
+  }
+  EXPECT_TRUE(my_consts.equal(theirs[1])) << "tjit: " << py::str(my_consts).cast<std::string>()
+                                          << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
+  EXPECT_EQ(mine.divisible_by_16, theirs[2].cast<std::vector<int>>());
+}
+
+TEST_F(SpecializationTest, AlignedDefaults) { expect_same_as_python(Case{"aligned defaults"}); }
+
+TEST_F(SpecializationTest, MisalignedPointers) {
+  Case c{"misaligned"};
+  c.ptr.offset = 1;
+  c.ptr_dnsoa.offset = 2;
+  c.const_ptr.offset = 3;
+  expect_same_as_python(c);
+}
+
+TEST_F(SpecializationTest, PointerAlignedOnlyAtSixteenBytes) {
+  Case c{"offset 4 floats = 16 bytes"};
+  c.ptr.offset = 4;
+  c.const_ptr.offset = 2;  // 8 bytes: not aligned
+  expect_same_as_python(c);
+}
+
+TEST_F(SpecializationTest, ValuesEqualToOne) {
+  Case c{"ones"};
+  c.n = int64_t{1};
+  c.n_dns = 1;
+  c.n_dnsoa = 1;
+  c.n_i64 = 1;
+  c.c_int = 1;
+  expect_same_as_python(c);
+}
+
+TEST_F(SpecializationTest, IntegerWidthsAndDivisibility) {
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{17}, int64_t{-16}, int64_t{2147483647}, int64_t{2147483648},
+                    int64_t{-2147483648}, int64_t{-2147483649}, int64_t{1} << 40, (int64_t{1} << 40) + 3}) {
+    Case c{"n=" + std::to_string(v)};
+    c.n = v;
+    c.n_dns = v;
+    c.n_dnsoa = v;
+    c.n_i64 = v;
+    expect_same_as_python(c);
+  }
+}
+
+TEST_F(SpecializationTest, UnsignedAboveInt64IsU64) {
+  for (uint64_t v : {uint64_t{1} << 63, ~uint64_t{0}, (uint64_t{1} << 63) + 16}) {
+    Case c{"n=" + std::to_string(v)};
+    c.n = v;
+    expect_same_as_python(c);
+  }
+}
+
+TEST_F(SpecializationTest, NoneAndFlags) {
+  Case c{"None, false"};
+  c.has_maybe_ptr = false;
+  c.flag = false;
+  c.c_bool = false;
+  c.f = 1.0;  // a float equal to one stays fp32
+  expect_same_as_python(c);
+}
+
+TEST_F(SpecializationTest, PointerDtypes) {
+  for (const TensorSpec& s :
+       {TensorSpec{at::kHalf, "float16", 0}, TensorSpec{at::kBFloat16, "bfloat16", 8}, TensorSpec{at::kLong, "int64", 1},
+        TensorSpec{at::kByte, "uint8", 16}, TensorSpec{at::kBool, "bool", 3},
+        TensorSpec{at::kFloat8_e4m3fn, "float8_e4m3fn", 0}, TensorSpec{at::kDouble, "float64", 2}}) {
+    Case c{std::string("dtype ") + s.python_dtype};
+    c.ptr = s;
+    c.const_ptr = s;
+    expect_same_as_python(c);
+  }
+}
+
+TEST_F(SpecializationTest, DescribeNamesEveryParameter) {
+  const at::Tensor t = make_tensor({at::kFloat, "float32", 0});
+  const tjit::Specialization s = fn_->specialize(t, t, t, int64_t{1}, int64_t{7}, int64_t{32}, int64_t{16}, 1.0,
+                                                 2.0, true, std::nullopt, int64_t{64}, false, 0.25, std::nullopt);
+  std::vector<std::string> names;
+  for (const auto& p : fn_->params()) {
+    names.push_back(p.name);
+  }
+  EXPECT_EQ(s.describe(names),
+            "ptr: *fp32:16, ptr_dnsoa: *fp32, const_ptr: *kfp32:16, n=1, n_dns: i32, n_dnsoa: i32, "
+            "n_i64: i64:16, f: fp32, f64: fp64, flag: u1, maybe_ptr=None, C_INT=64, C_BOOL=False, "
+            "C_FLOAT=0.25, C_NONE=None");
+}
+
+}  // namespace
