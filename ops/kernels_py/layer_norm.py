@@ -10,7 +10,11 @@ Conventions
 * mean/rstd are contiguous [M] in the accumulator dtype: fp32 for fp16/bf16/fp32 x, fp64 for fp64 x.
   All arithmetic is in that dtype; stores cast to the destination pointer's element type.
 * Absent weight/bias/dw/db arrive as None (a constexpr); every use is behind HAS_*/COMPUTE_*.
-* ``eps`` arrives as an fp32 scalar and is widened to the accumulator dtype.
+* ``eps`` arrives as an fp32 scalar (Python and C++ Triton launches pass floats as fp32) and is
+  widened to the accumulator dtype. For fp64 x this makes rstd differ from aten's (double eps) by
+  up to 0.5 * |eps - fp32(eps)| / (var + eps), i.e. <= 1.3e-8 relative for eps = 1e-5, reached only
+  by rows with var << eps (N = 1, constant rows); ~1e-13 when var ~ 1. The interpreter passes the
+  Python float unrounded.
 * ``INDEX_64``: True when any tensor has >= 2**31 elements (or row * stride can reach 2**31); row
   indices are then int64 before they meet a stride.
 * ``next_pow2`` = ``triton.next_power_of_2``; num_warps advice is a starting point.

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# tjit's one entry point for people and CI.
+#
+#   ./run.sh demo                 build (if needed), then run the demo: tjit operators from Python
+#                                 and C++ against aten, with host time per call (CPU interpreter
+#                                 when there is no GPU)
+#   ./run.sh test [--log-dir D]   build, then run every test: GoogleTest through ctest, and pytest;
+#                                 prints a one-line summary last; full logs and JUnit files in D
+#
+# On a fresh machine it installs what is missing first: Python packages with pip (torch pinned to
+# the CPU build 2.13.0, triton to 3.6.0; nothing is installed where a package is already present,
+# so a CUDA torch is never replaced), and GoogleTest/ninja with apt-get when run as root.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+LOG_DIR=""
+
+log() { printf '[run.sh] %s\n' "$*" >&2; }
+
+ensure_python_packages() {
+  local missing=()
+  "$PY" -c "import torch" 2>/dev/null || missing+=("torch==2.13.0")
+  "$PY" -c "import triton" 2>/dev/null || missing+=("triton==3.6.0")
+  "$PY" -c "import pybind11" 2>/dev/null || missing+=("pybind11>=2.10")
+  "$PY" -c "import pytest" 2>/dev/null || missing+=("pytest")
+  "$PY" -c "import expecttest" 2>/dev/null || missing+=("expecttest")  # torch.library.opcheck needs it
+  "$PY" -c "import numpy" 2>/dev/null || missing+=("numpy")          # Triton's interpreter needs it
+  command -v cmake >/dev/null || missing+=("cmake")
+  command -v ninja >/dev/null || missing+=("ninja")
+  if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    "$PY" -m pip install --quiet "${missing[@]}"
+  fi
+}
+
+ensure_googletest() {
+  if [[ -e /usr/src/googletest/CMakeLists.txt || -e /usr/include/gtest/gtest.h ]]; then
+    return
+  fi
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    log "installing GoogleTest (libgtest-dev)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev ccache >/dev/null
+  else
+    log "GoogleTest is missing: install libgtest-dev (or GTest for CMake) to build tests/cpp"
+    exit 1
+  fi
+}
+
+build() {
+  ensure_python_packages
+  ensure_googletest
+  log "building (CMake via setup.py, into ./build)"
+  # Editable install: `import tjit` uses ops/ in this checkout, with the libraries built here.
+  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
+    "$PY" -m pip install --quiet --no-build-isolation --no-deps -e . 1>&2
+}
+
+run_tests() {
+  local dir=${LOG_DIR:-build/test-logs}
+  mkdir -p "$dir"
+  local status=0
+  log "C++ tests (ctest)"
+  ctest --test-dir build --output-on-failure --output-junit "$(realpath "$dir")/ctest.xml" 2>&1 |
+    tee "$dir/ctest.log" | grep -vE '^\s+Start ' || status=1
+  log "Python tests (pytest)"
+  "$PY" -m pytest tests/python -ra -q --junitxml="$dir/pytest.xml" 2>&1 | tee "$dir/pytest.log" || status=1
+  "$PY" - "$dir/ctest.xml" "$dir/pytest.xml" <<'PYEOF'
+import sys, xml.etree.ElementTree as ET
+totals = {"passed": 0, "failed": 0, "skipped": 0}
+for path in sys.argv[1:]:
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            totals["failed"] += 1
+        elif case.find("skipped") is not None or case.get("status") == "notrun":
+            totals["skipped"] += 1
+        else:
+            totals["passed"] += 1
+print(f"tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
+PYEOF
+  return $status
+}
+
+cmd=${1:-}
+shift || true
+while (($#)); do
+  case $1 in
+    --log-dir) LOG_DIR=$2; shift 2 ;;
+    *) log "unknown option $1"; exit 2 ;;
+  esac
+done
+case $cmd in
+  demo) build; "$PY" -m tjit.demo ;;
+  test) build; run_tests ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
+esac
