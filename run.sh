@@ -21,7 +21,6 @@ ensure_python_packages() {
   local missing=()
   "$PY" -c "import torch" 2>/dev/null || missing+=("torch==2.13.0")
   "$PY" -c "import triton" 2>/dev/null || missing+=("triton==3.6.0")
-  "$PY" -c "import pybind11" 2>/dev/null || missing+=("pybind11>=2.10")
   "$PY" -c "import pytest" 2>/dev/null || missing+=("pytest")
   "$PY" -c "import expecttest" 2>/dev/null || missing+=("expecttest")  # torch.library.opcheck needs it
   "$PY" -c "import numpy" 2>/dev/null || missing+=("numpy")          # Triton's interpreter needs it
@@ -60,7 +59,7 @@ run_tests() {
   mkdir -p "$dir"
   local status=0
   log "C++ tests (ctest)"
-  ctest --test-dir build --output-on-failure --output-junit "$(realpath "$dir")/ctest.xml" 2>&1 |
+  ctest --test-dir build -j "$(nproc)" --output-on-failure --output-junit "$(realpath "$dir")/ctest.xml" 2>&1 |
     tee "$dir/ctest.log" | grep -vE '^\s+Start ' || status=1
   log "Python tests (pytest)"
   "$PY" -m pytest tests/python -ra -q --junitxml="$dir/pytest.xml" 2>&1 | tee "$dir/pytest.log" || status=1

@@ -1,6 +1,6 @@
 """Builds tjit through its one CMake build and installs the Python package `tjit` (ops/).
 
-Needs torch, triton and pybind11 already installed in this Python (they are not installed for
+Needs torch and triton already installed in this Python (they are not installed for
 you: a plain `torch` requirement would download a CUDA build over an existing one). Use
     pip install --no-build-isolation .
 Environment: TJIT_BUILD_DIR (default ./build), TJIT_BUILD_TESTS (default 1), CMAKE_BUILD_PARALLEL_LEVEL.
@@ -22,12 +22,11 @@ LIBRARIES = ("liboperators.so", "libtriton_jit.so", "libtjit_python.so")
 
 def _cmake_build():
     try:
-        import pybind11  # noqa: F401
         import torch  # noqa: F401
         import triton  # noqa: F401
     except ImportError as error:
-        sys.exit(f"tjit: building needs torch, triton and pybind11 in this Python ({error}); install them "
-                 "first (CPU: pip install torch==2.13.0 triton==3.6.0 pybind11), then "
+        sys.exit(f"tjit: building needs torch and triton in this Python ({error}); install them "
+                 "first (CPU: pip install torch==2.13.0 triton==3.6.0), then "
                  "pip install --no-build-isolation .")
     build_dir = Path(os.environ.get("TJIT_BUILD_DIR", ROOT / "build"))
     configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",

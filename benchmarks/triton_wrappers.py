@@ -79,23 +79,14 @@ def _needs_index_64(*tensors):
     return any(t is not None and max(t.numel(), _extent(t)) >= _INT32_LIMIT for t in tensors)
 
 
-def _row_num_warps(block_n):
-    if block_n <= 128:
-        return 1
-    if block_n <= 512:
-        return 2
-    if block_n <= 2048:
-        return 4
-    if block_n <= 4096:
-        return 8
-    return 16
+def _row_num_warps(block_n, single_pass=True):
+    return min(16, max(1, block_n // 512)) if single_pass else 16
 
 
 def _row_blocking(n, dtype, block_n=None, single_pass=None):
     """(BLOCK_N, SINGLE_PASS) for the one-program-per-row softmax / layer_norm kernels."""
     if block_n is None:
-        max_single = 16384 if dtype in (torch.float16, torch.bfloat16) else 8192
-        block_n = triton.next_power_of_2(n) if n <= max_single else 4096
+        block_n = triton.next_power_of_2(n) if n <= 16384 else 4096
     if single_pass is None:
         single_pass = n <= block_n
     assert n <= block_n or not single_pass, "SINGLE_PASS needs N <= BLOCK_N"
@@ -201,7 +192,8 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
     if index_64 is None:
         index_64 = _needs_index_64(x2)
     softmax_k.softmax_fwd_kernel[(m, )](out, x2, m, n, x2.stride(0), out.stride(0), BLOCK_N=block_n,
-                                        SINGLE_PASS=single, INDEX_64=index_64, num_warps=_row_num_warps(block_n))
+                                        SINGLE_PASS=single, INDEX_64=index_64,
+                                        num_warps=_row_num_warps(block_n, single))
     return out.view(x.shape)
 
 
@@ -215,7 +207,7 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
         index_64 = _needs_index_64(go2, o2)
     softmax_k.softmax_bwd_kernel[(m, )](grad_in, go2, o2, m, n, grad_in.stride(0), go2.stride(0), o2.stride(0),
                                         BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
-                                        num_warps=_row_num_warps(block_n))
+                                        num_warps=_row_num_warps(block_n, single))
     return grad_in.view(out.shape)
 
 
@@ -236,7 +228,7 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
     layer_norm_k.layer_norm_fwd_kernel[(m, )](y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps,
                                               HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
                                               BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
-                                              num_warps=_row_num_warps(block_n))
+                                              num_warps=_row_num_warps(block_n, single))
     stat_shape = x.shape[:-1] + (1, )
     return y.view(x.shape), mean.view(stat_shape), rstd.view(stat_shape)
 
@@ -260,7 +252,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=T
     layer_norm_k.layer_norm_bwd_dx_kernel[(m, )](dx, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0),
                                                  x2.stride(0), HAS_WEIGHT=weight is not None, BLOCK_N=block_n,
                                                  SINGLE_PASS=single, INDEX_64=index_64,
-                                                 num_warps=_row_num_warps(block_n))
+                                                 num_warps=_row_num_warps(block_n, single))
     dx = dx.view(x.shape)
     if not (compute_dw or compute_db):
         return dx, None, None

@@ -22,7 +22,7 @@ sum_rows_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_N, INDEX_64)
     out[m] = sum_n in[m, n] for a 2-D view [M, N]; out is contiguous [M].
     grid    : (M,)  -- one program per row.
     BLOCK_N : min(next_pow2(N), 4096). Any N works (the program loops over BLOCK_N chunks).
-    warps   : 4 if BLOCK_N >= 1024 else (2 if BLOCK_N >= 256 else 1); 8 for BLOCK_N == 4096.
+    warps   : min(16, max(1, BLOCK_N // 512))
     Best for long rows when M is large (M >= ~2x the SM count). For short rows (N < ~512) use
     sum_rows_blocked_kernel; for few very long rows use the two-stage plan below.
 

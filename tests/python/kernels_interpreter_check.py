@@ -150,7 +150,8 @@ def sum_cases(W, dt, dev, m, n, tag):
                        ref_rows, f_rows)], tol)
     bn = small_block(n)
     run_case(f"sum_partial+sum_rows(chunk={2 * bn}) {tag}",
-             lambda: [("out", W.sum_rows_two_stage(x, chunk=2 * bn, block_n=bn, index_64=(n % 2 == 1)), ref_rows, f_rows)],
+             lambda: [("out", W.sum_rows_two_stage(x, chunk=2 * bn, block_n=bn, index_64=(n % 2 == 1)), ref_rows,
+                       f_rows)],
              tol)
     run_case(f"sum_all(two-stage) {tag}", lambda: [("out", W.sum_all(x, chunk=64, block_n=16), x64.sum(), f_all)], tol)
     run_case(f"sum_mid(dim0) {tag}", lambda: [("out", W.sum_dim(x, 0, splits=1), x64.sum(0), f_cols)], tol)
@@ -262,7 +263,8 @@ def run_all(device):
             base = torch.randn(7, n + 5, dtype=dt, device=dev)
             xs = base[:, 3:3 + n]
             tag = f"{dname} [7x{n}] row stride {xs.stride(0)}"
-            run_case(f"sum_rows(strided) {tag}", lambda: [("out", W.sum_dim_last(xs), xs.double().sum(-1), math.sqrt(n))], TOL[dt])
+            run_case(f"sum_rows(strided) {tag}",
+                     lambda: [("out", W.sum_dim_last(xs), xs.double().sum(-1), math.sqrt(n))], TOL[dt])
             run_case(f"sum_rows(strided,blocked) {tag}",
                      lambda: [("out", W.sum_dim_last(xs, blocked=True), xs.double().sum(-1), math.sqrt(n))],
                      TOL[dt])
@@ -273,10 +275,12 @@ def run_all(device):
         x3 = torch.randn(3, 17, 33, dtype=dt, device=dev)
         for d in (0, 1):
             run_case(f"sum_mid(dim={d}) {dname} [3x17x33]",
-                     lambda: [("out", W.sum_dim(x3, d, splits=1, block_r=4, block_k=8), x3.double().sum(d), math.sqrt(x3.shape[d]))],
+                     lambda: [("out", W.sum_dim(x3, d, splits=1, block_r=4, block_k=8), x3.double().sum(d),
+                               math.sqrt(x3.shape[d]))],
                      TOL[dt])
             run_case(f"sum_mid_split(dim={d}) {dname} [3x17x33]",
-                     lambda: [("out", W.sum_dim(x3, d, splits=2, block_r=2, block_k=8), x3.double().sum(d), math.sqrt(x3.shape[d]))],
+                     lambda: [("out", W.sum_dim(x3, d, splits=2, block_r=2, block_k=8), x3.double().sum(d),
+                               math.sqrt(x3.shape[d]))],
                      TOL[dt])
 
         # Softmax with -inf entries, including a whole first chunk of -inf on the looped path
@@ -410,8 +414,8 @@ def main():
     elif not torch.cuda.is_available():
         print("FAIL --device cuda but torch sees no GPU")
         return 1
-    print(f"== part 1: kernels vs torch ({'Triton interpreter' if ARGS.device == 'cpu' else 'compiled, ' + torch.cuda.get_device_name()})"
-          f"; torch {torch.__version__}, triton {triton.__version__}", flush=True)
+    where = "Triton interpreter" if ARGS.device == "cpu" else "compiled, " + torch.cuda.get_device_name()
+    print(f"== part 1: kernels vs torch ({where}); torch {torch.__version__}, triton {triton.__version__}", flush=True)
     run_all(ARGS.device)
     run_pass, run_fail = RESULTS["PASS"], RESULTS["FAIL"]
     t_run = time.time() - t0
