@@ -141,7 +141,9 @@ def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None):
 
 
 def sum_all(x, chunk=None, block_n=None, index_64=None):
-    """x.sum() via the two-stage plan over the flat contiguous tensor."""
+    """x.sum(): one sum_rows_kernel program up to 64K elements, else the two-stage plan."""
+    if chunk is None and x.numel() <= 65536:
+        return sum_dim_last(x.contiguous().view(1, -1), block_n=block_n, index_64=index_64, blocked=False).view(())
     return sum_rows_two_stage(x.contiguous().view(1, -1), chunk=chunk, block_n=block_n, index_64=index_64).view(())
 
 

@@ -73,6 +73,9 @@ Weight/bias gradient plan (M rows, N columns)
     G >  1 -> layer_norm_bwd_dwdb_partial_kernel into fp32/fp64 [G, N] buffers, then
               layer_norm_bwd_dwdb_finalize_kernel.
   e.g. H100 (132 SMs), M = 4M rows: N = 128 -> G = 528; N = 16384 -> 128 column blocks, G = 5.
+  Measured on an H200, fp32, whole backward (dx + this plan) from Python, bytes = 3 * M * N * 4
+  (2026-11-22; aten in brackets): 2**20 x 128: 1.75 TB/s [1.45] (G forced to 1: 0.06 TB/s);
+  2**18 x 1024: 2.6 TB/s [2.3]; 2**14 x 16384: 1.74 TB/s [1.81].
 """
 
 import triton

@@ -14,7 +14,7 @@ Conventions shared by every kernel
   ``row * stride`` can reach 2**31); row/program indices are then widened to int64 before they
   are multiplied by a stride. False keeps all index math in int32 (faster).
 * ``next_pow2(x)`` below means ``triton.next_power_of_2(x)`` (1 for x <= 1).
-* num_warps advice is a starting point, not a measured optimum.
+* num_warps advice is a starting point (partly measured, see the end of this comment).
 
 Kernels
 -------
@@ -73,6 +73,9 @@ Recommended plans
   sum_rows_blocked_kernel (N < 512); few long rows -> sum_partial_kernel + sum_rows_kernel.
 * Sum over a middle/first dim: sum_mid_kernel, with sum_mid_split_kernel first when it has too few
   programs (see above).
+Measured with these plans on an H200, fp32, from Python (2026-11-22; torch in brackets): full sum
+of 2**28: 4.19 TB/s [4.14]; last dim of [2**24, 8] (blocked): 3.1 TB/s [0.64]; dim 0 of
+[4096, 8192]: 2.5 TB/s [2.6]; dim 0 of [2**20, 64] (split): 2.0 TB/s [1.6].
 """
 
 import triton

@@ -8,6 +8,8 @@
 #include <c10/core/Device.h>
 
 #include <initializer_list>
+#include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 
@@ -34,5 +36,32 @@ void check_supported_device(const at::Tensor& t, const char* op, const char* arg
 // Number of programs for n items in blocks of `block`, as a launch grid extent; throws if it
 // exceeds what a grid dimension can hold.
 uint32_t blocks_for(int64_t n, int64_t block, const char* op);
+
+}  // namespace tjit::detail
+
+namespace tjit::detail {
+
+// A tensor seen as [rows, cols] with unit column stride and one row stride, when its layout
+// allows it without a copy (the leading dims collapse into one stride).
+struct RowsView {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t row_stride = 0;
+};
+std::optional<RowsView> as_rows(const at::Tensor& t, int64_t cols);
+
+// `t` as rows of `cols` elements: a view when as_rows allows it, else a contiguous copy.
+std::pair<at::Tensor, RowsView> rows_of(const at::Tensor& t, int64_t cols);
+
+// Whether offsets into `t` (through its strides) or its element count can reach 2**31.
+bool needs_index64(const at::Tensor& t);
+
+// Wraps a possibly negative dim into [0, ndim); errors name the operator and the argument.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const char* arg);
+
+// Smallest power of two >= n (1 for n <= 1), as triton.next_power_of_2.
+int64_t next_power_of_2(int64_t n);
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace tjit::detail

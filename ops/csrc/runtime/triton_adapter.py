@@ -25,6 +25,9 @@ if _version < _MIN_VERSION:
     raise ImportError(f"tjit needs triton >= 3.3, found {triton.__version__}")
 
 _lock = threading.Lock()
+# Interpreted runs and interpreted imports flip process-wide Triton state
+# (knobs.runtime.interpret), so they never overlap a compile: all of them hold this lock.
+_mode_lock = threading.Lock()
 _kernels = []  # handle -> (path, name, JITFunction)
 _interpreted = {}  # handle -> InterpretedFunction
 _modules = {}  # (absolute path, interpreted) -> module
@@ -49,15 +52,16 @@ def _import_file(path, interpreted=False):
             raise ImportError(f"cannot import kernel file {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # inspect.getsource (used by Triton) looks modules up here
-        saved = knobs.runtime.interpret
-        knobs.runtime.interpret = interpreted  # read by @triton.jit when the file runs
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-        finally:
-            knobs.runtime.interpret = saved
+        with _mode_lock:
+            saved = knobs.runtime.interpret
+            knobs.runtime.interpret = interpreted  # read by @triton.jit when the file runs
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+            finally:
+                knobs.runtime.interpret = saved
         _modules[(path, interpreted)] = module
         return module
 
@@ -98,7 +102,8 @@ def compile(handle, types, constexprs, divisible, target, options):
     consts = {(i, ): v for i, v in constexprs}
     attrs = {(i, ): backend.parse_attr("D") for i in divisible}
     opts = backend.parse_options(dict(options))
-    kernel = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
+    with _mode_lock:
+        kernel = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
     md = kernel.metadata
     if getattr(md, "tensordesc_meta", None):
         raise NotImplementedError(f"{fn.__name__}: tensor descriptor arguments are not supported by tjit yet")
@@ -116,17 +121,67 @@ def compile(handle, types, constexprs, divisible, target, options):
     }
 
 
+_interpreting = threading.local()
+_original_jit_call = JITFunction.__call__
+
+
+def _call_jit_function(self, *args, **kwargs):
+    # Triton's own library (tl.sum, tl.max, ...) was decorated in compiled mode; inside an
+    # interpreted kernel, run such helpers through the interpreter too, as TRITON_INTERPRET=1 would.
+    if getattr(_interpreting, "active", False):
+        from triton.runtime.interpreter import InterpretedFunction
+        interpreted = self.__dict__.get("_tjit_interpreted")
+        if interpreted is None:
+            interpreted = InterpretedFunction(self.fn)
+            self._tjit_interpreted = interpreted
+        return interpreted(*args, **kwargs)
+    return _original_jit_call(self, *args, **kwargs)
+
+
+JITFunction.__call__ = _call_jit_function
+
+
+def _fix_interpreter_scalar_index():
+    # Triton 3.6's interpreter turns a scalar tensor into a Python int with int(array) on a
+    # 1-element array (e.g. `for i in range(0, N, BLOCK)` with a runtime N); NumPy >= 2.4 rejects
+    # that. Convert through the element instead.
+    import numpy as np
+    try:
+        int(np.array([1]))
+        return
+    except TypeError:
+        pass
+    from triton.runtime import interpreter
+    original = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    interpreter._patch_lang_tensor = patched
+
+
 def run_interpreted(handle, grid, num_warps, args):
     """Runs the kernel through Triton's interpreter; tensors arrive as DLPack capsules."""
     import torch
 
     interpreted = _interpreted.get(handle)
     if interpreted is None:
+        if not _interpreted:
+            _fix_interpreter_scalar_index()
         path, name, _ = _kernels[handle]
         interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), name))
         _interpreted[handle] = interpreted
     values = [torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a for a in args]
-    interpreted[tuple(grid)](*values, num_warps=num_warps)
+    with _mode_lock:
+        saved = knobs.runtime.interpret
+        knobs.runtime.interpret = True
+        _interpreting.active = True
+        try:
+            interpreted[tuple(grid)](*values, num_warps=num_warps)
+        finally:
+            _interpreting.active = False
+            knobs.runtime.interpret = saved
 
 
 def _unwrap_interpreted(obj):

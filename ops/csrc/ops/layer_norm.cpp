@@ -1,0 +1,232 @@
+// tjit::layer_norm and its backward over the trailing normalized_shape dims, as Triton row
+// kernels (kernels_py/layer_norm.py). mean and rstd are kept (in fp32, fp64 for fp64 input) for
+// the backward; the weight and bias gradients use the column-block / row-group plan of
+// layer_norm.py's header.
+
+#include "op_support.h"
+#include "operator_impls.h"
+
+#include <tjit/device_properties.h>
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/SymInt.h>
+#include <c10/util/Exception.h>
+
+namespace tjit::impl {
+namespace {
+
+constexpr const char* kOp = "tjit::layer_norm";
+constexpr const char* kBackwardOp = "tjit::layer_norm_backward";
+constexpr int kCpuMultiprocessors = 4;  // see sum.cpp
+
+at::ScalarType accumulator_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
+
+// Checks shared by every kernel of the family; returns the number of leading dims (rows' shape).
+template <typename Int>
+int64_t check_layer_norm_inputs(const at::Tensor& input, c10::ArrayRef<Int> normalized_shape,
+                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                                c10::ArrayRef<Int> input_sizes, const char* op) {
+  detail::check_defined(input, op, "input");
+  detail::check_supported_device(input, op, "input");
+  detail::check_dtype_in(input, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, op, "input");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  TORCH_CHECK(k >= 1, op, ": normalized_shape must name at least one dim, got []");
+  TORCH_CHECK(input.dim() >= k, op, ": normalized_shape ", normalized_shape, " has ", k,
+              " dims but input has only ", input.dim(), " (shape ", input_sizes, ")");
+  const int64_t lead = input.dim() - k;
+  for (int64_t i = 0; i < k; ++i) {
+    TORCH_CHECK(input_sizes[lead + i] == normalized_shape[i], op, ": normalized_shape ", normalized_shape,
+                " does not match the trailing dims of input of shape ", input_sizes,
+                " (expected input.shape[-", k, ":] == normalized_shape)");
+  }
+  for (const auto& [param, name] : {std::pair{&weight, "weight"}, std::pair{&bias, "bias"}}) {
+    if (!param->has_value() || !(*param)->defined()) {
+      continue;
+    }
+    const at::Tensor& p = **param;
+    detail::check_same_device(p, name, input, "input", op);
+    TORCH_CHECK(p.scalar_type() == input.scalar_type(), op, ": ", name, " has dtype ", p.scalar_type(),
+                " but input has dtype ", input.scalar_type(), "; they must match");
+    TORCH_CHECK(p.dim() == k, op, ": ", name, " has shape ", p.sizes(), " but normalized_shape is ",
+                normalized_shape);
+    for (int64_t i = 0; i < k; ++i) {
+      TORCH_CHECK(p.sym_size(i) == normalized_shape[i], op, ": ", name, " has shape ", p.sym_sizes(),
+                  " but normalized_shape is ", normalized_shape);
+    }
+  }
+  return lead;
+}
+
+bool present(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+struct RowPlan {
+  int64_t block_n;
+  bool single_pass;
+  int num_warps;
+};
+
+RowPlan plan_rows(int64_t cols) {
+  if (cols <= 16384) {
+    const int64_t block = detail::next_power_of_2(cols);
+    return {block, true, static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16))};
+  }
+  return {4096, false, 16};
+}
+
+template <typename Int>
+std::vector<Int> leading_shape(c10::ArrayRef<Int> sizes, int64_t lead) {
+  return std::vector<Int>(sizes.begin(), sizes.begin() + lead);
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_meta(const at::Tensor& input,
+                                                                       c10::SymIntArrayRef normalized_shape,
+                                                                       const std::optional<at::Tensor>& weight,
+                                                                       const std::optional<at::Tensor>& bias,
+                                                                       double /*eps*/) {
+  const int64_t lead = check_layer_norm_inputs<c10::SymInt>(input, normalized_shape, weight, bias,
+                                                            input.sym_sizes(), kOp);
+  const auto stats_options = input.options().dtype(accumulator_type(input.scalar_type()));
+  return {at::empty_symint(input.sym_sizes(), input.options()),
+          at::empty_symint(leading_shape(input.sym_sizes(), lead), stats_options),
+          at::empty_symint(leading_shape(input.sym_sizes(), lead), stats_options)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_triton(const at::Tensor& input,
+                                                                         at::IntArrayRef normalized_shape,
+                                                                         const std::optional<at::Tensor>& weight,
+                                                                         const std::optional<at::Tensor>& bias,
+                                                                         double eps) {
+  const int64_t lead = check_layer_norm_inputs<int64_t>(input, normalized_shape, weight, bias, input.sizes(), kOp);
+  const auto stats_options = input.options().dtype(accumulator_type(input.scalar_type()));
+  at::Tensor out = at::empty(input.sizes(), input.options());
+  at::Tensor mean = at::empty(leading_shape(input.sizes(), lead), stats_options);
+  at::Tensor rstd = at::empty(leading_shape(input.sizes(), lead), stats_options);
+  const int64_t cols = c10::multiply_integers(normalized_shape);
+  if (out.numel() == 0) {
+    return {out, mean, rstd};
+  }
+  const auto [x, v] = detail::rows_of(input, cols);
+  const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
+  const at::Tensor b = present(bias) ? bias->contiguous() : at::Tensor();
+  const RowPlan plan = plan_rows(cols);
+  static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_kernel");
+  kernel(detail::current_stream(input.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
+         out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, static_cast<float>(eps), w.defined(), b.defined(),
+         plan.block_n, plan.single_pass, detail::needs_index64(x) || detail::needs_index64(out));
+  return {out, mean, rstd};
+}
+
+at::Tensor layer_norm_meta(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                           const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                           double eps) {
+  return std::get<0>(layer_norm_forward_meta(input, normalized_shape, weight, bias, eps));
+}
+
+at::Tensor layer_norm_triton(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                             const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                             double eps) {
+  return std::get<0>(layer_norm_forward_triton(input, normalized_shape, weight, bias, eps));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_meta(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+    const at::Tensor& /*mean*/, const at::Tensor& /*rstd*/, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
+  check_layer_norm_inputs<c10::SymInt>(input, normalized_shape, weight, bias, input.sym_sizes(), kBackwardOp);
+  at::Tensor dx = output_mask[0] ? at::empty_symint(input.sym_sizes(), input.options()) : at::Tensor();
+  at::Tensor dw = output_mask[1] && present(weight) ? at::empty_symint(weight->sym_sizes(), weight->options())
+                                                    : at::Tensor();
+  at::Tensor db = output_mask[2] && present(bias) ? at::empty_symint(bias->sym_sizes(), bias->options())
+                                                  : at::Tensor();
+  (void)grad_out;
+  return {dx, dw, db};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
+    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> output_mask) {
+  const int64_t lead =
+      check_layer_norm_inputs<int64_t>(input, normalized_shape, weight, bias, input.sizes(), kBackwardOp);
+  detail::check_defined(grad_out, kBackwardOp, "grad_out");
+  detail::check_same_device(grad_out, "grad_out", input, "input", kBackwardOp);
+  TORCH_CHECK(grad_out.sizes() == input.sizes(), kBackwardOp, ": grad_out has shape ", grad_out.sizes(),
+              " but input has shape ", input.sizes());
+  TORCH_CHECK(grad_out.scalar_type() == input.scalar_type(), kBackwardOp, ": grad_out has dtype ",
+              grad_out.scalar_type(), " but input has dtype ", input.scalar_type());
+  const at::ScalarType acc = accumulator_type(input.scalar_type());
+  for (const auto& [stat, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
+    detail::check_defined(*stat, kBackwardOp, name);
+    detail::check_same_device(*stat, name, input, "input", kBackwardOp);
+    TORCH_CHECK(stat->scalar_type() == acc && stat->numel() == c10::multiply_integers(input.sizes().slice(0, lead)),
+                kBackwardOp, ": ", name, " must be the ", acc, " tensor tjit::layer_norm_forward returned (",
+                c10::multiply_integers(input.sizes().slice(0, lead)), " elements), got ", stat->scalar_type(), " ",
+                stat->sizes());
+  }
+  const bool want_dw = output_mask[1] && present(weight);
+  const bool want_db = output_mask[2] && present(bias);
+  at::Tensor dx = output_mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
+  at::Tensor dw = want_dw ? at::empty(weight->sizes(), weight->options()) : at::Tensor();
+  at::Tensor db = want_db ? at::empty(bias->sizes(), bias->options()) : at::Tensor();
+  const int64_t cols = c10::multiply_integers(normalized_shape);
+  const int64_t rows = cols == 0 ? 0 : input.numel() / cols;
+  if (rows == 0 || cols == 0) {
+    // No rows: parameter gradients are sums of nothing.
+    if (want_dw) dw.zero_();
+    if (want_db) db.zero_();
+    return {dx, dw, db};
+  }
+  const Stream stream = detail::current_stream(input.device());
+  const std::string file = detail::kernel_path("layer_norm.py");
+  const auto [x, xv] = detail::rows_of(input, cols);
+  const auto [dy, dyv] = detail::rows_of(grad_out, cols);
+  const at::Tensor mean_c = mean.contiguous();
+  const at::Tensor rstd_c = rstd.contiguous();
+  const bool index64 = detail::needs_index64(x) || detail::needs_index64(dy);
+
+  if (dx.defined()) {
+    const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
+    const RowPlan plan = plan_rows(cols);
+    static auto& dx_kernel = TritonJitFunction::get_instance(file, "layer_norm_bwd_dx_kernel");
+    dx_kernel(stream, Grid(detail::blocks_for(rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, dx, dy, x, w,
+              mean_c, rstd_c, rows, cols, cols, dyv.row_stride, xv.row_stride, w.defined(), plan.block_n,
+              plan.single_pass, index64);
+  }
+  if (!want_dw && !want_db) {
+    return {dx, dw, db};
+  }
+  // Weight/bias gradients: columns in blocks, rows split into groups when the column blocks
+  // alone would leave the GPU idle; groups write partial sums that one more launch adds up.
+  const int sms = input.is_cuda() ? multiprocessor_count(input.device()) : kCpuMultiprocessors;
+  const int64_t block_n = std::min<int64_t>(detail::next_power_of_2(cols), 128);
+  const int64_t block_m = input.scalar_type() == at::kDouble ? 16 : 32;
+  const int64_t col_blocks = detail::ceil_div(cols, block_n);
+  int64_t groups = std::min({detail::ceil_div(4 * sms, col_blocks), detail::ceil_div(rows, block_m), int64_t{65535}});
+  groups = std::max<int64_t>(groups, 1);
+  const int64_t rows_per_group = detail::ceil_div(detail::ceil_div(rows, groups), block_m) * block_m;
+  groups = detail::ceil_div(rows, rows_per_group);
+  if (groups == 1) {
+    static auto& dwdb = TritonJitFunction::get_instance(file, "layer_norm_bwd_dwdb_kernel");
+    dwdb(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp)), LaunchOptions{4}, dw, db, dy, x, mean_c, rstd_c,
+         rows, cols, dyv.row_stride, xv.row_stride, want_dw, want_db, block_m, block_n, index64);
+    return {dx, dw, db};
+  }
+  const auto partial_options = input.options().dtype(acc);
+  const at::Tensor dw_partial = want_dw ? at::empty({groups, cols}, partial_options) : at::Tensor();
+  const at::Tensor db_partial = want_db ? at::empty({groups, cols}, partial_options) : at::Tensor();
+  static auto& partial = TritonJitFunction::get_instance(file, "layer_norm_bwd_dwdb_partial_kernel");
+  partial(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp), static_cast<uint32_t>(groups)),
+          LaunchOptions{4}, dw_partial, db_partial, dy, x, mean_c, rstd_c, rows, cols, dyv.row_stride, xv.row_stride,
+          rows_per_group, want_dw, want_db, block_m, block_n, index64);
+  static auto& finalize = TritonJitFunction::get_instance(file, "layer_norm_bwd_dwdb_finalize_kernel");
+  const int64_t block_g = std::min<int64_t>(detail::next_power_of_2(groups), 32);
+  finalize(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp)), LaunchOptions{4}, dw, db, dw_partial,
+           db_partial, groups, cols, want_dw, want_db, block_g, block_n, false);
+  return {dx, dw, db};
+}
+
+}  // namespace tjit::impl

@@ -1,0 +1,137 @@
+// tjit::softmax and its backward over any dim, as Triton row kernels (kernels_py/softmax.py):
+// the dim is moved last, rows are normalised in one pass when they fit a block, in an online
+// (looped) pass otherwise.
+
+#include "op_support.h"
+#include "operator_impls.h"
+
+#include <tjit/device_properties.h>
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/ops/empty.h>
+#include <c10/core/SymInt.h>
+#include <c10/util/Exception.h>
+
+namespace tjit::impl {
+namespace {
+
+constexpr const char* kOp = "tjit::softmax";
+constexpr const char* kBackwardOp = "tjit::softmax_backward";
+
+void check_floating(const at::Tensor& t, const char* op, const char* arg) {
+  detail::check_defined(t, op, arg);
+  detail::check_supported_device(t, op, arg);
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, ": argument '", arg, "' has dtype ", t.scalar_type(),
+              "; softmax needs a floating-point tensor (convert with .float(), or pass dtype=)");
+  detail::check_dtype_in(t, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, op, arg);
+}
+
+// Row plan shared by forward and backward (softmax.py's header).
+struct RowPlan {
+  int64_t block_n;
+  bool single_pass;
+  int num_warps;
+};
+
+RowPlan plan_rows(int64_t rows, int64_t cols, const c10::Device& device) {
+  if (cols <= 16384) {
+    const int64_t block = detail::next_power_of_2(cols);
+    return {block, true, static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16))};
+  }
+  // Few very long rows: bigger blocks keep the SMs busy.
+  const bool few_rows = device.is_cuda() && rows < multiprocessor_count(device);
+  return {few_rows ? 16384 : 4096, false, 16};
+}
+
+// `t` with `dim` moved last (a view).
+at::Tensor dim_last(const at::Tensor& t, int64_t dim) { return t.dim() == 0 ? t.reshape({1}) : t.movedim(dim, -1); }
+
+// Output laid out contiguously with `dim` last, returned with `dim` back in place: the layout
+// the Meta kernel reproduces.
+template <typename Shape>
+Shape moved_shape(Shape shape, int64_t dim) {
+  if (shape.empty()) {
+    return shape;
+  }
+  auto value = shape[dim];
+  shape.erase(shape.begin() + dim);
+  shape.push_back(value);
+  return shape;
+}
+
+at::Tensor restore_dim(const at::Tensor& moved_out, const at::Tensor& like, int64_t dim) {
+  return like.dim() == 0 ? moved_out.reshape({}) : moved_out.movedim(-1, dim);
+}
+
+}  // namespace
+
+at::Tensor softmax_meta(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  check_floating(self, kOp, "self");
+  dim = detail::wrap_dim(dim, self.dim(), kOp, "dim");
+  const at::ScalarType out_dtype = dtype.value_or(self.scalar_type());
+  TORCH_CHECK(at::isFloatingType(out_dtype), kOp, ": dtype=", out_dtype, " is not a floating-point type");
+  std::vector<c10::SymInt> shape(self.sym_sizes().begin(), self.sym_sizes().end());
+  at::Tensor out = at::empty_symint(moved_shape(shape, dim), self.options().dtype(out_dtype));
+  return self.dim() == 0 ? out.reshape({}) : out.movedim(-1, dim);
+}
+
+at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  check_floating(self, kOp, "self");
+  dim = detail::wrap_dim(dim, self.dim(), kOp, "dim");
+  const at::ScalarType out_dtype = dtype.value_or(self.scalar_type());
+  TORCH_CHECK(at::isFloatingType(out_dtype), kOp, ": dtype=", out_dtype, " is not a floating-point type");
+  // As torch.softmax: the input is converted to `dtype` first.
+  const at::Tensor x = out_dtype == self.scalar_type() ? self : self.to(out_dtype);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  at::Tensor out_moved = at::empty(moved_shape(shape, dim), x.options());
+  const int64_t cols = x.dim() == 0 ? 1 : x.size(dim);
+  if (out_moved.numel() == 0) {
+    return restore_dim(out_moved, x, dim);
+  }
+  const auto [in, v] = detail::rows_of(dim_last(x, dim), cols);
+  const RowPlan plan = plan_rows(v.rows, v.cols, x.device());
+  static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
+  kernel(detail::current_stream(x.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
+         out_moved, in, v.rows, v.cols, v.row_stride, cols, plan.block_n, plan.single_pass,
+         detail::needs_index64(in) || detail::needs_index64(out_moved));
+  return restore_dim(out_moved, x, dim);
+}
+
+at::Tensor softmax_backward_meta(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 at::ScalarType input_dtype) {
+  check_floating(grad_output, kBackwardOp, "grad_output");
+  check_floating(output, kBackwardOp, "output");
+  dim = detail::wrap_dim(dim, output.dim(), kBackwardOp, "dim");
+  std::vector<c10::SymInt> shape(output.sym_sizes().begin(), output.sym_sizes().end());
+  at::Tensor out = at::empty_symint(moved_shape(shape, dim), output.options().dtype(input_dtype));
+  return output.dim() == 0 ? out.reshape({}) : out.movedim(-1, dim);
+}
+
+at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                   at::ScalarType input_dtype) {
+  check_floating(grad_output, kBackwardOp, "grad_output");
+  check_floating(output, kBackwardOp, "output");
+  detail::check_same_device(grad_output, "grad_output", output, "output", kBackwardOp);
+  TORCH_CHECK(grad_output.sizes() == output.sizes(), kBackwardOp, ": grad_output has shape ", grad_output.sizes(),
+              " but output has shape ", output.sizes());
+  TORCH_CHECK(at::isFloatingType(input_dtype), kBackwardOp, ": input_dtype=", input_dtype,
+              " is not a floating-point type");
+  dim = detail::wrap_dim(dim, output.dim(), kBackwardOp, "dim");
+  std::vector<int64_t> shape(output.sizes().begin(), output.sizes().end());
+  at::Tensor grad_in_moved = at::empty(moved_shape(shape, dim), output.options().dtype(input_dtype));
+  if (grad_in_moved.numel() == 0) {
+    return restore_dim(grad_in_moved, output, dim);
+  }
+  const int64_t cols = output.dim() == 0 ? 1 : output.size(dim);
+  const auto [g, gv] = detail::rows_of(dim_last(grad_output, dim), cols);
+  const auto [y, yv] = detail::rows_of(dim_last(output, dim), cols);
+  const RowPlan plan = plan_rows(yv.rows, cols, output.device());
+  static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_kernel");
+  kernel(detail::current_stream(output.device()), Grid(detail::blocks_for(yv.rows, 1, kBackwardOp)),
+         LaunchOptions{plan.num_warps}, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,
+         plan.block_n, plan.single_pass,
+         detail::needs_index64(g) || detail::needs_index64(y) || detail::needs_index64(grad_in_moved));
+  return restore_dim(grad_in_moved, output, dim);
+}
+
+}  // namespace tjit::impl

@@ -1,0 +1,230 @@
+// tjit::sum: sum over all dims or a set of dims, as Triton reductions (kernels_py/reduce.py).
+// Plans follow the launch contract in reduce.py's header.
+
+#include "op_support.h"
+#include "operator_impls.h"
+
+#include <tjit/device_properties.h>
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/SymInt.h>
+#include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+
+#include <bitset>
+
+namespace tjit::impl {
+namespace {
+
+constexpr const char* kOp = "tjit::sum";
+constexpr int kMaxDims = 64;
+// The interpreter runs programs one after another: plan CPU launches as for a 4-SM device, which
+// keeps grids small while still taking every multi-stage path for larger inputs.
+constexpr int kCpuMultiprocessors = 4;
+
+using DimMask = std::bitset<kMaxDims>;
+
+DimMask reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
+  TORCH_CHECK(ndim <= kMaxDims, kOp, ": tensors of more than ", kMaxDims, " dims are not supported");
+  DimMask mask;
+  if (!dim.has_value() || dim->empty()) {
+    for (int64_t d = 0; d < ndim; ++d) {
+      mask.set(d);
+    }
+    return mask;
+  }
+  for (int64_t d : *dim) {
+    const int64_t w = detail::wrap_dim(d, ndim, kOp, "dim");
+    TORCH_CHECK(!mask.test(w), kOp, ": dim ", d, " appears more than once in dim=", *dim);
+    mask.set(w);
+  }
+  return mask;
+}
+
+void check_inputs(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  detail::check_defined(self, kOp, "self");
+  detail::check_supported_device(self, kOp, "self");
+  detail::check_dtype_in(self, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, kOp, "self");
+  if (dtype.has_value()) {
+    TORCH_CHECK(*dtype == at::kFloat || *dtype == at::kHalf || *dtype == at::kBFloat16 || *dtype == at::kDouble,
+                kOp, ": dtype=", *dtype, " is not supported (supported: Float, Half, BFloat16, Double)");
+  }
+}
+
+template <typename T>
+c10::SmallVector<T, 8> output_shape(c10::ArrayRef<T> sizes, const DimMask& mask, bool keepdim) {
+  c10::SmallVector<T, 8> shape;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!mask.test(d)) {
+      shape.push_back(sizes[d]);
+    } else if (keepdim) {
+      shape.push_back(T(1));
+    }
+  }
+  return shape;
+}
+
+int multiprocessors(const at::Tensor& t) {
+  return t.is_cuda() ? multiprocessor_count(t.device()) : kCpuMultiprocessors;
+}
+
+at::ScalarType accumulator_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
+
+// out[m] = sum of row m of `in` viewed as [M, N] with `row_stride`.
+void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor& out, bool index64) {
+  const Stream stream = detail::current_stream(in.device());
+  const int sms = multiprocessors(in);
+  const std::string file = detail::kernel_path("reduce.py");
+  const bool few_long_rows = v.rows < 2 * sms && v.cols > 65536;
+  if (few_long_rows || (v.rows == 1 && v.cols > 65536)) {
+    // Two stages: chunks of each row into a partial buffer, then the rows of that buffer.
+    static auto& partial_kernel = TritonJitFunction::get_instance(file, "sum_partial_kernel");
+    static auto& rows_kernel = TritonJitFunction::get_instance(file, "sum_rows_kernel");
+    const int64_t block = in.element_size() == 2 ? 8192 : 4096;
+    int64_t splits = std::max<int64_t>(1, std::min(detail::ceil_div(v.cols, block), 4 * sms / std::max<int64_t>(v.rows, 1)));
+    int64_t chunk = detail::ceil_div(detail::ceil_div(v.cols, splits), block) * block;
+    chunk = std::min<int64_t>(chunk, (int64_t{1} << 30) / block * block);
+    splits = detail::ceil_div(v.cols, chunk);
+    at::Tensor partial = at::empty({v.rows, splits}, in.options().dtype(accumulator_type(in.scalar_type())));
+    partial_kernel(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), LaunchOptions{8}, in, partial, v.rows,
+                   v.cols, v.row_stride, chunk, block, index64);
+    const int64_t block2 = std::min<int64_t>(detail::next_power_of_2(splits), 4096);
+    rows_kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)),
+                LaunchOptions{static_cast<int>(std::clamp<int64_t>(block2 / 512, 1, 16))}, partial, out, v.rows,
+                splits, splits, block2, false);
+    return;
+  }
+  if (v.cols < 512) {
+    static auto& blocked = TritonJitFunction::get_instance(file, "sum_rows_blocked_kernel");
+    const int64_t block_n = std::min<int64_t>(detail::next_power_of_2(v.cols), 512);
+    const int64_t block_m = std::max<int64_t>(1, std::min(4096 / block_n, detail::next_power_of_2(v.rows)));
+    blocked(stream, Grid(detail::blocks_for(v.rows, block_m, kOp)), LaunchOptions{4}, in, out, v.rows, v.cols,
+            v.row_stride, block_m, block_n, index64);
+    return;
+  }
+  static auto& rows_kernel = TritonJitFunction::get_instance(file, "sum_rows_kernel");
+  const int64_t block_n = std::min<int64_t>(detail::next_power_of_2(v.cols), 4096);
+  rows_kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)),
+              LaunchOptions{static_cast<int>(std::clamp<int64_t>(block_n / 512, 1, 16))}, in, out, v.rows, v.cols,
+              v.row_stride, block_n, index64);
+}
+
+// out[m, k] = sum over r of in[m, r, k] for a contiguous input viewed as [M, R, K].
+void sum_middle(const at::Tensor& in, int64_t m, int64_t r, int64_t k, const at::Tensor& out, bool index64) {
+  const Stream stream = detail::current_stream(in.device());
+  const std::string file = detail::kernel_path("reduce.py");
+  static auto& mid = TritonJitFunction::get_instance(file, "sum_mid_kernel");
+  const int64_t block_k = std::min<int64_t>(detail::next_power_of_2(k), 256);
+  const int64_t block_r = std::max<int64_t>(1, std::min(2048 / block_k, detail::next_power_of_2(r)));
+  const int64_t base = m * detail::ceil_div(k, block_k);
+  const int sms = multiprocessors(in);
+  if (base < 2 * sms && r >= 4 * block_r) {
+    // Too few programs: split R, reduce each split into a partial buffer, then reduce those.
+    static auto& split = TritonJitFunction::get_instance(file, "sum_mid_split_kernel");
+    int64_t splits = std::min(detail::ceil_div(4 * sms, base), detail::ceil_div(r, block_r));
+    const int64_t rows_per_split = detail::ceil_div(detail::ceil_div(r, splits), block_r) * block_r;
+    splits = detail::ceil_div(r, rows_per_split);
+    at::Tensor partial = at::empty({m, splits, k}, in.options().dtype(accumulator_type(in.scalar_type())));
+    split(stream, Grid(detail::blocks_for(base * splits, 1, kOp)), LaunchOptions{4}, in, partial, m, r, k, r * k, k,
+          rows_per_split, block_r, block_k, index64);
+    const int64_t block_r2 = std::max<int64_t>(1, std::min(2048 / block_k, detail::next_power_of_2(splits)));
+    mid(stream, Grid(detail::blocks_for(base, 1, kOp)), LaunchOptions{4}, partial, out, m, splits, k, splits * k, k,
+        block_r2, block_k, index64);
+    return;
+  }
+  mid(stream, Grid(detail::blocks_for(base, 1, kOp)), LaunchOptions{4}, in, out, m, r, k, r * k, k, block_r, block_k,
+      index64);
+}
+
+}  // namespace
+
+at::Tensor sum_meta(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype) {
+  check_inputs(self, dtype);
+  const DimMask mask = reduced_dims(self.dim(), dim);
+  const auto shape = output_shape<c10::SymInt>(self.sym_sizes(), mask, keepdim);
+  return at::empty_symint(shape, self.options().dtype(dtype.value_or(self.scalar_type())));
+}
+
+at::Tensor sum_triton(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype) {
+  check_inputs(self, dtype);
+  const DimMask mask = reduced_dims(self.dim(), dim);
+  const auto shape = output_shape<int64_t>(self.sizes(), mask, keepdim);
+  const at::ScalarType out_dtype = dtype.value_or(self.scalar_type());
+  // As torch.sum: the input is converted to `dtype` first, so the sum runs in that precision.
+  const at::Tensor x = out_dtype == self.scalar_type() ? self : self.to(out_dtype);
+  at::Tensor out = at::empty(shape, x.options());
+  if (out.numel() == 0) {
+    return out;
+  }
+  int64_t reduced = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (mask.test(d)) {
+      reduced *= x.size(d);
+    }
+  }
+  if (reduced == 0) {
+    return at::zeros(shape, x.options());  // the sum of nothing
+  }
+  const bool index64 = detail::needs_index64(x);
+
+  // A contiguous input whose reduced dims form one block [a, b) reduces in place as [M, R, K].
+  int first = -1;
+  int last = -1;
+  bool consecutive = true;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (x.size(d) == 1) {
+      continue;  // size-1 dims do not affect the layout
+    }
+    if (mask.test(d)) {
+      if (last >= 0 && last != static_cast<int>(d) - 1) {
+        // a kept dim of size > 1 lies between two reduced dims
+        for (int64_t e = last + 1; e < d; ++e) {
+          consecutive = consecutive && x.size(e) == 1;
+        }
+      }
+      first = first < 0 ? static_cast<int>(d) : first;
+      last = static_cast<int>(d);
+    }
+  }
+  if (first < 0) {
+    // Only size-1 dims are reduced: the sum is a copy.
+    return out.copy_(x.reshape(shape));
+  }
+  if (consecutive && x.is_contiguous()) {
+    int64_t m = 1;
+    int64_t k = 1;
+    for (int64_t d = 0; d < first; ++d) {
+      m *= x.size(d);
+    }
+    for (int64_t d = last + 1; d < x.dim(); ++d) {
+      k *= x.size(d);
+    }
+    if (k == 1) {
+      sum_rows(x, detail::RowsView{m, reduced, reduced}, out, index64);
+    } else {
+      sum_middle(x, m, reduced, k, out, index64);
+    }
+    return out;
+  }
+  // Otherwise: kept dims first, reduced dims last, as rows.
+  c10::SmallVector<int64_t, 8> order;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (!mask.test(d)) {
+      order.push_back(d);
+    }
+  }
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (mask.test(d)) {
+      order.push_back(d);
+    }
+  }
+  const auto [rows, view] = detail::rows_of(x.permute(order), reduced);
+  sum_rows(rows, view, out, index64 || detail::needs_index64(rows));
+  return out;
+}
+
+}  // namespace tjit::impl
