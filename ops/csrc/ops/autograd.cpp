@@ -2,6 +2,7 @@
 // programs as well as from Python. Each backward calls tjit operators through the dispatcher (so
 // torch.compile traces it into tjit ops); only trivial glue (views, a scalar multiply) uses aten.
 
+#include "op_support.h"
 #include "operator_impls.h"
 
 #include <tjit/operators.h>
@@ -179,22 +180,29 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
 
 }  // namespace
 
+// The autograd kernels run first: undefined tensors must fail here with the operator's own message.
+
 at::Tensor add_autograd(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  detail::check_defined(self, "tjit::add", "self");
+  detail::check_defined(other, "tjit::add", "other");
   return AddFunction::apply(self, other, alpha);
 }
 
 at::Tensor sum_autograd(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                         std::optional<at::ScalarType> dtype) {
+  detail::check_defined(self, "tjit::sum", "self");
   return SumFunction::apply(self, dim, keepdim, dtype);
 }
 
 at::Tensor softmax_autograd(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  detail::check_defined(self, "tjit::softmax", "self");
   return SoftmaxFunction::apply(self, dim, dtype);
 }
 
 at::Tensor layer_norm_autograd(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
                                double eps) {
+  detail::check_defined(input, "tjit::layer_norm", "input");
   return LayerNormFunction::apply(input, normalized_shape, weight, bias, eps);
 }
 

@@ -1,0 +1,152 @@
+"""torch.ops.tjit.layer_norm (and layer_norm_forward/backward) against torch's layer_norm:
+shapes, optional weight/bias, single-pass and looped rows, the dw/db plans, errors, Meta,
+autograd, gradcheck, opcheck."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import poison_allocator, random_tensor
+
+TOL = {
+    torch.float32: dict(rtol=1e-4, atol=1e-5),
+    torch.float64: dict(rtol=1e-9, atol=1e-9),
+    torch.float16: dict(rtol=1e-2, atol=1e-2),
+    torch.bfloat16: dict(rtol=3e-2, atol=3e-2),
+}
+
+
+def make(shape, normalized, dtype, device, affine=(True, True)):
+    x = random_tensor(shape, dtype, device) * 3 + 1
+    w = random_tensor(normalized, dtype, device) if affine[0] else None
+    b = random_tensor(normalized, dtype, device) if affine[1] else None
+    return x, tuple(normalized), w, b
+
+
+def check_forward(x, normalized, w, b, eps=1e-5):
+    expected = F.layer_norm(x, normalized, w, b, eps)
+    poison_allocator(expected.numel(), expected.dtype, x.device)
+    got = torch.ops.tjit.layer_norm(x, normalized, w, b, eps)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, **TOL[x.dtype])
+
+
+def check_backward(x, normalized, w, b, eps=1e-5):
+    leaves = [t.detach().requires_grad_() if t is not None else None for t in (x, w, b)]
+    inputs = [t for t in leaves if t is not None]
+    out = torch.ops.tjit.layer_norm(leaves[0], normalized, leaves[1], leaves[2], eps)
+    g = torch.randn_like(out)
+    got = torch.autograd.grad(out, inputs, g)
+    ref_leaves = [t.detach().double().requires_grad_() if t is not None else None for t in (x, w, b)]
+    ref = F.layer_norm(ref_leaves[0], normalized, ref_leaves[1], ref_leaves[2], eps)
+    want = torch.autograd.grad(ref, [t for t in ref_leaves if t is not None], g.double())
+    tol = TOL[x.dtype]
+    for a, e in zip(got, want):
+        scale = max(1.0, x.numel() / max(1, x.shape[-1]) / 1000)  # dw/db sum over rows
+        torch.testing.assert_close(a.double(), e, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10 * scale)
+
+
+def columns(device):
+    return [1, 5, 128, 1000, 16385] + ([65536] if device == "cuda" else [])
+
+
+def test_forward_shapes_and_dtypes(device):
+    for dtype in TOL:
+        for n in columns(device):
+            check_forward(*make((3, n), (n, ), dtype, device), eps=1e-5)
+
+
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, True), (False, False)])
+def test_optional_weight_bias(device, affine):
+    x, _, w, b = make((4, 6, 10), (6, 10), torch.float32, device, affine)
+    check_forward(x, (6, 10), w, b)
+    check_backward(x, (6, 10), w, b)
+
+
+def test_layouts(device):
+    x = random_tensor((30, 50), torch.float32, device)
+    w = random_tensor((40, ), torch.float32, device)
+    check_forward(x[:, 5:45], (40, ), w, None)   # strided rows: no copy
+    check_forward(x.t()[:, :30], (30, ), None, None)  # non-contiguous: copied
+    check_backward(x[:, 5:45], (40, ), w, None)
+
+
+def test_eps_and_constant_rows(device):
+    x = torch.ones(3, 64, device=device)
+    x[1] = 5.0
+    check_forward(x, (64, ), None, None, eps=1e-3)
+    check_forward(random_tensor((3, 64), torch.float32, device), (64, ), None, None, eps=0.5)
+
+
+@pytest.mark.parametrize("rows, cols", [(20, 1024), (200, 8), (1, 7), (64, 16385)])
+def test_backward_plans(device, rows, cols):
+    # Few rows: dw/db straight; many rows of few columns: row groups with partial sums.
+    check_backward(*make((rows, cols), (cols, ), torch.float32, device))
+
+
+def test_backward_many_rows_cuda(device):
+    if device != "cuda":
+        pytest.skip("the large-M dw/db plan runs at CUDA size only (the interpreter would take minutes)")
+    check_backward(*make((1 << 16, 128), (128, ), torch.float32, device))
+    check_backward(*make((4096, 4096), (4096, ), torch.bfloat16, device))
+
+
+def test_stats_and_backward_op(device):
+    x, _, w, b = make((5, 7, 12), (12, ), torch.float64, device)
+    out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [12], w, b, 1e-5)
+    ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x, [12], w, b, 1e-5)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(mean, ref_mean.reshape(5, 7))
+    torch.testing.assert_close(rstd, ref_rstd.reshape(5, 7), rtol=1e-7, atol=0)
+    g = torch.randn_like(x)
+    dx, dw, db = torch.ops.tjit.layer_norm_backward(g, x, [12], mean, rstd, w, b, [True, False, True])
+    assert dw is None
+    rdx, _, rdb = torch.ops.aten.native_layer_norm_backward(g, x, [12], ref_mean, ref_rstd, w, b, [True, True, True])
+    torch.testing.assert_close(dx, rdx, rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(db, rdb)
+
+
+def test_empty(device):
+    x, _, w, b = make((0, 8), (8, ), torch.float32, device)
+    assert torch.ops.tjit.layer_norm(x, [8], w, b).shape == (0, 8)
+    out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [8], w, b)
+    dx, dw, db = torch.ops.tjit.layer_norm_backward(out, x, [8], mean, rstd, w, b, [True, True, True])
+    assert dx.shape == (0, 8)
+    torch.testing.assert_close(dw, torch.zeros_like(w))
+    torch.testing.assert_close(db, torch.zeros_like(b))
+
+
+def test_errors(device):
+    x, _, w, b = make((4, 6), (6, ), torch.float32, device)
+    with pytest.raises(RuntimeError, match=r"normalized_shape \[5\] does not match the trailing dims of input of shape \[4, 6\]"):
+        torch.ops.tjit.layer_norm(x, [5], None, None)
+    with pytest.raises(RuntimeError, match=r"tjit::layer_norm: weight has shape \[3\] but normalized_shape is \[6\]"):
+        torch.ops.tjit.layer_norm(x, [6], w[:3], None)
+    with pytest.raises(RuntimeError, match=r"tjit::layer_norm: bias has dtype Double but input has dtype Float"):
+        torch.ops.tjit.layer_norm(x, [6], w, b.double())
+    with pytest.raises(RuntimeError, match=r"normalized_shape \[3, 4, 6\] has 3 dims but input has only 2"):
+        torch.ops.tjit.layer_norm(x, [3, 4, 6])
+    with pytest.raises(RuntimeError, match=r"tjit::layer_norm: argument 'input' has dtype Int"):
+        torch.ops.tjit.layer_norm(x.int(), [6])
+
+
+def test_meta():
+    x = torch.empty(4, 5, 6, device="meta")
+    w = torch.empty(5, 6, device="meta")
+    out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [5, 6], w, None)
+    assert out.shape == (4, 5, 6) and mean.shape == (4, ) and rstd.dtype == torch.float32
+    real = torch.ops.tjit.layer_norm(torch.randn(4, 5, 6), [5, 6], torch.randn(5, 6), None)
+    assert torch.ops.tjit.layer_norm(x, [5, 6], w, None).stride() == real.stride()
+
+
+def test_gradcheck(device):
+    x, _, w, b = make((3, 5), (5, ), torch.float64, device)
+    torch.autograd.gradcheck(lambda *t: torch.ops.tjit.layer_norm(t[0], [5], t[1], t[2]),
+                             (x.requires_grad_(), w.requires_grad_(), b.requires_grad_()))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_opcheck(device, requires_grad):
+    x, _, w, b = make((4, 8), (8, ), torch.float32, device)
+    args = (x.requires_grad_(requires_grad), [8], w.requires_grad_(requires_grad), b)
+    torch.library.opcheck(torch.ops.tjit.layer_norm.default, args)
+    torch.library.opcheck(torch.ops.tjit.layer_norm_forward.default, (x.detach(), [8], w.detach(), b))

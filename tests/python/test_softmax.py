@@ -1,0 +1,117 @@
+"""torch.ops.tjit.softmax (and softmax_backward) against torch.softmax: dims, row lengths on both
+sides of the single-pass limit, dtypes, layouts, -inf, errors, Meta, autograd, opcheck."""
+
+import pytest
+import torch
+from conftest import poison_allocator, random_tensor
+
+TOL = {
+    torch.float32: dict(rtol=1e-5, atol=1e-6),
+    torch.float64: dict(rtol=1e-12, atol=1e-14),
+    torch.float16: dict(rtol=2e-3, atol=1e-4),
+    torch.bfloat16: dict(rtol=2e-2, atol=1e-3),
+}
+
+
+def check_softmax(x, dim, dtype=None):
+    expected = torch.softmax(x, dim, dtype=dtype)
+    poison_allocator(expected.numel(), expected.dtype, x.device)
+    got = torch.ops.tjit.softmax(x, dim, dtype)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, **TOL[got.dtype])
+
+
+def columns(device):
+    # 16385 takes the looped (online) path; CUDA also checks a row of 2**20 + 3.
+    return [1, 3, 1000, 16385] + ([2**20 + 3] if device == "cuda" else [])
+
+
+def test_row_lengths_and_dtypes(device):
+    for dtype in TOL:
+        for n in columns(device):
+            check_softmax(random_tensor((3, n), dtype, device) * 4, -1)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
+def test_dims(device, dim):
+    check_softmax(random_tensor((4, 5, 33), torch.float32, device), dim)
+
+
+def test_layouts(device):
+    x = random_tensor((40, 70), torch.float32, device)
+    check_softmax(x.t(), -1)          # transposed
+    check_softmax(x[:, 5:50], -1)     # rows with a stride
+    check_softmax(x[::3], 1)
+    check_softmax(x.t()[3:9], 0)
+
+
+def test_many_rows(device):
+    rows = 20000 if device == "cuda" else 300
+    check_softmax(random_tensor((rows, 64), torch.float32, device), -1)
+
+
+def test_dtype_argument(device):
+    check_softmax(random_tensor((5, 300), torch.float16, device), -1, torch.float32)
+    check_softmax(random_tensor((5, 300), torch.float32, device), 0, torch.float64)
+
+
+def test_infinities(device):
+    x = random_tensor((4, 20000), torch.float32, device)
+    x[0, 5] = float("-inf")
+    x[1, :] = float("-inf")  # all -inf: NaN, as torch
+    x[2, 7] = 80.0
+    expected = torch.softmax(x, -1)
+    got = torch.ops.tjit.softmax(x, -1)
+    torch.testing.assert_close(got, expected, equal_nan=True)
+    small = x[:, :100].clone()
+    torch.testing.assert_close(torch.ops.tjit.softmax(small, -1), torch.softmax(small, -1), equal_nan=True)
+
+
+def test_empty_and_scalar(device):
+    for shape in [(0, 5), (5, 0), (0, )]:
+        x = random_tensor(shape, torch.float32, device)
+        assert torch.ops.tjit.softmax(x, -1).shape == x.shape
+    check_softmax(torch.tensor(2.0, device=device), 0)
+
+
+def test_errors(device):
+    x = random_tensor((4, 5), torch.float32, device)
+    with pytest.raises(RuntimeError, match=r"tjit::softmax: argument 'self' has dtype Long; softmax needs a floating"):
+        torch.ops.tjit.softmax(x.long(), 0)
+    with pytest.raises(RuntimeError, match=r"tjit::softmax: dim 2 is out of range for a tensor of 2 dimensions"):
+        torch.ops.tjit.softmax(x, 2)
+
+
+def test_meta():
+    for shape, dim in [((4, 5, 6), 1), ((4, 5), -1), ((), 0)]:
+        out = torch.ops.tjit.softmax(torch.empty(shape, device="meta"), dim)
+        real = torch.ops.tjit.softmax(torch.randn(shape), dim)
+        assert out.shape == real.shape and out.stride() == real.stride()
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_backward(device, dim):
+    for dtype in [torch.float32, torch.float64]:
+        x = random_tensor((6, 300), dtype, device).requires_grad_()
+        g = random_tensor((6, 300), dtype, device)
+        got = torch.autograd.grad(torch.ops.tjit.softmax(x, dim), x, g)[0]
+        want = torch.autograd.grad(torch.softmax(x, dim), x, g)[0]
+        torch.testing.assert_close(got, want, **TOL[dtype])
+    long_row = random_tensor((2, 16385), torch.float32, device).requires_grad_()
+    g = random_tensor((2, 16385), torch.float32, device)
+    torch.testing.assert_close(torch.autograd.grad(torch.ops.tjit.softmax(long_row, -1), long_row, g)[0],
+                               torch.autograd.grad(torch.softmax(long_row, -1), long_row, g)[0], rtol=1e-4, atol=1e-7)
+
+
+def test_gradcheck(device):
+    x = random_tensor((3, 7), torch.float64, device).requires_grad_()
+    torch.autograd.gradcheck(lambda t: torch.ops.tjit.softmax(t, 1), (x, ))
+    torch.autograd.gradcheck(lambda t: torch.ops.tjit.softmax(t, 0), (x, ))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_opcheck(device, requires_grad):
+    x = random_tensor((6, 7), torch.float32, device).requires_grad_(requires_grad)
+    torch.library.opcheck(torch.ops.tjit.softmax.default, (x, 1))
+    out = torch.softmax(x.detach(), 1)
+    torch.library.opcheck(torch.ops.tjit.softmax_backward.default, (torch.randn_like(out), out, 1, torch.float32))

@@ -1,0 +1,121 @@
+"""torch.ops.tjit.sum against torch.sum: full and partial reductions, keepdim, dtype, layouts,
+every launch plan (rows, blocked, two-stage, middle dim, split), errors, Meta, autograd."""
+
+import pytest
+import torch
+from conftest import poison_allocator, random_tensor
+
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+TOL = {
+    torch.float32: dict(rtol=1e-5, atol=1e-4),
+    torch.float64: dict(rtol=1e-10, atol=1e-10),
+    torch.float16: dict(rtol=1e-2, atol=1e-2),
+    torch.bfloat16: dict(rtol=2e-2, atol=5e-2),
+}
+
+
+def check_sum(x, dim=None, keepdim=False, dtype=None):
+    expected = torch.sum(x, dim, keepdim, dtype=dtype) if dim is not None else torch.sum(x, dtype=dtype)
+    if keepdim and dim is None:
+        expected = expected.reshape([1] * x.dim())
+    poison_allocator(max(expected.numel(), 1), expected.dtype, x.device)
+    got = torch.ops.tjit.sum(x, dim, keepdim, dtype=dtype)
+    assert got.shape == expected.shape and got.dtype == expected.dtype and got.device == x.device
+    # Compare with a float64 reference on the same inputs, scaled by the number of terms.
+    reference = torch.sum(x.double(), dim if dim is not None else (), keepdim) if dim is not None else x.double().sum()
+    if keepdim and dim is None:
+        reference = reference.reshape([1] * x.dim())
+    tol = TOL[got.dtype]
+    torch.testing.assert_close(got.double(), reference, rtol=tol["rtol"], atol=tol["atol"] * max(1.0, x.numel() ** 0.5 / 10))
+
+
+def sizes(device):
+    # 70001 > 64K takes the two-stage path; the interpreter is slow, so CPU stays small.
+    return [1, 3, 1000, 70001] + ([2**22 + 3] if device == "cuda" else [])
+
+
+def test_full_reduction(device):
+    for dtype in FLOATS:
+        for n in sizes(device):
+            check_sum(random_tensor((n, ), dtype, device))
+
+
+@pytest.mark.parametrize("dim", [[0], [1], [2], [-1], [0, 2], [1, 2], [0, 1, 2], [-3, -1]])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_dims(device, dim, keepdim):
+    check_sum(random_tensor((5, 6, 7), torch.float32, device), dim, keepdim)
+
+
+def test_non_contiguous(device):
+    x = random_tensor((9, 10, 11), torch.float32, device)
+    check_sum(x.permute(2, 0, 1), [1])
+    check_sum(x.transpose(0, 2), [0, 2], True)
+    check_sum(x[:, ::2, 3:], [-1])
+    check_sum(x[1:8, :, 2:9].permute(1, 2, 0), None)
+
+
+def test_launch_plans(device):
+    # rows x short columns: blocked kernel; long rows; few very long rows: two stages;
+    # dim 0 of a tall matrix: split middle reduction; middle dim.
+    check_sum(random_tensor((300, 7), torch.float32, device), [1])
+    check_sum(random_tensor((40, 600), torch.float32, device), [1])
+    check_sum(random_tensor((3, 70000), torch.float32, device), [1])
+    check_sum(random_tensor((2000, 8), torch.float32, device), [0])
+    check_sum(random_tensor((4, 300, 9), torch.float64, device), [1])
+
+
+def test_dtype_argument(device):
+    x = random_tensor((33, 17), torch.float16, device)
+    check_sum(x, [1], dtype=torch.float32)
+    check_sum(random_tensor((33, 17), torch.float32, device), None, dtype=torch.float64)
+    check_sum(random_tensor((33, 17), torch.float32, device), [0], dtype=torch.bfloat16)
+
+
+def test_empty(device):
+    x = random_tensor((0, 5), torch.float32, device)
+    check_sum(x, [0])  # sum of nothing: zeros
+    check_sum(x, [1])  # empty result
+    check_sum(x)       # 0.0
+    check_sum(random_tensor((0, ), torch.float64, device), [0], True)
+
+
+def test_scalar_and_size_one_dims(device):
+    check_sum(torch.tensor(3.5, device=device))
+    check_sum(random_tensor((1, 5, 1), torch.float32, device), [0, 2])
+    check_sum(random_tensor((4, 1, 5), torch.float32, device), [1])
+
+
+def test_errors(device):
+    x = random_tensor((4, 5), torch.float32, device)
+    with pytest.raises(RuntimeError, match=r"tjit::sum: dim 2 is out of range for a tensor of 2 dimensions"):
+        torch.ops.tjit.sum(x, [2])
+    with pytest.raises(RuntimeError, match=r"tjit::sum: dim -1 appears more than once"):
+        torch.ops.tjit.sum(x, [1, -1])
+    with pytest.raises(RuntimeError, match=r"tjit::sum: argument 'self' has dtype Long, which is not supported"):
+        torch.ops.tjit.sum(x.long())
+    with pytest.raises(RuntimeError, match=r"tjit::sum: dtype=Int is not supported"):
+        torch.ops.tjit.sum(x, dtype=torch.int32)
+
+
+def test_meta():
+    x = torch.empty(4, 5, 6, device="meta")
+    for dim, keepdim in [([1], False), ([0, 2], True), (None, False)]:
+        out = torch.ops.tjit.sum(x, dim, keepdim)
+        real = torch.ops.tjit.sum(torch.randn(4, 5, 6), dim, keepdim)
+        assert out.shape == real.shape and out.stride() == real.stride() and out.dtype == real.dtype
+
+
+def test_backward_and_gradcheck(device):
+    x = random_tensor((4, 5, 3), torch.float64, device).requires_grad_()
+    for dim, keepdim, dtype in [([1], False, None), ([0, 2], True, None), (None, False, None), ([2], False, torch.float32)]:
+        grad = torch.autograd.grad(torch.ops.tjit.sum(x, dim, keepdim, dtype=dtype).sum() * 1.0, x)[0]
+        assert grad.dtype == x.dtype
+        torch.testing.assert_close(grad, torch.ones_like(x))
+        torch.autograd.gradcheck(lambda t: torch.ops.tjit.sum(t, dim, keepdim), (x, ))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_opcheck(device, requires_grad):
+    x = random_tensor((6, 7), torch.float32, device).requires_grad_(requires_grad)
+    torch.library.opcheck(torch.ops.tjit.sum.default, (x, [1], True))
+    torch.library.opcheck(torch.ops.tjit.sum.default, (x, ), {"dtype": torch.float64})
