@@ -48,10 +48,22 @@ ensure_googletest() {
 build() {
   ensure_python_packages
   ensure_googletest
-  log "building (CMake via setup.py, into ./build)"
+  local dir=${LOG_DIR:-build/test-logs}
+  mkdir -p "$dir"
+  log "building (CMake via setup.py, into ./build; log: $dir/build.log)"
   # Editable install: `import tjit` uses ops/ in this checkout, with the libraries built here.
-  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
-    "$PY" -m pip install --quiet --no-build-isolation --no-deps -e . 1>&2
+  # setuptools silences a failing build in editable mode: check that this build wrote the library.
+  local stamp
+  stamp=$(mktemp)
+  if ! CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
+      "$PY" -m pip install -v --no-build-isolation --no-deps -e . >"$dir/build.log" 2>&1 ||
+      [[ ! ops/lib/liboperators.so -nt $stamp ]]; then
+    rm -f "$stamp"
+    tail -n 60 "$dir/build.log" >&2
+    log "build failed (full log: $dir/build.log)"
+    exit 1
+  fi
+  rm -f "$stamp"
 }
 
 run_tests() {

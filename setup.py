@@ -39,9 +39,10 @@ def _cmake_build():
     # The package carries its libraries (lib/), the C++ demo (bin/) and the kernels (kernels_py/).
     (PACKAGE_DIR / "lib").mkdir(exist_ok=True)
     (PACKAGE_DIR / "bin").mkdir(exist_ok=True)
+    # shutil.copy, not copy2: fresh modification times tell run.sh this build produced them.
     for name in LIBRARIES:
-        shutil.copy2(build_dir / "lib" / name, PACKAGE_DIR / "lib" / name)
-    shutil.copy2(build_dir / "bin" / "tjit_demo", PACKAGE_DIR / "bin" / "tjit_demo")
+        shutil.copy(build_dir / "lib" / name, PACKAGE_DIR / "lib" / name)
+    shutil.copy(build_dir / "bin" / "tjit_demo", PACKAGE_DIR / "bin" / "tjit_demo")
 
 
 class BuildPyWithCMake(build_py):

@@ -40,10 +40,10 @@ std::vector<at::Tensor> grads_of(const at::Tensor& out, const at::Tensor& g, con
 TEST_P(OpsTest, SumForward) {
   const at::Tensor x = random({5, 6, 7});
   expect_close(tjit::sum(x), at::sum(x), 1e-4);
-  expect_close(tjit::sum(x, std::vector<int64_t>{1}), at::sum(x, {1}));
-  expect_close(tjit::sum(x, std::vector<int64_t>{0, -1}, true), at::sum(x, {0, -1}, true));
-  expect_close(tjit::sum(x.transpose(0, 2), std::vector<int64_t>{0}), at::sum(x.transpose(0, 2), {0}));
-  expect_close(tjit::sum(x, std::vector<int64_t>{2}, false, at::kDouble), at::sum(x, {2}, false, at::kDouble));
+  expect_close(tjit::sum(x, std::vector<int64_t>{1}), at::sum(x, std::vector<int64_t>{1}));
+  expect_close(tjit::sum(x, std::vector<int64_t>{0, -1}, true), at::sum(x, std::vector<int64_t>{0, -1}, true));
+  expect_close(tjit::sum(x.transpose(0, 2), std::vector<int64_t>{0}), at::sum(x.transpose(0, 2), std::vector<int64_t>{0}));
+  expect_close(tjit::sum(x, std::vector<int64_t>{2}, false, at::kDouble), at::sum(x, std::vector<int64_t>{2}, false, at::kDouble));
 }
 
 TEST_P(OpsTest, SoftmaxForward) {

@@ -165,8 +165,8 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
     x = x.expand(shape).contiguous();
     y = y.expand(shape).contiguous();
   }
-  const bool flat = same_shape_contiguous || x.is_contiguous() && x.sizes() == out.sizes() &&
-                                                 y.is_contiguous() && y.sizes() == out.sizes();
+  const bool flat = same_shape_contiguous || (x.is_contiguous() && x.sizes() == out.sizes() &&
+                                              y.is_contiguous() && y.sizes() == out.sizes());
   if (flat) {
     static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("add.py"), "add_kernel");
     const bool index64 = n + kBlock > kInt32Limit;

@@ -145,20 +145,24 @@ void add_argument(ArgumentPackBase& pack, const T& value) {
   }
 }
 
-// Fixed-capacity storage for a call with N arguments.
+// The arrays behind an ArgumentPack. A base of its own so they exist before ArgumentPackBase is
+// handed pointers into them; left uninitialised, as every slot is written before it is read.
 template <size_t N>
-class ArgumentPack : public ArgumentPackBase {
+struct ArgumentStorage {
+  std::array<uint64_t, kKeyHeaderWords + kKeyWordsPerArg * N> key_words;
+  std::array<uint64_t, N + 1> value_slots;
+  // Two extra slots: Triton kernels take global and profile scratch pointers last.
+  std::array<void*, N + 2> launch_slots;
+  std::array<const at::Tensor*, N + 1> tensor_slots;
+};
+
+// Fixed-capacity storage for a call with N arguments, on the caller's stack.
+template <size_t N>
+class ArgumentPack : private ArgumentStorage<N>, public ArgumentPackBase {
  public:
   ArgumentPack(const std::vector<KernelParam>& params, const char* kernel_name) noexcept
-      : ArgumentPackBase(params, kernel_name, key_.data(), values_.data(), launch_params_.data(),
-                         tensors_.data(), N) {}
-
- private:
-  std::array<uint64_t, kKeyHeaderWords + kKeyWordsPerArg * N> key_{};
-  std::array<uint64_t, N + 1> values_{};
-  // Two extra slots: Triton kernels take global and profile scratch pointers last.
-  std::array<void*, N + 2> launch_params_{};
-  std::array<const at::Tensor*, N + 1> tensors_{};
+      : ArgumentPackBase(params, kernel_name, this->key_words.data(), this->value_slots.data(),
+                         this->launch_slots.data(), this->tensor_slots.data(), N) {}
 };
 
 }  // namespace tjit::detail

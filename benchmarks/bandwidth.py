@@ -1,0 +1,402 @@
+"""Memory bandwidth of tjit's operators against aten, Python Triton and a device-to-device copy.
+
+GB/s = (nominal bytes read + bytes written) / time, the same byte count for every implementation
+of a case (so GB/s ratios are time ratios). Time: on CUDA, triton.testing.do_bench(fn,
+return_mode="median") (CUDA events around each call, L2 flushed before each call); on CPU (smoke
+runs, Triton's interpreter) the median of a few perf_counter timings. When one call's data is
+under ~50 MB (fits in L2), the timed function rotates over several independent input sets.
+
+Implementations per case:
+    tjit            torch.ops.tjit.<op> (autograd for layer_norm backward)
+    aten            the torch function (autograd for layer_norm backward)
+    python_triton   the same Triton kernel from Python (triton_wrappers.py, python_baselines.add)
+    tutorial        softmax forward only: the Triton tutorial's fused softmax (python_baselines)
+    copy            dst.copy_(src) moving the same number of bytes (bytes/2 read + bytes/2 written)
+
+Nominal bytes (e = element size, M rows, N columns, stats are fp32):
+    add        3 * n * e                       sum        n * e + e
+    softmax    fwd 2*M*N*e, bwd 3*M*N*e        layer_norm fwd 2*M*N*e + 2*N*e + 8*M
+                                               layer_norm bwd 3*M*N*e + 3*N*e + 8*M
+"""
+
+import itertools
+import math
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import python_baselines as pb
+import triton_wrappers as tw
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+L2_ROTATE_BYTES = 50e6  # below this much data per call, rotate over several input sets
+MAX_SETS = 8
+MAX_FOOTPRINT_BYTES = 40e9  # skip cases whose tensors would need more than this
+TUTORIAL_MAX_COLS = 65536  # the tutorial kernel keeps a whole row in registers
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
+IMPL_ORDER = ("tjit", "aten", "python_triton", "tutorial", "copy")
+
+
+def sweep(smoke):
+    """Sizes: flat element counts (add, sum), rows and column counts (softmax, layer_norm)."""
+    if smoke:
+        return {"flat": [2**10, 2**12], "rows": 4, "cols": [128, 256]}
+    return {"flat": [2**k for k in range(10, 29, 2)], "rows": 4096, "cols": [2**k for k in range(7, 19)]}
+
+
+class Timer:
+
+    def __init__(self, device, smoke, warmup_ms=20, rep_ms=60):
+        self.cuda = device == "cuda"
+        self.smoke = smoke
+        self.warmup_ms = warmup_ms
+        self.rep_ms = rep_ms
+
+    def describe(self):
+        if self.cuda:
+            return (f"triton.testing.do_bench(warmup={self.warmup_ms}, rep={self.rep_ms}, return_mode='median'): "
+                    "CUDA events per call, L2 flushed before each call")
+        return "median of 3 time.perf_counter timings after 1 warm-up call (CPU, Triton interpreter)"
+
+    def __call__(self, fn):
+        """Median milliseconds per call of fn."""
+        if self.cuda:
+            import triton.testing
+            return triton.testing.do_bench(fn, warmup=self.warmup_ms, rep=self.rep_ms, return_mode="median")
+        fn()
+        samples = []
+        for _ in range(3):
+            start = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(samples)
+
+
+def tjit_softmax_backward(grad_output, output, dim, input_dtype):
+    """torch.ops.tjit.softmax_backward, with or without the trailing input_dtype argument (the
+    schema has (grad_output, output, dim, input_dtype), like aten's _softmax_backward_data)."""
+    op = torch.ops.tjit.softmax_backward
+    if len(op.default._schema.arguments) >= 4:
+        return op(grad_output, output, dim, input_dtype)
+    return op(grad_output, output, dim)
+
+
+def rel_err(got, ref, floor=0.0, chunk=2**24):
+    """max|got - ref| / max(max|ref|, floor); inf on shape mismatch or NaN where ref has none.
+    Works through chunks of `chunk` elements, so multi-GB outputs need little extra memory."""
+    if got.shape != ref.shape:
+        return math.inf
+    got = got.detach().reshape(-1)
+    ref = ref.detach().reshape(-1)
+    if got.numel() == 0:
+        return 0.0
+    max_diff, max_ref = 0.0, 0.0
+    for start in range(0, got.numel(), chunk):
+        g = got[start:start + chunk].double()
+        r = ref[start:start + chunk].double()
+        if (torch.isnan(g) & ~torch.isnan(r)).any():
+            return math.inf
+        max_diff = max(max_diff, (g - r).abs().max().item())
+        max_ref = max(max_ref, r.abs().max().item())
+    scale = max(max_ref, floor)
+    return max_diff / (scale if scale > 0 else 1.0)
+
+
+def _gb(v):
+    return f"{v:8.1f}" if v >= 10 else f"{v:8.4f}"
+
+
+def _first_error_line(exc):
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
+
+
+class Runner:
+
+    def __init__(self, device, smoke, timer, ops_filter=None, dtypes=None, log=print):
+        self.device = device
+        self.cuda = device == "cuda"
+        self.smoke = smoke
+        self.timer = timer
+        self.ops_filter = ops_filter
+        self.dtypes = dtypes or list(DTYPES)
+        self.log = log
+        self.records = []
+        self.notes = []
+        self.copy_cache = {}
+        self.max_sets = 2 if smoke else MAX_SETS
+        self.max_footprint = MAX_FOOTPRINT_BYTES
+        if self.cuda:
+            total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+            self.max_footprint = min(MAX_FOOTPRINT_BYTES, 0.8 * total)
+
+    # -------------------------------------------------------------------------------- helpers
+
+    def n_sets(self, nbytes):
+        if nbytes >= L2_ROTATE_BYTES:
+            return 1
+        return max(1, min(self.max_sets, math.ceil(2 * L2_ROTATE_BYTES / max(nbytes, 1))))
+
+    def randn(self, *shape, dtype, requires_grad=False):
+        return torch.randn(*shape, dtype=dtype, device=self.device, requires_grad=requires_grad)
+
+    def free(self):
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+    def copy_gbps(self, nbytes, dtype):
+        """(ms, GB/s) of dst.copy_(src) moving `nbytes` in all (nbytes/2 each way), memoised."""
+        elt = torch.empty((), dtype=dtype).element_size()
+        numel = max(1, int(nbytes // (2 * elt)))
+        key = (numel, dtype)
+        if key not in self.copy_cache:
+            sets = [(self.randn(numel, dtype=dtype), torch.empty(numel, dtype=dtype, device=self.device))
+                    for _ in range(self.n_sets(2 * numel * elt))]
+            it = itertools.cycle(sets)
+
+            def run():
+                src, dst = next(it)
+                dst.copy_(src)
+
+            ms = self.timer(run)
+            self.copy_cache[key] = (ms, 2 * numel * elt / ms / 1e6)
+            del sets, it
+        return self.copy_cache[key]
+
+    def case(self, op, pas, dtype_name, shape, nbytes, footprint, make_sets, impls, check):
+        """Measures one case. impls: {name: make(input_set) -> zero-argument callable}; the callable's
+        result goes to check(name, result, input_set) -> relative error (first set only)."""
+        dtype = DTYPES[dtype_name]
+        base = {"op": op, "pass": pas, "dtype": dtype_name, "shape": list(shape), "numel": math.prod(shape),
+                "bytes": int(nbytes)}
+        label = f"{op} {pas} {dtype_name} {'x'.join(map(str, shape))}"
+        if footprint > self.max_footprint:
+            note = f"{label}: skipped, needs ~{footprint / 1e9:.0f} GB (limit {self.max_footprint / 1e9:.0f} GB)"
+            self.notes.append(note)
+            self.log("  " + note)
+            return
+        sets = make_sets(self.n_sets(nbytes))
+        line = []
+        for name, make in impls.items():
+            rec = dict(base, impl=name)
+            if make is None:
+                rec["skipped"] = True
+                self.records.append(rec)
+                continue
+            it = fns = None
+            try:
+                fns = [make(s) for s in sets]
+                err = check(name, fns[0](), sets[0])
+                rec["max_rel_err"] = err
+                rec["ok"] = bool(err <= TOLERANCE[dtype])
+                it = itertools.cycle(fns)
+                ms = self.timer(lambda: next(it)())
+                rec["ms"] = ms
+                rec["gbps"] = nbytes / ms / 1e6
+                line.append(f"{name} {_gb(rec['gbps'])}" + ("" if rec["ok"] else "(WRONG)"))
+            except Exception as exc:  # recorded; the other implementations still run
+                rec["error"] = _first_error_line(exc)
+                if isinstance(exc, torch.OutOfMemoryError if hasattr(torch, "OutOfMemoryError") else MemoryError):
+                    self.free()
+                line.append(f"{name} error")
+                self.log(f"  {label}: {name} failed: {rec['error']}")
+            it = fns = None  # drop this implementation's outputs and graphs before the next one
+            self.records.append(rec)
+        sets = None
+        if nbytes > 1e9:
+            self.free()
+        try:
+            ms, gbps = self.copy_gbps(nbytes, dtype)
+            self.records.append(dict(base, impl="copy", ms=ms, gbps=gbps))
+            line.append(f"copy {_gb(gbps)}")
+        except Exception as exc:
+            self.records.append(dict(base, impl="copy", error=_first_error_line(exc)))
+        self.log(f"  {label:<34} GB/s: " + "  ".join(line))
+
+    def tjit_or_none(self, op, make):
+        if hasattr(torch.ops.tjit, op):
+            return make
+        note = f"torch.ops.tjit.{op} does not exist yet: tjit skipped in the {op} bandwidth cases"
+        if note not in self.notes:
+            self.notes.append(note)
+            self.log("  note: " + note)
+        return None
+
+    # ------------------------------------------------------------------------------------ ops
+
+    def run_add(self, sizes):
+        for dtype_name in self.dtypes:
+            dtype = DTYPES[dtype_name]
+            e = torch.empty((), dtype=dtype).element_size()
+            for n in sizes["flat"]:
+                nbytes = 3 * n * e
+
+                def make_sets(k, n=n, dtype=dtype):
+                    return [(self.randn(n, dtype=dtype), self.randn(n, dtype=dtype)) for _ in range(k)]
+
+                def check(name, got, s):
+                    return rel_err(got, torch.add(*s))
+
+                impls = {"tjit": self.tjit_or_none("add", lambda s: (lambda: torch.ops.tjit.add(*s))),
+                         "aten": lambda s: (lambda: torch.add(*s)),
+                         "python_triton": lambda s: (lambda: pb.add(*s))}
+                self.case("add", "fwd", dtype_name, [n], nbytes, (2 * self.n_sets(nbytes) + 3) * n * e, make_sets,
+                          impls, check)
+
+    def run_sum(self, sizes):
+        for dtype_name in self.dtypes:
+            dtype = DTYPES[dtype_name]
+            e = torch.empty((), dtype=dtype).element_size()
+            for n in sizes["flat"]:
+                nbytes = n * e + e
+
+                def make_sets(k, n=n, dtype=dtype):
+                    return [self.randn(n, dtype=dtype) for _ in range(k)]
+
+                def check(name, got, x, n=n):
+                    # A sum of n randn values is ~sqrt(n) in size; cancellation must not inflate the error.
+                    return rel_err(got.float(), x.double().sum().float(), floor=math.sqrt(n))
+
+                impls = {"tjit": self.tjit_or_none("sum", lambda x: (lambda: torch.ops.tjit.sum(x))),
+                         "aten": lambda x: (lambda: torch.sum(x)),
+                         "python_triton": lambda x: (lambda: tw.sum_all(x))}
+                self.case("sum", "fwd", dtype_name, [n], nbytes, (self.n_sets(nbytes) + 1) * n * e, make_sets,
+                          impls, check)
+
+    def run_softmax(self, sizes):
+        m = sizes["rows"]
+        for dtype_name in self.dtypes:
+            dtype = DTYPES[dtype_name]
+            e = torch.empty((), dtype=dtype).element_size()
+            for n in sizes["cols"]:
+                mn = m * n
+                # forward
+                nbytes = 2 * mn * e
+
+                def make_fwd(k, n=n, dtype=dtype):
+                    return [self.randn(m, n, dtype=dtype) for _ in range(k)]
+
+                def check_fwd(name, got, x):
+                    return rel_err(got, torch.softmax(x.float(), -1))
+
+                impls = {"tjit": self.tjit_or_none("softmax", lambda x: (lambda: torch.ops.tjit.softmax(x, -1))),
+                         "aten": lambda x: (lambda: torch.softmax(x, -1)),
+                         "python_triton": lambda x: (lambda: tw.softmax(x)),
+                         "tutorial": (lambda x: (lambda: pb.tutorial_softmax(x))) if n <= TUTORIAL_MAX_COLS else None}
+                self.case("softmax", "fwd", dtype_name, [m, n], nbytes, (self.n_sets(nbytes) + 3) * mn * e, make_fwd,
+                          impls, check_fwd)
+
+                # backward: grad_in = out * (grad_out - sum(grad_out * out))
+                nbytes = 3 * mn * e
+
+                def make_bwd(k, n=n, dtype=dtype):
+                    return [(self.randn(m, n, dtype=dtype), torch.softmax(self.randn(m, n, dtype=dtype), -1))
+                            for _ in range(k)]
+
+                def check_bwd(name, got, s, dtype=dtype):
+                    go, o = s
+                    ref = torch.ops.aten._softmax_backward_data(go.float(), o.float(), -1, torch.float32)
+                    return rel_err(got, ref)
+
+                impls = {"tjit": self.tjit_or_none("softmax_backward", lambda s, dtype=dtype:
+                                                   (lambda: tjit_softmax_backward(s[0], s[1], -1, dtype))),
+                         "aten": lambda s, dtype=dtype:
+                         (lambda: torch.ops.aten._softmax_backward_data(s[0], s[1], -1, dtype)),
+                         "python_triton": lambda s: (lambda: tw.softmax_backward(s[0], s[1]))}
+                self.case("softmax", "bwd", dtype_name, [m, n], nbytes, (2 * self.n_sets(nbytes) + 3) * mn * e,
+                          make_bwd, impls, check_bwd)
+
+    def run_layer_norm(self, sizes):
+        m = sizes["rows"]
+        eps = 1e-5
+        for dtype_name in self.dtypes:
+            dtype = DTYPES[dtype_name]
+            e = torch.empty((), dtype=dtype).element_size()
+            for n in sizes["cols"]:
+                mn = m * n
+                # forward (weight and bias in the input's dtype; mean/rstd fp32)
+                nbytes = 2 * mn * e + 2 * n * e + 8 * m
+
+                def make_fwd(k, n=n, dtype=dtype):
+                    return [(self.randn(m, n, dtype=dtype), self.randn(n, dtype=dtype), self.randn(n, dtype=dtype))
+                            for _ in range(k)]
+
+                def check_fwd(name, got, s, n=n):
+                    x, w, b = s
+                    return rel_err(got, F.layer_norm(x.float(), (n, ), w.float(), b.float(), eps))
+
+                def tjit_fwd(s, n=n):
+                    return lambda: torch.ops.tjit.layer_norm(s[0], [n], s[1], s[2], eps)
+
+                impls = {"tjit": self.tjit_or_none("layer_norm", tjit_fwd),
+                         "aten": lambda s, n=n: (lambda: F.layer_norm(s[0], (n, ), s[1], s[2], eps)),
+                         "python_triton": lambda s: (lambda: tw.layer_norm(s[0], s[1], s[2], eps)[0])}
+                self.case("layer_norm", "fwd", dtype_name, [m, n], nbytes, (self.n_sets(nbytes) + 3) * mn * e,
+                          make_fwd, impls, check_fwd)
+
+                # backward: dx, dw, db through autograd (tjit, aten) or the backward kernels (Python Triton)
+                nbytes = 3 * mn * e + 3 * n * e + 8 * m
+
+                def make_bwd(k, n=n, dtype=dtype):
+                    return [(self.randn(m, n, dtype=dtype, requires_grad=True),
+                             self.randn(n, dtype=dtype, requires_grad=True),
+                             self.randn(n, dtype=dtype, requires_grad=True),
+                             self.randn(m, n, dtype=dtype)) for _ in range(k)]
+
+                def autograd_bwd(forward):
+
+                    def make(s):
+                        x, w, b, dy = s
+                        y = forward(x, w, b)
+                        if not y.requires_grad:
+                            raise RuntimeError("the output does not require grad (no autograd support)")
+                        return lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True)
+
+                    return make
+
+                def triton_bwd(s):
+                    x, w, b, dy = s
+                    with torch.no_grad():
+                        _, mean, rstd = tw.layer_norm(x.detach(), w.detach(), b.detach(), eps)
+                    xd, wd = x.detach(), w.detach()
+                    return lambda: tw.layer_norm_backward(dy, xd, wd, mean, rstd)
+
+                def check_bwd(name, got, s, n=n):
+                    x, w, b, dy = s
+                    xf = x.detach().float().requires_grad_()
+                    wf = w.detach().float().requires_grad_()
+                    bf = b.detach().float().requires_grad_()
+                    ref = torch.autograd.grad(F.layer_norm(xf, (n, ), wf, bf, eps), (xf, wf, bf), dy.float())
+                    return max(rel_err(g, r) for g, r in zip(got, ref))
+
+                impls = {"tjit": self.tjit_or_none("layer_norm", autograd_bwd(
+                    lambda x, w, b, n=n: torch.ops.tjit.layer_norm(x, [n], w, b, eps))),
+                         "aten": autograd_bwd(lambda x, w, b, n=n: F.layer_norm(x, (n, ), w, b, eps)),
+                         "python_triton": triton_bwd}
+                self.case("layer_norm", "bwd", dtype_name, [m, n], nbytes, (4 * self.n_sets(nbytes) + 4) * mn * e,
+                          make_bwd, impls, check_bwd)
+
+
+OPS = ("add", "sum", "softmax", "layer_norm")
+
+
+def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep_ms=60, log=print):
+    timer = Timer(device, smoke, warmup_ms, rep_ms)
+    runner = Runner(device, smoke, timer, ops_filter, dtypes, log)
+    sizes = sweep(smoke)
+    timings = {}
+    for op in OPS:
+        if ops_filter and op not in ops_filter:
+            continue
+        start = time.perf_counter()
+        getattr(runner, f"run_{op}")(sizes)
+        timings[op] = round(time.perf_counter() - start, 1)
+        log(f"  ({op}: {timings[op]} s)")
+    return {"config": {"device": device, "timer": timer.describe(), "sizes": sizes, "dtypes": runner.dtypes,
+                       "l2_rotate_below_bytes": L2_ROTATE_BYTES, "max_input_sets": runner.max_sets,
+                       "max_footprint_bytes": runner.max_footprint, "tutorial_max_cols": TUTORIAL_MAX_COLS,
+                       "tolerance": {str(k).replace("torch.", ""): v for k, v in TOLERANCE.items()},
+                       "seconds_per_op": timings},
+            "records": runner.records, "notes": runner.notes}

@@ -1,0 +1,445 @@
+"""Turns a benchmark results JSON into the target verdicts, a Markdown report, PNG plots and the
+terminal summary.
+
+    python3 benchmarks/report.py benchmarks/results/<gpu>/results.json   # rewrite results.md + plots
+
+Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range):
+    C++ tjit::add host time                 <= 0.85 x at::add
+    C++ bare TritonJitFunction launch       <= 1.10 x raw cuLaunchKernel of the same cubin
+    Python torch.ops.tjit.add host time     <= 1.00 x torch.add,  <= 0.35 x Python Triton wrapper
+    add, sum bandwidth                      >= 0.95 x aten from 2**24 elements
+    softmax fwd bandwidth                   >= 1.00 x max(aten, tutorial) at every column count
+    softmax bwd bandwidth                   >= 1.00 x aten at every column count
+    softmax fwd / bwd bandwidth             >= 0.80 x copy from 1024 to 65536 columns
+    layer_norm fwd / bwd bandwidth          >= 1.00 x aten for hidden sizes 512 ... 16384
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+IMPL_ORDER = ("tjit", "aten", "python_triton", "tutorial", "triton_op", "triton_launch", "copy")
+COLORS = {"tjit": "C0", "aten": "C1", "python_triton": "C2", "tutorial": "C3", "triton_op": "C4",
+          "triton_launch": "C5", "copy": "gray"}
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+
+# ------------------------------------------------------------------------------------- targets
+
+
+def _target(tid, desc, kind, threshold):
+    return {"id": tid, "target": desc, "kind": kind, "threshold": threshold}
+
+
+TARGETS = [
+    _target("cpp_add_vs_aten", "C++ tjit::add host time <= 0.85x at::add", "le", 0.85),
+    _target("cpp_bare_vs_raw", "C++ bare TritonJitFunction launch <= 1.10x raw cuLaunchKernel", "le", 1.10),
+    _target("py_add_vs_aten", "Python torch.ops.tjit.add host time <= 1.00x torch.add", "le", 1.00),
+    _target("py_add_vs_triton", "Python torch.ops.tjit.add host time <= 0.35x Python Triton wrapper", "le", 0.35),
+    _target("add_bw", "add bandwidth >= 0.95x aten from 2^24 elements", "ge", 0.95),
+    _target("sum_bw", "sum bandwidth >= 0.95x aten from 2^24 elements", "ge", 0.95),
+    _target("softmax_fwd_bw", "softmax fwd >= 1.00x max(aten, tutorial), every column count", "ge", 1.00),
+    _target("softmax_bwd_bw", "softmax bwd >= 1.00x aten, every column count", "ge", 1.00),
+    _target("softmax_fwd_copy", "softmax fwd >= 0.80x copy, 1024..65536 columns", "ge", 0.80),
+    _target("softmax_bwd_copy", "softmax bwd >= 0.80x copy, 1024..65536 columns", "ge", 0.80),
+    _target("layer_norm_fwd_bw", "layer_norm fwd >= 1.00x aten, hidden 512..16384", "ge", 1.00),
+    _target("layer_norm_bwd_bw", "layer_norm bwd >= 1.00x aten, hidden 512..16384", "ge", 1.00),
+]
+
+
+def _index_records(records):
+    index = {}
+    for r in records:
+        index[(r["op"], r["pass"], r["dtype"], tuple(r["shape"]), r["impl"])] = r
+    return index
+
+
+def _bandwidth_target(records, op, pas, size_of, lo, hi, refs):
+    """Worst tjit/ref GB/s ratio over the cases of (op, pas) whose size_of(shape) is in [lo, hi].
+    refs: names of reference implementations; the reference is the fastest of them per case.
+    Returns (ratio, worst_at, note, tjit_failed): ratio None when nothing could be compared;
+    tjit_failed when tjit errored or gave wrong results somewhere in range."""
+    index = _index_records(records)
+    cases = sorted({(r["dtype"], tuple(r["shape"])) for r in records
+                    if r["op"] == op and r["pass"] == pas and lo <= size_of(r["shape"]) <= hi})
+    if not cases:
+        return None, None, "no measurements in range", False
+    worst, worst_at, problems = None, None, []
+    for dtype, shape in cases:
+        where = f"{dtype} {_size_label(shape)}"
+        t = index.get((op, pas, dtype, shape, "tjit"))
+        if t is None or t.get("skipped"):
+            return None, None, f"tjit not measured ({op} {pas})", False
+        if "gbps" not in t:
+            problems.append(f"tjit failed at {where}")
+            continue
+        if t.get("ok") is False:
+            problems.append(f"tjit wrong at {where}")
+        ref_vals = [index[(op, pas, dtype, shape, name)]["gbps"] for name in refs
+                    if "gbps" in index.get((op, pas, dtype, shape, name), {})]
+        if not ref_vals:
+            continue
+        ratio = t["gbps"] / max(ref_vals)
+        if worst is None or ratio < worst:
+            worst, worst_at = ratio, where
+    if problems:
+        return worst, worst_at, "; ".join(problems), True
+    return worst, worst_at, None if worst is not None else "no reference measured", False
+
+
+def evaluate_targets(results):
+    out = []
+    ov = results.get("overhead", {})
+    cpp = ov.get("cpp") or {}
+    py = (ov.get("python") or {}).get("ops", {})
+    bw = (results.get("bandwidth") or {}).get("records", [])
+    numel = lambda shape: math.prod(shape)  # noqa: E731
+    cols = lambda shape: shape[-1]  # noqa: E731
+    for t in TARGETS:
+        ratio, at, reason, failed = None, None, None, False
+        tid = t["id"]
+        if tid.startswith("cpp_"):
+            key = "tjit_add/at_add" if tid == "cpp_add_vs_aten" else "bare/raw"
+            if cpp.get("skipped") or not cpp:
+                reason = "C++ benchmark skipped" + (f": {cpp.get('reason')}" if cpp.get("reason") else "")
+            else:
+                ratio = (cpp.get("ratios") or {}).get(key)
+                at = "1024 fp32, host us per call"
+                if ratio is None:
+                    reason = (cpp.get("errors") or {}).get(key, "not measured")
+        elif tid.startswith("py_add"):
+            key = "tjit/aten" if tid == "py_add_vs_aten" else "tjit/python_triton"
+            ratio = (py.get("add") or {}).get("ratios", {}).get(key)
+            at = "1024 fp32, host us per call"
+            if ratio is None:
+                reason = "not measured"
+        elif tid in ("add_bw", "sum_bw"):
+            ratio, at, reason, failed = _bandwidth_target(bw, tid[:3], "fwd", numel, 2**24, math.inf, ["aten"])
+        elif tid == "softmax_fwd_bw":
+            ratio, at, reason, failed = _bandwidth_target(bw, "softmax", "fwd", cols, 0, math.inf, ["aten", "tutorial"])
+        elif tid == "softmax_bwd_bw":
+            ratio, at, reason, failed = _bandwidth_target(bw, "softmax", "bwd", cols, 0, math.inf, ["aten"])
+        elif tid.startswith("softmax_") and tid.endswith("_copy"):
+            ratio, at, reason, failed = _bandwidth_target(bw, "softmax", tid.split("_")[1], cols, 1024, 65536, ["copy"])
+        elif tid.startswith("layer_norm_"):
+            pas = tid.split("_")[2]
+            ratio, at, reason, failed = _bandwidth_target(bw, "layer_norm", pas, cols, 512, 16384, ["aten"])
+        if failed:  # tjit errored or gave wrong results somewhere in range
+            status = "MISS"
+        elif ratio is None:
+            status = "N/A"
+        elif t["kind"] == "le":
+            status = "PASS" if ratio <= t["threshold"] else "MISS"
+        else:
+            status = "PASS" if ratio >= t["threshold"] else "MISS"
+        out.append(dict(t, ratio=ratio, worst_at=at, status=status, note=reason))
+    return out
+
+
+# ------------------------------------------------------------------------------------ formatting
+
+
+def _fmt(v, digits=2):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _table(headers, rows):
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _text_table(headers, rows):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
+    fmt = lambda row: "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    return [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+
+
+def _ordered(names):
+    return sorted(names, key=lambda n: (IMPL_ORDER.index(n) if n in IMPL_ORDER else len(IMPL_ORDER), n))
+
+
+def _size_label(shape):
+    if len(shape) == 1:
+        n = shape[0]
+        return f"2^{int(math.log2(n))}" if n > 0 and n & (n - 1) == 0 else str(n)
+    return "x".join(map(str, shape))
+
+
+def python_overhead_rows(results):
+    py = ((results.get("overhead") or {}).get("python") or {}).get("ops", {})
+    impls = _ordered({k for e in py.values() for k in e["us_per_call"]})
+    rows = []
+    for op, e in py.items():
+        us = e["us_per_call"]
+        rows.append([op, "x".join(map(str, e["shape"]))] + [_fmt(us.get(i)) for i in impls] +
+                    [_fmt(e["ratios"].get("tjit/aten")), _fmt(e["ratios"].get("tjit/python_triton"))])
+    return ["op", "shape"] + [f"{i} us" for i in impls] + ["tjit/aten", "tjit/python_triton"], rows
+
+
+def targets_rows(targets, note_width=None):
+    rows = []
+    for t in targets:
+        note = t["note"] or ""
+        if note_width and len(note) > note_width:
+            note = note[:note_width - 3] + "..."
+        rows.append([t["target"], _fmt(t["ratio"]), t["status"], t["worst_at"] or "-", note])
+    return ["target", "measured", "status", "worst at", "note"], rows
+
+
+def write_markdown(results, path, plots=()):
+    meta = results.get("meta", {})
+    lines = [f"# tjit benchmarks: {meta.get('device_name', '?')}", ""]
+    lines += [f"- {k}: {v}" for k, v in meta.items() if k not in ("argv", )]
+    lines += ["", "Ratios are tjit / reference: host time ratios (lower is better) for overhead, bandwidth "
+              "ratios (higher is better) for bandwidth. See benchmarks/README.md.", ""]
+    targets = results.get("targets") or evaluate_targets(results)
+    lines += ["## Targets", ""] + _table(*targets_rows(targets)) + [""]
+
+    lines += ["## Host overhead per call, Python", ""]
+    py = (results.get("overhead") or {}).get("python")
+    if py:
+        lines += [f"{py['config']['statistic']}: {py['config']['rounds']} rounds x {py['config']['calls_per_round']} "
+                  f"calls, fp32, device {py['config']['device']}.", ""]
+        lines += _table(*python_overhead_rows(results)) + [""]
+        for op, e in py["ops"].items():
+            for name, err in e.get("errors", {}).items():
+                lines.append(f"- {op}/{name}: {err}")
+            bad = [k for k, v in e.get("checks", {}).items() if not v]
+            if bad:
+                lines.append(f"- {op}: results differ from aten for {', '.join(bad)}")
+        lines += [f"- {n}" for n in py.get("notes", [])] + [""]
+    else:
+        lines += ["not run", ""]
+
+    lines += ["## Host overhead per call, C++ (tjit_bench_overhead)", ""]
+    cpp = (results.get("overhead") or {}).get("cpp")
+    if not cpp:
+        lines += ["not run", ""]
+    elif cpp.get("skipped"):
+        lines += [f"skipped: {cpp.get('reason')}", ""]
+        if cpp.get("compile_check"):
+            lines += [f"compile check (no GPU): `{json.dumps(cpp['compile_check'])}`", ""]
+    else:
+        lines += [f"{cpp.get('n')} {cpp.get('dtype')} elements, {cpp.get('rounds')} rounds x {cpp.get('calls')} calls, "
+                  f"median host us per call; kernel {json.dumps(cpp.get('kernel', {}))}", ""]
+        lines += _table(["measurement", "us per call"], [[k, _fmt(v)] for k, v in cpp.get("us_per_call", {}).items()])
+        lines += [""] + _table(["ratio", "value"], [[k, _fmt(v)] for k, v in cpp.get("ratios", {}).items()]) + [""]
+        if cpp.get("all_ops"):
+            lines += [f"other ops: `{json.dumps(cpp['all_ops'])}`", ""]
+        for k, v in (cpp.get("errors") or {}).items():
+            lines.append(f"- {k}: {v}")
+        lines.append("")
+
+    bw = results.get("bandwidth")
+    lines += ["## Bandwidth (GB/s)", ""]
+    if bw:
+        lines += [f"Timer: {bw['config']['timer']}.", ""]
+        recs = bw["records"]
+        groups = []
+        for r in recs:
+            g = (r["op"], r["pass"])
+            if g not in groups:
+                groups.append(g)
+        for op, pas in groups:
+            sub = [r for r in recs if r["op"] == op and r["pass"] == pas]
+            impls = _ordered({r["impl"] for r in sub})
+            index = _index_records(sub)
+            lines += [f"### {op} {pas}", ""]
+            rows = []
+            for dtype in dict.fromkeys(r["dtype"] for r in sub):
+                for shape in dict.fromkeys(tuple(r["shape"]) for r in sub if r["dtype"] == dtype):
+                    cells, vals = [], {}
+                    for i in impls:
+                        rec = index.get((op, pas, dtype, shape, i), {})
+                        if "gbps" in rec:
+                            vals[i] = rec["gbps"]
+                            cells.append(_fmt(rec["gbps"], 1) + ("" if rec.get("ok", True) else " (wrong)"))
+                        elif rec.get("error"):
+                            cells.append("error")
+                        else:
+                            cells.append("-")
+                    t = vals.get("tjit")
+                    ratio = lambda ref: _fmt(t / vals[ref]) if t and vals.get(ref) else "-"  # noqa: E731
+                    rows.append([dtype, _size_label(shape)] + cells + [ratio("aten"), ratio("copy")])
+            lines += _table(["dtype", "size"] + impls + ["tjit/aten", "tjit/copy"], rows) + [""]
+            errors = [f"- {r['dtype']} {_size_label(r['shape'])} {r['impl']}: {r['error']}"
+                      for r in sub if r.get("error")]
+            lines += errors + ([""] if errors else [])
+        if bw.get("notes"):
+            lines += ["Notes:", ""] + [f"- {n}" for n in bw["notes"]] + [""]
+    else:
+        lines += ["not run", ""]
+
+    if plots:
+        lines += ["## Plots", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in plots] + [""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    return path
+
+
+# ----------------------------------------------------------------------------------------- plots
+
+
+def write_plots(results, out_dir, log=print):
+    """PNG plots next to the results; returns the paths ([] with a printed note without matplotlib)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:
+        log(f"  note: no plots (matplotlib unavailable: {type(exc).__name__}: {exc}); pip install matplotlib")
+        return []
+    paths = []
+    title = (results.get("meta") or {}).get("device_name", "")
+
+    py = ((results.get("overhead") or {}).get("python") or {}).get("ops", {})
+    if py:
+        ops = list(py)
+        impls = _ordered({k for e in py.values() for k in e["us_per_call"]})
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        width = 0.8 / max(len(impls), 1)
+        for j, impl in enumerate(impls):
+            vals = [py[op]["us_per_call"].get(impl, float("nan")) for op in ops]
+            ax.bar([i + j * width for i in range(len(ops))], vals, width, label=impl, color=COLORS.get(impl))
+        ax.set_xticks([i + width * (len(impls) - 1) / 2 for i in range(len(ops))])
+        ax.set_xticklabels([f"{op}\n{'x'.join(map(str, py[op]['shape']))}" for op in ops])
+        values = [v for e in py.values() for v in e["us_per_call"].values() if v > 0]
+        if values and max(values) / min(values) > 50:
+            ax.set_yscale("log")
+        ax.set_ylabel("host us per call (median)")
+        ax.set_title(f"Python host overhead, fp32 - {title}")
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        paths.append(os.path.join(out_dir, "overhead_python.png"))
+        fig.tight_layout()
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+
+    cpp = (results.get("overhead") or {}).get("cpp") or {}
+    if cpp.get("us_per_call"):
+        names = list(cpp["us_per_call"])
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.barh(names, [cpp["us_per_call"][n] for n in names])
+        ax.set_xlabel("host us per call (median)")
+        ax.set_title(f"C++ host overhead, add 1024 fp32 - {title}")
+        ax.grid(axis="x", alpha=0.3)
+        paths.append(os.path.join(out_dir, "overhead_cpp.png"))
+        fig.tight_layout()
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+
+    recs = (results.get("bandwidth") or {}).get("records", [])
+    groups = list(dict.fromkeys((r["op"], r["pass"]) for r in recs))
+    for op, pas in groups:
+        sub = [r for r in recs if r["op"] == op and r["pass"] == pas and "gbps" in r]
+        dtypes = list(dict.fromkeys(r["dtype"] for r in sub))
+        if not dtypes:
+            continue
+        fig, axes = plt.subplots(2, len(dtypes), figsize=(6 * len(dtypes), 7.5), squeeze=False,
+                                 gridspec_kw={"height_ratios": [3, 2]}, sharex="col")
+        size_of = lambda r: r["shape"][-1] if len(r["shape"]) > 1 else r["numel"]  # noqa: E731
+        for col, dtype in enumerate(dtypes):
+            ax, rax = axes[0][col], axes[1][col]
+            series = {}
+            for impl in _ordered({r["impl"] for r in sub if r["dtype"] == dtype}):
+                series[impl] = dict(sorted((size_of(r), r["gbps"]) for r in sub
+                                           if r["dtype"] == dtype and r["impl"] == impl))
+                style = dict(linestyle="--") if impl == "copy" else dict(marker="o", markersize=3)
+                ax.plot(list(series[impl]), list(series[impl].values()), label=impl, color=COLORS.get(impl), **style)
+            shape0 = next(r["shape"] for r in sub if r["dtype"] == dtype)
+            rows = f", {shape0[0]} rows" if len(shape0) > 1 else ""
+            ax.set_title(f"{op} {pas} {dtype}{rows}")
+            ax.set_ylabel("GB/s")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            # Lower panel: tjit / each other implementation (1.0 = parity).
+            tj = series.get("tjit", {})
+            for impl, pts in series.items():
+                if impl == "tjit":
+                    continue
+                xs = [x for x in tj if pts.get(x)]
+                style = dict(linestyle="--") if impl == "copy" else dict(marker="o", markersize=3)
+                rax.plot(xs, [tj[x] / pts[x] for x in xs], label=f"tjit / {impl}", color=COLORS.get(impl), **style)
+            rax.axhline(1.0, color="black", linewidth=0.8)
+            rax.set_xscale("log", base=2)
+            rax.set_xlabel("columns (rows fixed)" if op in ("softmax", "layer_norm") else "elements")
+            rax.set_ylabel("ratio")
+            rax.grid(alpha=0.3)
+            if tj:
+                rax.legend(fontsize=8)
+        fig.suptitle(title)
+        paths.append(os.path.join(out_dir, f"bandwidth_{op}_{pas}.png"))
+        fig.tight_layout()
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    return paths
+
+
+# --------------------------------------------------------------------------------------- summary
+
+
+def summary_lines(results):
+    lines = []
+    meta = results.get("meta") or {}
+    if meta.get("smoke"):
+        lines.append(f"SMOKE RUN on {meta.get('device_name')}: tiny sizes, few iterations"
+                     + (", Triton interpreter: the ratios say nothing about tjit's speed" if meta.get("device") == "cpu"
+                        else ": the ratios are not meaningful"))
+    py = ((results.get("overhead") or {}).get("python") or {}).get("ops")
+    if py:
+        table = _text_table(*python_overhead_rows(results))
+        lines += ["Python host overhead (median us per call):"] + ["  " + row for row in table]
+    cpp = (results.get("overhead") or {}).get("cpp")
+    if cpp:
+        if cpp.get("skipped"):
+            lines.append(f"C++ overhead: skipped ({cpp.get('reason')})")
+            cc = cpp.get("compile_check")
+            if cc:
+                lines.append(f"C++ compile check without GPU ({cc.get('target')}): " +
+                             ("ok, raw launch signature " + str(cc.get("raw_launch_signature")) if cc.get("ok")
+                              else f"FAILED: {cc.get('error') or cc.get('raw_launch_signature')}"))
+        else:
+            lines.append("C++ host overhead (median us per call): " +
+                         ", ".join(f"{k} {_fmt(v)}" for k, v in cpp.get("us_per_call", {}).items()))
+    targets = results.get("targets") or evaluate_targets(results)
+    lines += ["", "Targets:"] + ["  " + row for row in _text_table(*targets_rows(targets, note_width=60))]
+    counts = {s: sum(t["status"] == s for t in targets) for s in ("PASS", "MISS", "N/A")}
+    lines.append(f"targets: {counts['PASS']} PASS, {counts['MISS']} MISS, {counts['N/A']} N/A")
+    return lines
+
+
+def write_all(results, out_dir, log=print):
+    """results.json, results.md and the plots into out_dir; returns the paths written."""
+    os.makedirs(out_dir, exist_ok=True)
+    results["targets"] = evaluate_targets(results)
+    json_path = os.path.join(out_dir, RESULTS_JSON)
+    with open(json_path, "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    plots = write_plots(results, out_dir, log)
+    md_path = write_markdown(results, os.path.join(out_dir, RESULTS_MD), plots)
+    return [json_path, md_path] + plots
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results_json")
+    args = parser.parse_args(argv)
+    with open(args.results_json) as f:
+        results = json.load(f)
+    paths = write_all(results, os.path.dirname(os.path.abspath(args.results_json)))
+    print("\n".join(summary_lines(results)))
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
