@@ -6,7 +6,14 @@
 
 #include <tjit/triton_jit_function.h>
 
+#include "op_support.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/allclose.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/sum.h>
+#include <tjit/operators.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -137,6 +144,37 @@ TEST(Compile, TargetFromEnvironment) {
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->arch, 80);
   EXPECT_FALSE(tjit::target_from_environment().has_value());
+}
+
+}  // namespace
+
+namespace {
+
+// Running kernels through Triton's interpreter patches triton.language; compiles afterwards, in
+// the same process, must still see the real language (a CPU-only check of the CUDA path).
+TEST(Compile, CompileAfterInterpretedRuns) {
+  const at::Tensor x = at::randn({6, 40});
+  const at::Tensor w = at::randn({40});
+  // Every operator once through the interpreter, helpers and Triton's own @jit library included.
+  (void)tjit::add(x, w, 2);
+  (void)tjit::sum(x, std::vector<int64_t>{0});
+  (void)tjit::sum(x, std::vector<int64_t>{1});
+  (void)tjit::softmax(x, 1);
+  (void)tjit::softmax_backward(x, tjit::softmax(x, 1), 1, at::kFloat);
+  const auto [y, mean, rstd] = tjit::layer_norm_forward(x, {40}, w, w);
+  (void)tjit::layer_norm_backward(y, x, {40}, mean, rstd, w, w, {true, true, true});
+
+  const auto target = CompileTarget::parse("cuda:90");
+  at::Tensor out = at::empty({6});
+  auto& blocked = TritonJitFunction::get_instance(tjit::detail::kernel_path("reduce.py"), "sum_rows_blocked_kernel");
+  EXPECT_TRUE(is_elf(blocked.compile(target, LaunchOptions{}, x, out, int64_t{6}, int64_t{40}, int64_t{40},
+                                     int64_t{8}, int64_t{64}, false).binary));
+  auto& softmax = TritonJitFunction::get_instance(tjit::detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
+  EXPECT_TRUE(is_elf(softmax.compile(target, LaunchOptions{}, x, x, int64_t{6}, int64_t{40}, int64_t{40},
+                                     int64_t{40}, int64_t{64}, true, false).binary));
+  auto& add = TritonJitFunction::get_instance(tjit::detail::kernel_path("add.py"), "add_kernel");
+  EXPECT_TRUE(is_elf(add.compile(target, LaunchOptions{}, x, x, x, int64_t{240}, 2.0f, 0.0f, true, int64_t{1024},
+                                 false).binary));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <tjit/operators.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/mul.h>
 #include <c10/core/SymInt.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -180,29 +181,75 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
 
 }  // namespace
 
-// The autograd kernels run first: undefined tensors must fail here with the operator's own message.
+// The autograd kernels run first on every call. Undefined tensors must fail here with the
+// operator's own message; and a call that records no graph (no input requires grad, or grad
+// mode is off) goes straight to the kernel below autograd, skipping the custom Function's
+// bookkeeping, which would cost about a microsecond per call.
 
-at::Tensor add_autograd(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+namespace {
+
+bool records_graph(std::initializer_list<const at::Tensor*> inputs) {
+  if (!at::GradMode::is_enabled()) {
+    return false;
+  }
+  for (const at::Tensor* t : inputs) {
+    if (t->defined() && t->requires_grad()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+template <typename Signature>
+const c10::TypedOperatorHandle<Signature>& handle(const char* name) {
+  static const auto h = c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+  return h;
+}
+
+}  // namespace
+
+at::Tensor add_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& other,
+                        const at::Scalar& alpha) {
   detail::check_defined(self, "tjit::add", "self");
   detail::check_defined(other, "tjit::add", "other");
+  if (!records_graph({&self, &other})) {
+    return handle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&)>("tjit::add")
+        .redispatch(ks & c10::after_autograd_keyset, self, other, alpha);
+  }
   return AddFunction::apply(self, other, alpha);
 }
 
-at::Tensor sum_autograd(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+at::Tensor sum_autograd(c10::DispatchKeySet ks, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                         std::optional<at::ScalarType> dtype) {
   detail::check_defined(self, "tjit::sum", "self");
+  if (!records_graph({&self})) {
+    return handle<at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>)>(
+               "tjit::sum")
+        .redispatch(ks & c10::after_autograd_keyset, self, dim, keepdim, dtype);
+  }
   return SumFunction::apply(self, dim, keepdim, dtype);
 }
 
-at::Tensor softmax_autograd(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+at::Tensor softmax_autograd(c10::DispatchKeySet ks, const at::Tensor& self, int64_t dim,
+                            std::optional<at::ScalarType> dtype) {
   detail::check_defined(self, "tjit::softmax", "self");
+  if (!records_graph({&self})) {
+    return handle<at::Tensor(const at::Tensor&, int64_t, std::optional<at::ScalarType>)>("tjit::softmax")
+        .redispatch(ks & c10::after_autograd_keyset, self, dim, dtype);
+  }
   return SoftmaxFunction::apply(self, dim, dtype);
 }
 
-at::Tensor layer_norm_autograd(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+at::Tensor layer_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
                                double eps) {
   detail::check_defined(input, "tjit::layer_norm", "input");
+  const at::Tensor none;
+  if (!records_graph({&input, weight ? &*weight : &none, bias ? &*bias : &none})) {
+    return handle<at::Tensor(const at::Tensor&, c10::SymIntArrayRef, const std::optional<at::Tensor>&,
+                             const std::optional<at::Tensor>&, double)>("tjit::layer_norm")
+        .redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, bias, eps);
+  }
   return LayerNormFunction::apply(input, normalized_shape, weight, bias, eps);
 }
 

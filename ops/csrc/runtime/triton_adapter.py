@@ -141,6 +141,26 @@ def _call_jit_function(self, *args, **kwargs):
 JITFunction.__call__ = _call_jit_function
 
 
+def _restore_language_after_device_calls():
+    # Triton's InterpretedFunction.__call__ (a @jit helper called from an interpreted kernel)
+    # patches triton.language for the interpreter and never restores it: harmless when the whole
+    # process interprets, fatal here, where later compiles would see the patched language.
+    from triton.runtime import interpreter
+
+    def call(self, *args, **kwargs):
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            fn = self.rewrite()
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                raise interpreter.InterpreterError(repr(e)) from e
+        finally:
+            scope.restore()
+
+    interpreter.InterpretedFunction.__call__ = call
+
+
 def _fix_interpreter_scalar_index():
     # Triton 3.6's interpreter turns a scalar tensor into a Python int with int(array) on a
     # 1-element array (e.g. `for i in range(0, N, BLOCK)` with a runtime N); NumPy >= 2.4 rejects
@@ -168,6 +188,7 @@ def run_interpreted(handle, grid, num_warps, args):
     interpreted = _interpreted.get(handle)
     if interpreted is None:
         if not _interpreted:
+            _restore_language_after_device_calls()
             _fix_interpreter_scalar_index()
         path, name, _ = _kernels[handle]
         interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), name))
