@@ -116,7 +116,8 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
         for start in range(0, N, BLOCK_N):
             c = start + cols
             mask = c < N
-            x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
+            # Read again when normalising: keep it in L2 (evict_last).
+            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
             cnt_vec += mask.to(ACC)
             delta = x - mean_vec
             # Padding lanes may divide by a zero count; tl.where discards that value.
@@ -130,7 +131,7 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
         for start in range(0, N, BLOCK_N):
             c = start + cols
             mask = c < N
-            x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
+            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
             y = (x - mean) * rstd
             if HAS_WEIGHT:
                 y = y * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
@@ -175,8 +176,8 @@ def layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M
         for start in range(0, N, BLOCK_N):
             c = start + cols
             mask = c < N
-            x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
-            g = tl.load(dy_row + c, mask=mask, other=0.0).to(ACC)
+            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
+            g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
             if HAS_WEIGHT:
                 g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
             # g is 0 on padding lanes, so xhat needs no mask here.
@@ -187,8 +188,8 @@ def layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M
         for start in range(0, N, BLOCK_N):
             c = start + cols
             mask = c < N
-            x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
-            g = tl.load(dy_row + c, mask=mask, other=0.0).to(ACC)
+            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+            g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
             if HAS_WEIGHT:
                 g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
             dx = (g - ((x - mean) * rstd * c1 + c2)) * rstd

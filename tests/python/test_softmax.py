@@ -22,8 +22,9 @@ def check_softmax(x, dim, dtype=None):
 
 
 def columns(device):
-    # 16385 takes the looped (online) path; CUDA also checks a row of 2**20 + 3.
-    return [1, 3, 1000, 16385] + ([2**20 + 3] if device == "cuda" else [])
+    # Forward: one pass up to 32768 columns, looped (online) beyond; backward: one pass up to
+    # 16384. CUDA also checks a row of 2**20 + 3.
+    return [1, 3, 1000, 16385, 32769] + ([2**20 + 3] if device == "cuda" else [])
 
 
 def test_row_lengths_and_dtypes(device):

@@ -138,7 +138,7 @@ at::Tensor add_meta(const at::Tensor& self, const at::Tensor& other, const at::S
 at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   check_inputs(self, other, alpha);
   const auto shape = broadcast_shape<int64_t>(self.sizes(), other.sizes());
-  at::Tensor out = at::empty(shape, self.options());
+  at::Tensor out = detail::empty_output(shape, self.options());
   const int64_t n = out.numel();
   if (n == 0) {
     return out;

@@ -102,9 +102,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_triton(const a
                                                                          double eps) {
   const int64_t lead = check_layer_norm_inputs<int64_t>(input, normalized_shape, weight, bias, input.sizes(), kOp);
   const auto stats_options = input.options().dtype(accumulator_type(input.scalar_type()));
-  at::Tensor out = at::empty(input.sizes(), input.options());
-  at::Tensor mean = at::empty(leading_shape(input.sizes(), lead), stats_options);
-  at::Tensor rstd = at::empty(leading_shape(input.sizes(), lead), stats_options);
+  at::Tensor out = detail::empty_output(input.sizes(), input.options());
+  at::Tensor mean = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
+  at::Tensor rstd = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
   const int64_t cols = c10::multiply_integers(normalized_shape);
   if (out.numel() == 0) {
     return {out, mean, rstd};
@@ -169,9 +169,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   }
   const bool want_dw = output_mask[1] && present(weight);
   const bool want_db = output_mask[2] && present(bias);
-  at::Tensor dx = output_mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
-  at::Tensor dw = want_dw ? at::empty(weight->sizes(), weight->options()) : at::Tensor();
-  at::Tensor db = want_db ? at::empty(bias->sizes(), bias->options()) : at::Tensor();
+  at::Tensor dx = output_mask[0] ? detail::empty_output(input.sizes(), input.options()) : at::Tensor();
+  at::Tensor dw = want_dw ? detail::empty_output(weight->sizes(), weight->options()) : at::Tensor();
+  at::Tensor db = want_db ? detail::empty_output(bias->sizes(), bias->options()) : at::Tensor();
   const int64_t cols = c10::multiply_integers(normalized_shape);
   const int64_t rows = cols == 0 ? 0 : input.numel() / cols;
   if (rows == 0 || cols == 0) {
@@ -216,8 +216,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     return {dx, dw, db};
   }
   const auto partial_options = input.options().dtype(acc);
-  const at::Tensor dw_partial = want_dw ? at::empty({groups, cols}, partial_options) : at::Tensor();
-  const at::Tensor db_partial = want_db ? at::empty({groups, cols}, partial_options) : at::Tensor();
+  const at::Tensor dw_partial = want_dw ? detail::empty_output({groups, cols}, partial_options) : at::Tensor();
+  const at::Tensor db_partial = want_db ? detail::empty_output({groups, cols}, partial_options) : at::Tensor();
   static auto& partial = TritonJitFunction::get_instance(file, "layer_norm_bwd_dwdb_partial_kernel");
   partial(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp), static_cast<uint32_t>(groups)),
           LaunchOptions{4}, dw_partial, db_partial, dy, x, mean_c, rstd_c, rows, cols, dyv.row_stride, xv.row_stride,

@@ -1,5 +1,9 @@
 #include "op_support.h"
 
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
@@ -146,6 +150,19 @@ std::pair<at::Tensor, RowsView> rows_of(const at::Tensor& t, int64_t cols) {
   }
   at::Tensor c = t.contiguous();
   return {c, RowsView{cols == 0 ? 0 : c.numel() / cols, cols, cols}};
+}
+
+at::Tensor empty_output(at::IntArrayRef shape, const at::TensorOptions& options) {
+  const c10::Device device = options.device();
+  if (device.is_cuda() && !at::globalContext().deterministicFillUninitializedMemory()) {
+    const auto* guard_impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    if (guard_impl->getDevice() == device) {
+      return at::Tensor(at::detail::empty_generic(shape, c10::GetAllocator(c10::DeviceType::CUDA),
+                                                  c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                                  c10::typeMetaToScalarType(options.dtype()), std::nullopt));
+    }
+  }
+  return at::empty(shape, options);
 }
 
 bool needs_index64(const at::Tensor& t) {

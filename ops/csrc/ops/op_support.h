@@ -56,6 +56,11 @@ std::pair<at::Tensor, RowsView> rows_of(const at::Tensor& t, int64_t cols);
 // Whether offsets into `t` (through its strides) or its element count can reach 2**31.
 bool needs_index64(const at::Tensor& t);
 
+// A new contiguous output tensor, as at::empty. On a CUDA device that is already current it
+// allocates through the device allocator directly (at::detail::empty_generic, what empty_cuda
+// does after its checks), skipping a dispatcher round trip on every operator call.
+at::Tensor empty_output(at::IntArrayRef shape, const at::TensorOptions& options);
+
 // Wraps a possibly negative dim into [0, ndim); errors name the operator and the argument.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const char* arg);
 

@@ -33,8 +33,10 @@ struct RowPlan {
   int num_warps;
 };
 
-RowPlan plan_rows(int64_t rows, int64_t cols, const c10::Device& device) {
-  if (cols <= 16384) {
+// `single_pass_limit`: the longest row kept in registers (forward 32768 columns at 16 warps, as
+// the Triton tutorial; backward holds two rows, so 16384).
+RowPlan plan_rows(int64_t rows, int64_t cols, const c10::Device& device, int64_t single_pass_limit) {
+  if (cols <= single_pass_limit) {
     const int64_t block = detail::next_power_of_2(cols);
     return {block, true, static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16))};
   }
@@ -83,13 +85,13 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   // As torch.softmax: the input is converted to `dtype` first.
   const at::Tensor x = out_dtype == self.scalar_type() ? self : self.to(out_dtype);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  at::Tensor out_moved = at::empty(moved_shape(shape, dim), x.options());
+  at::Tensor out_moved = detail::empty_output(moved_shape(shape, dim), x.options());
   const int64_t cols = x.dim() == 0 ? 1 : x.size(dim);
   if (out_moved.numel() == 0) {
     return restore_dim(out_moved, x, dim);
   }
   const auto [in, v] = detail::rows_of(dim_last(x, dim), cols);
-  const RowPlan plan = plan_rows(v.rows, v.cols, x.device());
+  const RowPlan plan = plan_rows(v.rows, v.cols, x.device(), 32768);
   static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
   kernel(detail::current_stream(x.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
          out_moved, in, v.rows, v.cols, v.row_stride, cols, plan.block_n, plan.single_pass,
@@ -118,14 +120,14 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
               " is not a floating-point type");
   dim = detail::wrap_dim(dim, output.dim(), kBackwardOp, "dim");
   std::vector<int64_t> shape(output.sizes().begin(), output.sizes().end());
-  at::Tensor grad_in_moved = at::empty(moved_shape(shape, dim), output.options().dtype(input_dtype));
+  at::Tensor grad_in_moved = detail::empty_output(moved_shape(shape, dim), output.options().dtype(input_dtype));
   if (grad_in_moved.numel() == 0) {
     return restore_dim(grad_in_moved, output, dim);
   }
   const int64_t cols = output.dim() == 0 ? 1 : output.size(dim);
   const auto [g, gv] = detail::rows_of(dim_last(grad_output, dim), cols);
   const auto [y, yv] = detail::rows_of(dim_last(output, dim), cols);
-  const RowPlan plan = plan_rows(yv.rows, cols, output.device());
+  const RowPlan plan = plan_rows(yv.rows, cols, output.device(), 16384);
   static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_kernel");
   kernel(detail::current_stream(output.device()), Grid(detail::blocks_for(yv.rows, 1, kBackwardOp)),
          LaunchOptions{plan.num_warps}, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,

@@ -87,7 +87,7 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
     int64_t chunk = detail::ceil_div(detail::ceil_div(v.cols, splits), block) * block;
     chunk = std::min<int64_t>(chunk, (int64_t{1} << 30) / block * block);
     splits = detail::ceil_div(v.cols, chunk);
-    at::Tensor partial = at::empty({v.rows, splits}, in.options().dtype(accumulator_type(in.scalar_type())));
+    at::Tensor partial = detail::empty_output({v.rows, splits}, in.options().dtype(accumulator_type(in.scalar_type())));
     partial_kernel(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), LaunchOptions{8}, in, partial, v.rows,
                    v.cols, v.row_stride, chunk, block, index64);
     const int64_t block2 = std::min<int64_t>(detail::next_power_of_2(splits), 4096);
@@ -126,7 +126,7 @@ void sum_middle(const at::Tensor& in, int64_t m, int64_t r, int64_t k, const at:
     int64_t splits = std::min(detail::ceil_div(4 * sms, base), detail::ceil_div(r, block_r));
     const int64_t rows_per_split = detail::ceil_div(detail::ceil_div(r, splits), block_r) * block_r;
     splits = detail::ceil_div(r, rows_per_split);
-    at::Tensor partial = at::empty({m, splits, k}, in.options().dtype(accumulator_type(in.scalar_type())));
+    at::Tensor partial = detail::empty_output({m, splits, k}, in.options().dtype(accumulator_type(in.scalar_type())));
     split(stream, Grid(detail::blocks_for(base * splits, 1, kOp)), LaunchOptions{4}, in, partial, m, r, k, r * k, k,
           rows_per_split, block_r, block_k, index64);
     const int64_t block_r2 = std::max<int64_t>(1, std::min(2048 / block_k, detail::next_power_of_2(splits)));
@@ -156,7 +156,7 @@ at::Tensor sum_triton(const at::Tensor& self, at::OptionalIntArrayRef dim, bool 
   const at::ScalarType out_dtype = dtype.value_or(self.scalar_type());
   // As torch.sum: the input is converted to `dtype` first, so the sum runs in that precision.
   const at::Tensor x = out_dtype == self.scalar_type() ? self : self.to(out_dtype);
-  at::Tensor out = at::empty(shape, x.options());
+  at::Tensor out = detail::empty_output(shape, x.options());
   if (out.numel() == 0) {
     return out;
   }
