@@ -8,14 +8,16 @@
 //   raw_cuLaunchKernel         cuLaunchKernel of the same cubin (compiled by
 //                              TritonJitFunction::compile, loaded with cuModuleLoadData into the
 //                              primary context) with a prebuilt parameter array
+//   tjit_add_impl              tjit::impl::add_triton(x, y, 1): tjit_add without the dispatcher
 //   at_empty_like              at::empty_like(x), for scale
 //
 // Each value is the median over rounds of (host time of `calls` back-to-back calls) / calls; the
 // stream (torch's current one) is synchronized before each round, never inside one. The
 // measurements run round-robin (round r of each, then round r + 1), after a warm-up.
 //
-// With -DTJIT_HAVE_ALL_OPS (CMake: TJIT_BENCH_ALL_OPS), tjit::sum / softmax / layer_norm are
-// measured against their ATen counterparts too ("all_ops" in the JSON).
+// tjit::sum / softmax / layer_norm are measured against their ATen counterparts too ("all_ops" in
+// the JSON), and tjit_add_impl (the add wrapper called directly, without the dispatcher) splits
+// tjit_add's cost.
 //
 // Without CUDA it prints {"skipped": true, ...} and exits 0; with --compile-check it then still
 // compiles add_kernel for TJIT_TARGET (default cuda:90), which needs no GPU.
@@ -27,7 +29,8 @@
 #include <tjit/triton_jit_function.h>
 
 #include "cuda_driver.h"  // tjit::detail::cuda_driver(), from ops/csrc/runtime
-#include "op_support.h"   // tjit::detail::kernel_path(), from ops/csrc/ops
+#include "op_support.h"      // tjit::detail::kernel_path(), from ops/csrc/ops
+#include "operator_impls.h"  // tjit::impl::add_triton, the wrapper without the dispatcher
 
 #include <ATen/Context.h>
 #include <ATen/ops/add.h>
@@ -37,11 +40,9 @@
 #include <ATen/ops/randn.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
-#ifdef TJIT_HAVE_ALL_OPS
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/sum.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -255,6 +256,8 @@ JsonObject run_cuda(const Options& opt) {
   // tjit::add and at::add.
   checks.boolean("tjit_add", matches(tjit::add(x, y)));
   ms.push_back({"tjit_add", [&] { (void)tjit::add(x, y); }, {}});
+  checks.boolean("tjit_add_impl", matches(tjit::impl::add_triton(x, y, 1)));
+  ms.push_back({"tjit_add_impl", [&] { (void)tjit::impl::add_triton(x, y, 1); }, {}});
   ms.push_back({"at_add", [&] { (void)at::add(x, y); }, {}});
 
   // The bare runtime: the launch tjit::add makes, without dispatcher, checks or allocation.
@@ -344,8 +347,7 @@ JsonObject run_cuda(const Options& opt) {
   }
   ms.push_back({"at_empty_like", [&] { (void)at::empty_like(x); }, {}});
 
-#ifdef TJIT_HAVE_ALL_OPS
-  // ---- other operators (compiled in with TJIT_HAVE_ALL_OPS) --------------------------------
+  // ---- the other operators ------------------------------------------------------------------
   const at::Tensor x2 = at::randn({32, 1024}, options);
   const at::Tensor w = at::randn({1024}, options);
   const at::Tensor b = at::randn({1024}, options);
@@ -362,7 +364,6 @@ JsonObject run_cuda(const Options& opt) {
   ms.push_back({"at_softmax", [&] { (void)at::softmax(x2, -1); }, {}});
   ms.push_back({"tjit_layer_norm", [&] { (void)tjit::layer_norm(x2, normalized_shape, w, b, 1e-5); }, {}});
   ms.push_back({"at_layer_norm", [&] { (void)at::layer_norm(x2, normalized_shape, w, b, 1e-5); }, {}});
-#endif
 
   measure_round_robin(ms, sync, opt.calls, opt.rounds, opt.warmup);
   check_cu(launch_result, "cuLaunchKernel");
@@ -371,11 +372,9 @@ JsonObject run_cuda(const Options& opt) {
   JsonObject us_json;
   for (const auto& m : ms) {
     us[m.name] = m.median_us();
-#ifdef TJIT_HAVE_ALL_OPS
     if (&m - ms.data() >= static_cast<std::ptrdiff_t>(first_op)) {
       continue;  // reported under all_ops
     }
-#endif
     us_json.num(m.name, us[m.name]);
   }
   JsonObject ratios;
@@ -401,7 +400,6 @@ JsonObject run_cuda(const Options& opt) {
   if (!errors.empty()) {
     result.obj("errors", errors);
   }
-#ifdef TJIT_HAVE_ALL_OPS
   JsonObject all_ops;
   for (const char* op : {"sum", "softmax", "layer_norm"}) {
     const double t = us[std::string("tjit_") + op];
@@ -412,9 +410,6 @@ JsonObject run_cuda(const Options& opt) {
   }
   all_ops.obj("checks", op_checks);
   result.obj("all_ops", all_ops);
-#else
-  result.str("all_ops", "compiled out (configure with -DTJIT_BENCH_ALL_OPS=ON)");
-#endif
   return result;
 }
 
