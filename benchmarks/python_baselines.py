@@ -8,7 +8,7 @@
   from the block size).
 * ``register_triton_ops()``: ``torch.library.triton_op`` + ``torch.library.wrap_triton`` versions
   of the add / sum / softmax / layer_norm wrappers, as ``torch.ops.tjit_bench.*``.
-* ``patch_interpreter_for_numpy()``: lets Triton 3.6's interpreter run looped kernels with
+* ``patch_interpreter_for_numpy()`` (from triton_wrappers): lets Triton 3.6's interpreter run looped kernels with
   numpy >= 2.4 (CPU smoke runs only).
 
 The sum / softmax / layer_norm Python Triton wrappers themselves live in triton_wrappers.py.
@@ -24,6 +24,7 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import triton_wrappers as tw  # noqa: E402
+from triton_wrappers import patch_interpreter_for_numpy  # noqa: E402,F401  (re-exported)
 
 add_k = tw._load("add")
 
@@ -161,31 +162,3 @@ def register_triton_ops():
 
     _registered = True
     return torch.ops.tjit_bench
-
-
-# ------------------------------------------------------------------------------ interpreter patch
-
-
-def patch_interpreter_for_numpy():
-    """Triton 3.6's interpreter converts a 1-element array loop bound with int(array), which numpy
-    >= 2.4 rejects, so `for i in range(0, N, BLOCK)` with a runtime N fails (triton-lang/triton#9171,
-    fixed upstream by #9172). Re-registers __index__ as the fix does. No-op on older numpy. The
-    same patch is in tests/python/kernels_interpreter_check.py."""
-    import numpy as np
-    from triton.runtime import interpreter
-
-    try:
-        int(np.array([1]))
-        return
-    except TypeError:
-        pass
-    if getattr(interpreter._patch_lang_tensor, "_tjit_index_fix", False):
-        return
-    original = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    patched._tjit_index_fix = True
-    interpreter._patch_lang_tensor = patched

@@ -288,3 +288,29 @@ def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=T
                                                                      BLOCK_G=block_g, BLOCK_N=bn,
                                                                      INDEX_64=index_64, num_warps=4)
     return dx, dw, db
+
+
+def patch_interpreter_for_numpy():
+    """Triton 3.6's interpreter converts a 1-element array loop bound with int(array), which numpy
+    >= 2.4 rejects, so `for i in range(0, N, BLOCK)` with a runtime N fails (triton-lang/triton#9171,
+    fixed upstream by #9172). Re-registers __index__ as the fix does. No-op on older numpy. Used by
+    the benchmarks' CPU smoke mode and tests/python/kernels_interpreter_check.py; tjit's own
+    runtime carries the same fix in ops/csrc/runtime/triton_adapter.py (embedded, self-contained)."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    try:
+        int(np.array([1]))
+        return
+    except TypeError:
+        pass
+    if getattr(interpreter._patch_lang_tensor, "_tjit_index_fix", False):
+        return
+    original = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._tjit_index_fix = True
+    interpreter._patch_lang_tensor = patched

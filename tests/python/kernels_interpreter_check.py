@@ -56,31 +56,6 @@ def report(ok, name, detail=""):
     print(f"{status} {name}{'  ' + detail if detail else ''}", flush=True)
 
 
-def patch_interpreter_for_numpy_2_4():
-    """Triton 3.6's interpreter turns a 1-element array into a loop bound with int(array), which
-    numpy >= 2.4 rejects ('only 0-dimensional arrays can be converted to Python scalars'), so any
-    `for i in range(0, N, BLOCK)` with a runtime N fails. Upstream: triton-lang/triton#9171, fixed
-    by #9172. Re-register __index__ the way the fix does, only while a kernel is interpreted."""
-    import numpy as np
-    from triton.runtime import interpreter
-
-    try:
-        int(np.array([1]))
-        return  # this numpy still converts size-1 arrays; nothing to do
-    except TypeError:
-        pass
-    if getattr(interpreter._patch_lang_tensor, "_tjit_index_fix", False):
-        return
-    original = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    patched._tjit_index_fix = True
-    interpreter._patch_lang_tensor = patched
-
-
 # ------------------------------------------------------------------------------------- part 1: run
 
 TOL = {torch.float16: 1e-2, torch.bfloat16: 1e-2, torch.float32: 1e-5, torch.float64: 1e-10}
@@ -410,7 +385,8 @@ def main():
         return 1 if RESULTS["FAIL"] else 0
 
     if ARGS.device == "cpu":
-        patch_interpreter_for_numpy_2_4()
+        from triton_wrappers import patch_interpreter_for_numpy
+        patch_interpreter_for_numpy()
     elif not torch.cuda.is_available():
         print("FAIL --device cuda but torch sees no GPU")
         return 1
