@@ -94,27 +94,19 @@ TEST_P(AddTest, EmptyTensors) {
 }
 
 TEST_P(AddTest, Errors) {
-  auto message = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const c10::Error& e) {
-      return e.what_without_backtrace();
-    }
-    return "(no error)";
-  };
   const at::Tensor x = random({4});
-  std::string msg = message([&] { tjit::add(x, random({3})); });
+  std::string msg = tjit::testing::error_message([&] { tjit::add(x, random({3})); });
   EXPECT_NE(msg.find("tjit::add: shapes [4] ('self') and [3] ('other') cannot be broadcast"), std::string::npos)
       << msg;
-  msg = message([&] { tjit::add(x, random({4}, at::kDouble)); });
+  msg = tjit::testing::error_message([&] { tjit::add(x, random({4}, at::kDouble)); });
   EXPECT_NE(msg.find("'self' has dtype Float but 'other' has dtype Double"), std::string::npos) << msg;
-  msg = message([&] { tjit::add(x.to(at::kComplexFloat), x.to(at::kComplexFloat)); });
+  msg = tjit::testing::error_message([&] { tjit::add(x.to(at::kComplexFloat), x.to(at::kComplexFloat)); });
   EXPECT_NE(msg.find("tjit::add: argument 'self' has dtype ComplexFloat, which is not supported"),
             std::string::npos)
       << msg;
-  msg = message([&] { tjit::add(x, at::Tensor()); });
+  msg = tjit::testing::error_message([&] { tjit::add(x, at::Tensor()); });
   EXPECT_NE(msg.find("argument 'other' is an undefined tensor"), std::string::npos) << msg;
-  msg = message([&] { tjit::add(random({4}, at::kInt), random({4}, at::kInt), 0.5); });
+  msg = tjit::testing::error_message([&] { tjit::add(random({4}, at::kInt), random({4}, at::kInt), 0.5); });
   EXPECT_NE(msg.find("alpha must be an integer for integer tensors"), std::string::npos) << msg;
 }
 

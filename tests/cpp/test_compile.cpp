@@ -31,15 +31,6 @@ at::Tensor cpu_floats(int64_t n) { return at::empty({n}, at::TensorOptions().dty
 
 bool is_elf(const std::string& binary) { return binary.size() > 4 && binary.compare(0, 4, "\x7f" "ELF") == 0; }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "(no error)";
-}
-
 TEST(Compile, CubinForSm80AndSm90WithoutGpu) {
   auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
   const at::Tensor x = cpu_floats(4096);
@@ -84,30 +75,30 @@ TEST(Compile, TargetParsing) {
   EXPECT_EQ(t.arch, 80);
   EXPECT_EQ(t.warp_size, 32);
   EXPECT_EQ(CompileTarget::parse("cuda:90").to_string(), "cuda:90:32");
-  EXPECT_NE(error_of([] { CompileTarget::parse("sm90"); }).find("expected BACKEND:ARCH"), std::string::npos);
-  EXPECT_NE(error_of([] { CompileTarget::parse("hip:942"); }).find("only the cuda backend"), std::string::npos);
+  EXPECT_NE(tjit::testing::error_message([] { CompileTarget::parse("sm90"); }).find("expected BACKEND:ARCH"), std::string::npos);
+  EXPECT_NE(tjit::testing::error_message([] { CompileTarget::parse("hip:942"); }).find("only the cuda backend"), std::string::npos);
 }
 
 TEST(Compile, MissingFileNamesTheFile) {
-  const std::string msg = error_of([] { TritonJitFunction::get_instance("/nonexistent/k.py", "k"); });
+  const std::string msg = tjit::testing::error_message([] { TritonJitFunction::get_instance("/nonexistent/k.py", "k"); });
   EXPECT_NE(msg.find("/nonexistent/k.py"), std::string::npos) << msg;
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
 }
 
 TEST(Compile, MissingFunctionNamesTheFunction) {
-  const std::string msg = error_of([] { TritonJitFunction::get_instance(test_kernels(), "no_such_kernel"); });
+  const std::string msg = tjit::testing::error_message([] { TritonJitFunction::get_instance(test_kernels(), "no_such_kernel"); });
   EXPECT_NE(msg.find("no_such_kernel"), std::string::npos) << msg;
 }
 
 TEST(Compile, PlainPythonFunctionIsRejected) {
-  const std::string msg = error_of([] { TritonJitFunction::get_instance(test_kernels(), "not_a_kernel"); });
+  const std::string msg = tjit::testing::error_message([] { TritonJitFunction::get_instance(test_kernels(), "not_a_kernel"); });
   EXPECT_NE(msg.find("not a @triton.jit function"), std::string::npos) << msg;
 }
 
 TEST(Compile, WrongArgumentCountListsParameters) {
   auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
   const at::Tensor x = cpu_floats(8);
-  const std::string msg = error_of([&] { fn.specialize(x, x, int64_t{8}); });
+  const std::string msg = tjit::testing::error_message([&] { fn.specialize(x, x, int64_t{8}); });
   EXPECT_NE(msg.find("takes 5 arguments (x_ptr, out_ptr, n, scale, BLOCK), but 3 were given"), std::string::npos)
       << msg;
 }
@@ -115,7 +106,7 @@ TEST(Compile, WrongArgumentCountListsParameters) {
 TEST(Compile, TensorForConstexprIsRejected) {
   auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
   const at::Tensor x = cpu_floats(8);
-  const std::string msg = error_of([&] { fn.specialize(x, x, int64_t{8}, 2.0f, x); });
+  const std::string msg = tjit::testing::error_message([&] { fn.specialize(x, x, int64_t{8}, 2.0f, x); });
   EXPECT_NE(msg.find("'BLOCK' is a tl.constexpr"), std::string::npos) << msg;
 }
 
@@ -124,7 +115,7 @@ TEST(Compile, CompileErrorNamesKernelAndSignature) {
   const at::Tensor x = cpu_floats(8);
   // tl.arange needs a power-of-two range: BLOCK=3 fails inside triton.compile.
   const std::string msg =
-      error_of([&] { fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{}, x, x, int64_t{8}, 2.0f, int64_t{3}); });
+      tjit::testing::error_message([&] { fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{}, x, x, int64_t{8}, 2.0f, int64_t{3}); });
   EXPECT_NE(msg.find("triton.compile failed"), std::string::npos) << msg;
   EXPECT_NE(msg.find("power of 2"), std::string::npos) << msg;
 }
@@ -132,7 +123,7 @@ TEST(Compile, CompileErrorNamesKernelAndSignature) {
 TEST(Compile, BadLaunchOptionsAreRejected) {
   auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
   const at::Tensor x = cpu_floats(8);
-  const std::string msg = error_of(
+  const std::string msg = tjit::testing::error_message(
       [&] { fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{3}, x, x, int64_t{8}, 2.0f, int64_t{8}); });
   EXPECT_NE(msg.find("num_warps must be a power of two"), std::string::npos) << msg;
 }

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <c10/core/Device.h>
 
+#include <c10/util/Exception.h>
+
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,16 @@ inline std::vector<c10::Device> test_devices() {
     devices.emplace_back(c10::kCUDA, 0);
   }
   return devices;
+}
+
+// The message of the c10::Error that f throws, without backtrace; "(no error)" if none.
+inline std::string error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "(no error)";
 }
 
 inline std::string device_label(const ::testing::TestParamInfo<c10::Device>& info) {

@@ -89,20 +89,12 @@ TEST_P(OpsTest, BackwardThroughAutogradKernels) {
 }
 
 TEST_P(OpsTest, Errors) {
-  auto message = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const c10::Error& e) {
-      return e.what_without_backtrace();
-    }
-    return "(no error)";
-  };
   const at::Tensor x = random({4, 5});
-  EXPECT_NE(message([&] { tjit::sum(x, std::vector<int64_t>{5}); }).find("tjit::sum: dim 5 is out of range"),
+  EXPECT_NE(tjit::testing::error_message([&] { tjit::sum(x, std::vector<int64_t>{5}); }).find("tjit::sum: dim 5 is out of range"),
             std::string::npos);
-  EXPECT_NE(message([&] { tjit::softmax(x.to(at::kInt), 0); }).find("softmax needs a floating-point tensor"),
+  EXPECT_NE(tjit::testing::error_message([&] { tjit::softmax(x.to(at::kInt), 0); }).find("softmax needs a floating-point tensor"),
             std::string::npos);
-  EXPECT_NE(message([&] { tjit::layer_norm(x, {4}); }).find("does not match the trailing dims"), std::string::npos);
+  EXPECT_NE(tjit::testing::error_message([&] { tjit::layer_norm(x, {4}); }).find("does not match the trailing dims"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, OpsTest, ::testing::ValuesIn(tjit::testing::test_devices()),
