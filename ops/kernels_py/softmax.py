@@ -15,7 +15,7 @@ Conventions
 
 Choosing BLOCK_N / SINGLE_PASS / num_warps (both kernels)
 --------------------------------------------------------
-    if N <= LIMIT: BLOCK_N = next_pow2(N); SINGLE_PASS = True;  num_warps = min(16, max(1, BLOCK_N // 512))
+    if N <= LIMIT: BLOCK_N = next_pow2(N); SINGLE_PASS = True;   num_warps = min(16, max(1, BLOCK_N // 512))
     else:          BLOCK_N = 4096;         SINGLE_PASS = False; num_warps = 16
 with LIMIT = 32768 for the forward (one row in registers at 16 warps, as the Triton tutorial) and
 16384 for the backward (two rows in registers). The looped paths hint L2 to keep the row between
@@ -128,3 +128,46 @@ def softmax_bwd_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_
             go = tl.load(go_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
             o = tl.load(o_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
             tl.store(gi_row + c, (o * (go - dot)).to(grad_in_ptr.dtype.element_ty), mask=mask)
+
+
+# Short rows (N <= 256): one row per program leaves most of a warp idle and launches M programs;
+# these variants give each program BLOCK_M rows as a [BLOCK_M, BLOCK_N] tile.
+#     BLOCK_N = next_pow2(N); BLOCK_M = max(1, min(4096 // BLOCK_N, next_pow2(M))); num_warps = 4
+#     grid = (cdiv(M, BLOCK_M),)
+
+
+@triton.jit
+def softmax_fwd_rows_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else tl.float32
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    # Padding loads -inf: it neither wins the max nor adds to the sum. Rows past M compute NaN
+    # that the masked store drops.
+    x = tl.load(in_ptr + rows[:, None] * stride_in_row + cols[None, :], mask=mask, other=float("-inf")).to(ACC)
+    e = tl.exp(x - tl.max(x, axis=1)[:, None])
+    y = e / tl.sum(e, axis=1)[:, None]
+    tl.store(out_ptr + rows[:, None] * stride_out_row + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_row, stride_grad_out_row,
+                            stride_out_row, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if out_ptr.dtype.element_ty == tl.float64 else tl.float32
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    go = tl.load(grad_out_ptr + rows[:, None] * stride_grad_out_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+    o = tl.load(out_ptr + rows[:, None] * stride_out_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+    dot = tl.sum(go * o, axis=1)
+    gi = o * (go - dot[:, None])
+    tl.store(grad_in_ptr + rows[:, None] * stride_grad_in_row + cols[None, :], gi.to(grad_in_ptr.dtype.element_ty),
+             mask=mask)
+

@@ -12,6 +12,8 @@
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 
+#include <optional>
+
 namespace tjit::impl {
 namespace {
 
@@ -43,6 +45,20 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const c10::Device& device, int64_t
   // Few very long rows: bigger blocks keep the SMs busy.
   const bool few_rows = device.is_cuda() && rows < multiprocessor_count(device);
   return {few_rows ? 16384 : 4096, false, 16};
+}
+
+// Rows of at most 256 columns go BLOCK_M to a program (softmax.py's *_rows_kernel).
+struct TilePlan {
+  int64_t block_m;
+  int64_t block_n;
+};
+
+std::optional<TilePlan> plan_short_rows(int64_t rows, int64_t cols) {
+  if (cols > 256) {
+    return std::nullopt;
+  }
+  const int64_t block_n = detail::next_power_of_2(cols);
+  return TilePlan{std::max<int64_t>(1, std::min(4096 / block_n, detail::next_power_of_2(rows))), block_n};
 }
 
 // `t` with `dim` moved last (a view).
@@ -91,11 +107,19 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
     return restore_dim(out_moved, x, dim);
   }
   const auto [in, v] = detail::rows_of(dim_last(x, dim), cols);
+  const bool index64 = detail::needs_index64(in) || detail::needs_index64(out_moved);
+  const Stream stream = detail::current_stream(x.device());
+  if (const auto tile = plan_short_rows(v.rows, cols)) {
+    static auto& rows_kernel =
+        TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_rows_kernel");
+    rows_kernel(stream, Grid(detail::blocks_for(v.rows, tile->block_m, kOp)), LaunchOptions{4}, out_moved, in, v.rows,
+                cols, v.row_stride, cols, tile->block_m, tile->block_n, index64);
+    return restore_dim(out_moved, x, dim);
+  }
   const RowPlan plan = plan_rows(v.rows, v.cols, x.device(), 32768);
   static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
-  kernel(detail::current_stream(x.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
-         out_moved, in, v.rows, v.cols, v.row_stride, cols, plan.block_n, plan.single_pass,
-         detail::needs_index64(in) || detail::needs_index64(out_moved));
+  kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out_moved, in, v.rows, v.cols,
+         v.row_stride, cols, plan.block_n, plan.single_pass, index64);
   return restore_dim(out_moved, x, dim);
 }
 
@@ -127,12 +151,20 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
   const int64_t cols = output.dim() == 0 ? 1 : output.size(dim);
   const auto [g, gv] = detail::rows_of(dim_last(grad_output, dim), cols);
   const auto [y, yv] = detail::rows_of(dim_last(output, dim), cols);
+  const bool index64 = detail::needs_index64(g) || detail::needs_index64(y) || detail::needs_index64(grad_in_moved);
+  const Stream stream = detail::current_stream(output.device());
+  if (const auto tile = plan_short_rows(yv.rows, cols)) {
+    static auto& rows_kernel =
+        TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_rows_kernel");
+    rows_kernel(stream, Grid(detail::blocks_for(yv.rows, tile->block_m, kBackwardOp)), LaunchOptions{4},
+                grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride, tile->block_m, tile->block_n,
+                index64);
+    return restore_dim(grad_in_moved, output, dim);
+  }
   const RowPlan plan = plan_rows(yv.rows, cols, output.device(), 16384);
   static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_kernel");
-  kernel(detail::current_stream(output.device()), Grid(detail::blocks_for(yv.rows, 1, kBackwardOp)),
-         LaunchOptions{plan.num_warps}, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,
-         plan.block_n, plan.single_pass,
-         detail::needs_index64(g) || detail::needs_index64(y) || detail::needs_index64(grad_in_moved));
+  kernel(stream, Grid(detail::blocks_for(yv.rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, grad_in_moved, g, y,
+         yv.rows, cols, cols, gv.row_stride, yv.row_stride, plan.block_n, plan.single_pass, index64);
   return restore_dim(grad_in_moved, output, dim);
 }
 
