@@ -11,6 +11,9 @@ r of every implementation, then round r + 1, ...) after a warm-up, so drift hits
                      (python_baselines.add, triton_wrappers.sum_all / softmax / layer_norm)
     triton_op        the same wrapper as torch.library.triton_op + wrap_triton (torch.ops.tjit_bench.*)
     triton_launch    add only: kernel[grid](...) into a pre-allocated output (no allocation)
+    tjit_overload    add only: torch.ops.tjit.add.default (the overload, no overload resolution)
+    aten_via_torch_ops  add only: torch.ops.aten.add.Tensor, aten's kernel through the torch.ops
+                     call path tjit's operators take (what that path costs, apart from the kernel)
 
 C++: runs the tjit_bench_overhead executable (benchmarks/cpp/bench_overhead.cpp) and keeps its JSON.
 """
@@ -72,7 +75,11 @@ def _cases(device):
 
     cases = []
     add = {"aten": lambda: torch.add(x1, y1), "python_triton": lambda: pb.add(x1, y1),
-           "triton_launch": lambda: pb.add_launch_only(x1, y1, out1)}
+           "triton_launch": lambda: pb.add_launch_only(x1, y1, out1),
+           # How the call is made, apart from the operator: tjit's overload called directly, and
+           # aten's add through the same torch.ops path tjit's operators take.
+           "tjit_overload": lambda: torch.ops.tjit.add.default(x1, y1),
+           "aten_via_torch_ops": lambda: torch.ops.aten.add.Tensor(x1, y1)}
     if ops is not None:
         add["triton_op"] = lambda: ops.add(x1, y1)
     cases.append(("add", [1024], add))

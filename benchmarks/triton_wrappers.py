@@ -184,18 +184,53 @@ def sum_dim(x, dim, splits=None, block_r=None, block_k=None, index_64=None):
 # ------------------------------------------------------------------------------------------- softmax
 
 
+def _softmax_plan(m, n, t, single_pass_limit, backward):
+    """The plan ops/csrc/ops/softmax.cpp makes (softmax.py's header): ("rows", block_m, block_n, warps),
+    ("row", block_n, single_pass, warps) or ("split", block_n, chunks, warps)."""
+    if n <= 256:
+        block_n = triton.next_power_of_2(n)
+        return ("rows", max(1, min(1024 // block_n, triton.next_power_of_2(m))), block_n, 4)
+    if n <= single_pass_limit:
+        block_n = triton.next_power_of_2(n)
+        return ("row", block_n, True, 32 if block_n > 16384 else min(16, max(1, block_n // 512)))
+    chunks = triton.cdiv(n, 8192)
+    split_dtype = t.dtype != torch.float64 if backward else t.element_size() == 4
+    if t.is_cuda and split_dtype and chunks <= 128 and m * chunks < 2**30:
+        return ("split", 8192, chunks, 8)
+    if t.is_cuda and m < _num_sms(t.device):
+        return ("row", 16384, False, 16)
+    return ("row", 8192, False, 32) if t.element_size() == 2 else ("row", 4096, False, 16)
+
+
 def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
     if dim % max(x.dim(), 1) != x.dim() - 1:
         return softmax(x.movedim(dim, -1), -1, block_n, index_64, single_pass).movedim(-1, dim)
     x2 = _rows_view(x)
     m, n = x2.shape
     out = _empty((m, n), x.dtype, x.device)
-    block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
     if index_64 is None:
         index_64 = _needs_index_64(x2)
-    softmax_k.softmax_fwd_kernel[(m, )](out, x2, m, n, x2.stride(0), out.stride(0), BLOCK_N=block_n,
-                                        SINGLE_PASS=single, INDEX_64=index_64,
-                                        num_warps=_row_num_warps(block_n, single))
+    plan = _softmax_plan(m, n, x2, 32768, backward=False)
+    if block_n is not None or single_pass is not None:  # an explicit one-program-per-row launch
+        block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
+        plan = ("row", block_n, single, _row_num_warps(block_n, single))
+    if plan[0] == "rows":
+        _, bm, bn, warps = plan
+        softmax_k.softmax_fwd_rows_kernel[(triton.cdiv(m, bm), )](out, x2, m, n, x2.stride(0), out.stride(0),
+                                                                 BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64,
+                                                                 num_warps=warps)
+    elif plan[0] == "split":
+        _, bn, chunks, warps = plan
+        sync = torch.zeros(m + 1, dtype=torch.int32, device=x.device)
+        partials = torch.empty(m * chunks * 2, dtype=torch.float32, device=x.device)
+        softmax_k.softmax_fwd_split_kernel[(m * chunks, )](out, x2, partials, sync, m, n, chunks, x2.stride(0),
+                                                           out.stride(0), BLOCK_N=bn,
+                                                           S_POW2=triton.next_power_of_2(chunks), INDEX_64=index_64,
+                                                           num_warps=warps)
+    else:
+        _, bn, single, warps = plan
+        softmax_k.softmax_fwd_kernel[(m, )](out, x2, m, n, x2.stride(0), out.stride(0), BLOCK_N=bn,
+                                            SINGLE_PASS=single, INDEX_64=index_64, num_warps=warps)
     return out.view(x.shape)
 
 
@@ -204,12 +239,29 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
     o2 = _rows_view(out)
     m, n = o2.shape
     grad_in = _empty((m, n), out.dtype, out.device)
-    block_n, single = _row_blocking(n, out.dtype, block_n, single_pass)
     if index_64 is None:
         index_64 = _needs_index_64(go2, o2)
-    softmax_k.softmax_bwd_kernel[(m, )](grad_in, go2, o2, m, n, grad_in.stride(0), go2.stride(0), o2.stride(0),
-                                        BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
-                                        num_warps=_row_num_warps(block_n, single))
+    plan = _softmax_plan(m, n, o2, 16384, backward=True)
+    if block_n is not None or single_pass is not None:
+        block_n, single = _row_blocking(n, out.dtype, block_n, single_pass)
+        plan = ("row", block_n, single, _row_num_warps(block_n, single))
+    if plan[0] == "rows":
+        _, bm, bn, warps = plan
+        softmax_k.softmax_bwd_rows_kernel[(triton.cdiv(m, bm), )](grad_in, go2, o2, m, n, grad_in.stride(0),
+                                                                 go2.stride(0), o2.stride(0), BLOCK_M=bm, BLOCK_N=bn,
+                                                                 INDEX_64=index_64, num_warps=warps)
+    elif plan[0] == "split":
+        _, bn, chunks, warps = plan
+        sync = torch.zeros(m + 1, dtype=torch.int32, device=out.device)
+        partials = torch.empty(m * chunks, dtype=torch.float32, device=out.device)
+        softmax_k.softmax_bwd_split_kernel[(m * chunks, )](grad_in, go2, o2, partials, sync, m, n, chunks,
+                                                           grad_in.stride(0), go2.stride(0), o2.stride(0), BLOCK_N=bn,
+                                                           S_POW2=triton.next_power_of_2(chunks), INDEX_64=index_64,
+                                                           num_warps=warps)
+    else:
+        _, bn, single, warps = plan
+        softmax_k.softmax_bwd_kernel[(m, )](grad_in, go2, o2, m, n, grad_in.stride(0), go2.stride(0), o2.stride(0),
+                                            BLOCK_N=bn, SINGLE_PASS=single, INDEX_64=index_64, num_warps=warps)
     return grad_in.view(out.shape)
 
 
@@ -282,11 +334,13 @@ def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=T
     layer_norm_k.layer_norm_bwd_dwdb_partial_kernel[(col_blocks, groups)](
         dw_part, db_part, dy2, x2, mean, rstd, m, n, dy2.stride(0), x2.stride(0), rows_per_group,
         COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=4)
-    block_g = min(triton.next_power_of_2(groups), 32)
-    layer_norm_k.layer_norm_bwd_dwdb_finalize_kernel[(col_blocks, )](dw, db, dw_part, db_part, groups, n,
-                                                                     COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db,
-                                                                     BLOCK_G=block_g, BLOCK_N=bn,
-                                                                     INDEX_64=index_64, num_warps=4)
+    bnf = min(max(triton.next_power_of_2(triton.cdiv(n, 64)), 16), 128)
+    block_g = min(triton.next_power_of_2(groups), max(32, 2048 // bnf))
+    layer_norm_k.layer_norm_bwd_dwdb_finalize_kernel[(triton.cdiv(n, bnf), )](dw, db, dw_part, db_part, groups, n,
+                                                                              COMPUTE_DW=compute_dw,
+                                                                              COMPUTE_DB=compute_db, BLOCK_G=block_g,
+                                                                              BLOCK_N=bnf, INDEX_64=index_64,
+                                                                              num_warps=4)
     return dx, dw, db
 
 

@@ -10,6 +10,9 @@
 //                              primary context) with a prebuilt parameter array
 //   tjit_add_impl              tjit::impl::add_triton(x, y, 1): tjit_add without the dispatcher
 //   at_empty_like              at::empty_like(x), for scale
+//   tjit_empty_output          tjit::detail::empty_output, the allocation every tjit wrapper makes
+//   tjit_current_stream        tjit::detail::current_stream, the stream lookup every wrapper makes
+//   driver_cuCtxGetCurrent     the one driver call a TritonJitFunction launch makes besides the launch
 //
 // Each value is the median over rounds of (host time of `calls` back-to-back calls) / calls; the
 // stream (torch's current one) is synchronized before each round, never inside one. The
@@ -346,6 +349,17 @@ JsonObject run_cuda(const Options& opt) {
     errors.str("bare/raw", "raw launch not measured: " + raw_problem);
   }
   ms.push_back({"at_empty_like", [&] { (void)at::empty_like(x); }, {}});
+  // Pieces of tjit_add_impl, to place its cost: the output allocation and the stream lookup
+  // every wrapper makes, and the one driver call a TritonJitFunction launch adds to a raw one.
+  ms.push_back({"tjit_empty_output", [&] { (void)tjit::detail::empty_output(x.sizes(), x.options()); }, {}});
+  volatile uintptr_t stream_sink = 0;
+  ms.push_back({"tjit_current_stream",
+                [&] { stream_sink = reinterpret_cast<uintptr_t>(tjit::detail::current_stream(x.device())); }, {}});
+  ms.push_back({"driver_cuCtxGetCurrent", [&] {
+                  CUcontext ctx = nullptr;
+                  cu.cuCtxGetCurrent(&ctx);
+                  stream_sink = reinterpret_cast<uintptr_t>(ctx);
+                }, {}});
 
   // ---- the other operators ------------------------------------------------------------------
   const at::Tensor x2 = at::randn({32, 1024}, options);

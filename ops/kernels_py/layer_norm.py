@@ -59,8 +59,8 @@ layer_norm_bwd_dwdb_partial_kernel(dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr
 layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, G, N,
                                     COMPUTE_DW, COMPUTE_DB, BLOCK_G, BLOCK_N, INDEX_64)
     dw[n] = sum_g dw_partial[g, n] (and db likewise), both outputs in one launch.
-    grid: (cdiv(N, BLOCK_N),); BLOCK_N = min(next_pow2(N), 128), BLOCK_G = min(next_pow2(G), 32),
-    num_warps 4. (reduce.py's sum_mid_kernel with M=1, R=G, K=N, stride_r=N does the same for one
+    grid: (cdiv(N, BLOCK_N),); BLOCK_N = clamp(next_pow2(cdiv(N, 64)), 16, 128) (~64 programs),
+    BLOCK_G = min(next_pow2(G), max(32, 2048 // BLOCK_N)), num_warps 4. (reduce.py's sum_mid_kernel with M=1, R=G, K=N, stride_r=N does the same for one
     buffer per launch.)
 
 Weight/bias gradient plan (M rows, N columns)

@@ -13,21 +13,23 @@ Conventions
   row index is then int64 before it meets a stride.
 * ``next_pow2`` = ``triton.next_power_of_2``. num_warps advice is a starting point.
 
-Choosing BLOCK_N / SINGLE_PASS / num_warps (both kernels)
---------------------------------------------------------
-    if N <= LIMIT: BLOCK_N = next_pow2(N); SINGLE_PASS = True;   num_warps = min(16, max(1, BLOCK_N // 512))
-    else:          BLOCK_N = 4096;         SINGLE_PASS = False; num_warps = 16
-with LIMIT = 32768 for the forward (one row in registers at 16 warps, as the Triton tutorial) and
-16384 for the backward (two rows in registers). The looped paths hint L2 to keep the row between
-their two reads (evict_last, then evict_first).
-SINGLE_PASS=True requires N <= BLOCK_N (the row lives in registers). SINGLE_PASS=False works for
-any N >= 1 (rows of 2**20 columns and more) and reads the input twice (forward: online max/sum,
-then normalise).
-Measured on an H200, fp32, compiled from Python (2026-11-22): single pass reaches ~4.1 TB/s for
-N = 512 ... 16384 with the warps above (looped 4096/16 warps at N = 16384: ~3.0 TB/s; 8+ warps at
-N = 512: <= 2.9 TB/s); looped at N = 65536: ~2.7 TB/s. Few very long rows (M < #SMs) prefer
-BLOCK_N = 16384 with 16 warps (128 x 2**20: 2.6 vs 1.8 TB/s). Short rows (N <= 128) are limited
-by one row per program (~1.7 TB/s at 2**20 x 128).
+Choosing a kernel and its constexprs (ops/csrc/ops/softmax.cpp; LIMIT = 32768 forward, 16384 backward)
+------------------------------------------------------------------------------------------------------
+    N <= 256:   *_rows_kernel, BLOCK_N = next_pow2(N), BLOCK_M = max(1, min(1024 // BLOCK_N, next_pow2(M))),
+                num_warps = 4
+    N <= LIMIT: one program per row, row in registers: BLOCK_N = next_pow2(N), SINGLE_PASS = True,
+                num_warps = 32 if BLOCK_N > 16384 else min(16, max(1, BLOCK_N // 512))
+    longer, CUDA, S = cdiv(N, 8192) <= 128, forward with 4-byte elements or backward with fp16/bf16/fp32:
+                *_split_kernel (below), BLOCK_N = 8192, num_warps = 8
+    otherwise:  one program per row, looped (SINGLE_PASS = False): BLOCK_N = 16384 / 16 warps when M is
+                below the SM count, else 8192 / 32 warps for 2-byte elements, 4096 / 16 warps otherwise.
+The looped paths read the row twice and hint L2 to keep it between the reads (evict_last, then
+evict_first); SINGLE_PASS=False works for any N >= 1.
+Measured on an H200 (2026-11-22, 4096 rows, from Python; a device copy of the same bytes runs at
+~4.2 TB/s): one pass ~4.1 TB/s for fp32 N = 512 ... 32768 (32768: 32 warps 4.10 vs 16 warps 4.09
+fp32, 3.20 vs 3.06 TB/s bf16); looped forward ~3.0 TB/s at N = 65536; rows kernel at N = 128/256:
+BLOCK_M = 8/4 beat 32/16 by 20-30% (4 warps). bf16 forward past 16384 columns stays near 3.0-3.2 TB/s
+with every kernel here (split 8192/8: 3.21 at 32768, 2.89 at 65536; looped 8192/32: 3.01 at 65536).
 
 Kernels
 -------
@@ -38,6 +40,13 @@ softmax_bwd_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_row,
                    stride_out_row, BLOCK_N, SINGLE_PASS, INDEX_64)
     grad_in = out * (grad_out - sum(grad_out * out, row)), with out the forward result.
     grid: (M,), one program per row.
+
+softmax_fwd_split_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M, N, S, stride_in_row, stride_out_row,
+                         BLOCK_N, S_POW2, INDEX_64)
+softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, partials_ptr, sync_ptr, M, N, S,
+                         stride_grad_in_row, stride_grad_out_row, stride_out_row, BLOCK_N, S_POW2, INDEX_64)
+    The same results with S = cdiv(N, BLOCK_N) programs per row.   grid: (M * S,). CUDA only; see
+    the comment above the kernels for the workspace they need.
 
 Rows that are entirely -inf give NaN, like torch.softmax.
 """
@@ -132,7 +141,7 @@ def softmax_bwd_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_
 
 # Short rows (N <= 256): one row per program leaves most of a warp idle and launches M programs;
 # these variants give each program BLOCK_M rows as a [BLOCK_M, BLOCK_N] tile.
-#     BLOCK_N = next_pow2(N); BLOCK_M = max(1, min(4096 // BLOCK_N, next_pow2(M))); num_warps = 4
+#     BLOCK_N = next_pow2(N); BLOCK_M = max(1, min(1024 // BLOCK_N, next_pow2(M))); num_warps = 4
 #     grid = (cdiv(M, BLOCK_M),)
 
 
@@ -171,3 +180,91 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
     tl.store(grad_in_ptr + rows[:, None] * stride_grad_in_row + cols[None, :], gi.to(grad_in_ptr.dtype.element_ty),
              mask=mask)
 
+
+
+# Long rows on CUDA: S = cdiv(N, BLOCK_N) programs share a row, each holding its BLOCK_N-column
+# chunk in registers, so the row is read once (the looped kernels read it twice, and once a row
+# no longer fits L2 next to the other rows in flight, the second read comes from memory).
+# Programs exchange per-chunk statistics through `partials` and wait for each other on
+# `sync`:
+#     sync      int32 [M + 1], ZEROED before each launch: sync[0] hands out tickets, sync[1 + m]
+#               counts the chunks of row m that have published their statistics.
+#     partials  fp32, forward [M * S * 2] (chunk max, chunk sum of exp), backward [M * S] (chunk dot).
+# A program's (row, chunk) comes from its ticket (the order programs start), not from its
+# program id: every ticket below the largest taken belongs to a program that is running or done,
+# so the programs a row waits for are always running or able to start, given room on the GPU for
+# S programs at once (the wrapper keeps S <= 128). CUDA only: Triton's interpreter runs programs
+# one after another, and the first wait would never end.
+#     grid = (M * S,); BLOCK_N = 8192, num_warps = 8, S_POW2 = next_pow2(S)
+# Measured on an H200 (2026-11-22, 4096 rows, the split kernels timed from Python with the zeroing
+# of `sync`, against a device copy of the same bytes at ~4.2 TB/s): backward fp32 3.8-3.9 TB/s and
+# bf16 3.4-3.6 TB/s for N = 32768 ... 262144 (looped: 2.6-2.95 TB/s); forward fp32 ~3.75 TB/s
+# (looped ~3.0).
+
+
+@triton.jit
+def _ticket(sync_ptr, S):
+    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
+    return ticket // S, ticket % S
+
+
+@triton.jit
+def _publish_and_wait(sync_ptr, row, S):
+    # release: the partials this program stored are visible to whoever sees the count.
+    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    while arrived < S:
+        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+
+
+@triton.jit
+def softmax_fwd_split_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M, N, S, stride_in_row, stride_out_row,
+                             BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, INDEX_64: tl.constexpr):
+    row, chunk = _ticket(sync_ptr, S)
+    if INDEX_64:
+        row = row.to(tl.int64)
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(in_ptr + row * stride_in_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    # A chunk of only -inf shifts by 0 instead of -inf (no -inf - -inf); its e and sum are 0.
+    m = tl.max(x, axis=0)
+    shift = tl.where(m == float("-inf"), 0.0, m)
+    # e stays in registers, so each element costs one exp (bf16 rows are bound by exp throughput).
+    e = tl.exp(x - shift)
+    slot = partials_ptr + (row * S + chunk) * 2
+    tl.atomic_xchg(slot, m, sem="relaxed")
+    tl.atomic_xchg(slot + 1, tl.sum(e, axis=0), sem="relaxed")
+    _publish_and_wait(sync_ptr, row, S)
+    # Every chunk's (max, sum), read through L2 (atomics), merged in chunk order on every program
+    # of the row, so all of them normalise with the same numbers.
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    ms = tl.atomic_add(partials_ptr + (row * S + k) * 2, 0.0, mask=kmask, sem="relaxed")
+    ss = tl.atomic_add(partials_ptr + (row * S + k) * 2 + 1, 0.0, mask=kmask, sem="relaxed")
+    ms = tl.where(kmask, ms, float("-inf"))
+    ss = tl.where(kmask, ss, 0.0)
+    row_max = tl.max(ms, axis=0)
+    total = tl.sum(ss * tl.exp(ms - row_max), axis=0)
+    y = e * (tl.exp(shift - row_max) / total)
+    tl.store(out_ptr + row * stride_out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, partials_ptr, sync_ptr, M, N, S,
+                             stride_grad_in_row, stride_grad_out_row, stride_out_row, BLOCK_N: tl.constexpr,
+                             S_POW2: tl.constexpr, INDEX_64: tl.constexpr):
+    row, chunk = _ticket(sync_ptr, S)
+    if INDEX_64:
+        row = row.to(tl.int64)
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    go = tl.load(grad_out_ptr + row * stride_grad_out_row + cols, mask=mask, other=0.0).to(tl.float32)
+    o = tl.load(out_ptr + row * stride_out_row + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.atomic_xchg(partials_ptr + row * S + chunk, tl.sum(go * o, axis=0), sem="relaxed")
+    _publish_and_wait(sync_ptr, row, S)
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    dots = tl.atomic_add(partials_ptr + row * S + k, 0.0, mask=kmask, sem="relaxed")
+    dot = tl.sum(tl.where(kmask, dots, 0.0), axis=0)
+    tl.store(grad_in_ptr + row * stride_grad_in_row + cols, (o * (go - dot)).to(grad_in_ptr.dtype.element_ty),
+             mask=mask)

@@ -3,7 +3,7 @@ sides of the single-pass limit, dtypes, layouts, -inf, errors, Meta, autograd, o
 
 import pytest
 import torch
-from conftest import poison_allocator, random_tensor
+from conftest import poison_allocator, random_tensor, requires_cuda
 
 TOL = {
     torch.float32: dict(rtol=1e-5, atol=1e-6),
@@ -22,9 +22,10 @@ def check_softmax(x, dim, dtype=None):
 
 
 def columns(device):
-    # Forward: one pass up to 32768 columns, looped (online) beyond; backward: one pass up to
-    # 16384. CUDA also checks a row of 2**20 + 3.
-    return [1, 3, 1000, 16385, 32769] + ([2**20 + 3] if device == "cuda" else [])
+    # Forward: one pass up to 32768 columns, beyond that split across programs (CUDA, 4-byte
+    # types) or looped (online); backward: one pass up to 16384. Rows of at most 256 columns go
+    # several to a program. CUDA also checks a row of 2**20 + 3 (past the split limit: looped).
+    return [1, 3, 200, 1000, 16385, 32769] + ([2**20 + 3] if device == "cuda" else [])
 
 
 def test_row_lengths_and_dtypes(device):
@@ -49,6 +50,30 @@ def test_layouts(device):
 def test_many_rows(device):
     rows = 20000 if device == "cuda" else 300
     check_softmax(random_tensor((rows, 64), torch.float32, device), -1)
+
+
+@requires_cuda
+def test_split_rows_cuda():
+    # On CUDA, long rows are shared by several programs (softmax.py's *_split_kernel): forward for
+    # 4-byte types past 32768 columns, backward past 16384. Chunk counts that are not powers of
+    # two, the 128-chunk limit and one past it (looped), row strides, many rows.
+    for dtype, shape in [(torch.float32, (300, 40000)), (torch.float32, (2, 8192 * 128)), (torch.float32, (1, 8192 * 128 + 1)),
+                         (torch.float16, (5, 24577)), (torch.bfloat16, (7, 70001))]:
+        x = random_tensor(shape, dtype, "cuda") * 4
+        check_softmax(x, -1)
+        g = random_tensor(shape, dtype, "cuda")
+        y = torch.softmax(x, -1)
+        poison_allocator(y.numel(), dtype, "cuda")
+        got = torch.ops.tjit.softmax_backward(g, y, -1, dtype)
+        want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64).to(dtype)
+        torch.testing.assert_close(got, want, **TOL[dtype])
+    wide = random_tensor((6, 2 * 40000), torch.float32, "cuda")
+    check_softmax(wide[:, ::2], -1)  # rows with a stride (a copy) and
+    check_softmax(wide[:, :40000], -1)  # rows with a row stride
+    x = random_tensor((3, 50000), torch.float32, "cuda")
+    x[0, :20000] = float("-inf")  # whole chunks of -inf
+    x[1, :] = float("-inf")  # an all -inf row: NaN, as torch
+    torch.testing.assert_close(torch.ops.tjit.softmax(x, -1), torch.softmax(x, -1), equal_nan=True)
 
 
 def test_dtype_argument(device):

@@ -155,16 +155,24 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
   const Grid grid(detail::blocks_for(n, kBlock, kOp));
   const LaunchOptions options{kNumWarps};
 
-  at::Tensor x = self;
-  at::Tensor y = other;
+  // x and y refer to the inputs (no reference-count traffic on the common path) unless the
+  // inputs have to be materialised.
+  at::Tensor materialised_x;
+  at::Tensor materialised_y;
+  const at::Tensor* xp = &self;
+  const at::Tensor* yp = &other;
   CollapsedShape c;
   const bool same_shape_contiguous =
       self.sizes() == out.sizes() && other.sizes() == out.sizes() && self.is_contiguous() && other.is_contiguous();
-  if (!same_shape_contiguous && !collapse(shape, x, y, c)) {
+  if (!same_shape_contiguous && !collapse(shape, self, other, c)) {
     // More than four non-mergeable dims: materialise the broadcast inputs, then add flat.
-    x = x.expand(shape).contiguous();
-    y = y.expand(shape).contiguous();
+    materialised_x = self.expand(shape).contiguous();
+    materialised_y = other.expand(shape).contiguous();
+    xp = &materialised_x;
+    yp = &materialised_y;
   }
+  const at::Tensor& x = *xp;
+  const at::Tensor& y = *yp;
   const bool flat = same_shape_contiguous || (x.is_contiguous() && x.sizes() == out.sizes() &&
                                               y.is_contiguous() && y.sizes() == out.sizes());
   if (flat) {

@@ -206,6 +206,14 @@ const c10::TypedOperatorHandle<Signature>& handle(const char* name) {
   return h;
 }
 
+// Whether the dispatcher, asked to redispatch below autograd, would call the CUDA kernel. Then
+// add calls it directly: add is the operator whose whole cost is host overhead, and the
+// redispatch is a measurable part of it. Any other key left (Python, Functionalize, vmap, ...)
+// takes the dispatcher's path.
+bool cuda_kernel_is_next(c10::DispatchKeySet ks) {
+  return (ks & c10::after_autograd_keyset).highestPriorityTypeId() == c10::DispatchKey::CUDA;
+}
+
 }  // namespace
 
 at::Tensor add_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& other,
@@ -213,6 +221,9 @@ at::Tensor add_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at
   detail::check_defined(self, "tjit::add", "self");
   detail::check_defined(other, "tjit::add", "other");
   if (!records_graph({&self, &other})) {
+    if (cuda_kernel_is_next(ks)) {
+      return add_triton(self, other, alpha);
+    }
     return handle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&)>("tjit::add")
         .redispatch(ks & c10::after_autograd_keyset, self, other, alpha);
   }

@@ -222,10 +222,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   partial(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp), static_cast<uint32_t>(groups)),
           LaunchOptions{4}, dw_partial, db_partial, dy, x, mean_c, rstd_c, rows, cols, dyv.row_stride, xv.row_stride,
           rows_per_group, want_dw, want_db, block_m, block_n, index64);
+  // The finalize reads little but serially: narrow column blocks give it ~64 programs
+  // (N = 512: 32 programs of 16 columns rather than 4 of 128).
   static auto& finalize = TritonJitFunction::get_instance(file, "layer_norm_bwd_dwdb_finalize_kernel");
-  const int64_t block_g = std::min<int64_t>(detail::next_power_of_2(groups), 32);
-  finalize(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp)), LaunchOptions{4}, dw, db, dw_partial,
-           db_partial, groups, cols, want_dw, want_db, block_g, block_n, false);
+  const int64_t finalize_block_n = std::clamp<int64_t>(detail::next_power_of_2(detail::ceil_div(cols, 64)), 16, 128);
+  const int64_t block_g =
+      std::min<int64_t>(detail::next_power_of_2(groups), std::max<int64_t>(32, 2048 / finalize_block_n));
+  finalize(stream, Grid(detail::blocks_for(cols, finalize_block_n, kBackwardOp)), LaunchOptions{4}, dw, db,
+           dw_partial, db_partial, groups, cols, want_dw, want_db, block_g, finalize_block_n, false);
   return {dx, dw, db};
 }
 

@@ -9,6 +9,7 @@
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 
@@ -28,37 +29,71 @@ void check_floating(const at::Tensor& t, const char* op, const char* arg) {
   detail::check_dtype_in(t, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, op, arg);
 }
 
-// Row plan shared by forward and backward (softmax.py's header).
+// How one softmax call covers its rows (softmax.py's header has the measurements behind it).
 struct RowPlan {
-  int64_t block_n;
-  bool single_pass;
-  int num_warps;
+  enum class Kind { ShortRows, OneProgramPerRow, SplitRows };
+  Kind kind = Kind::OneProgramPerRow;
+  int64_t block_m = 1;     // ShortRows: rows per program
+  int64_t block_n = 1;     // columns per program (per chunk for SplitRows, per step when looped)
+  bool single_pass = true;  // OneProgramPerRow: the row stays in registers
+  int64_t chunks = 1;      // SplitRows: programs per row
+  int num_warps = 4;
 };
 
-// `single_pass_limit`: the longest row kept in registers (forward 32768 columns at 16 warps, as
-// the Triton tutorial; backward holds two rows, so 16384).
-RowPlan plan_rows(int64_t rows, int64_t cols, const c10::Device& device, int64_t single_pass_limit) {
-  if (cols <= single_pass_limit) {
-    const int64_t block = detail::next_power_of_2(cols);
-    return {block, true, static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16))};
+constexpr int64_t kSplitBlock = 8192;
+constexpr int64_t kMaxSplitChunks = 128;  // programs of one row must fit on the GPU at once
+constexpr int64_t kInt32Limit = int64_t{1} << 31;
+
+// `single_pass_limit`: the longest row kept in registers (forward 32768 columns, backward two
+// rows, so 16384).
+RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t single_pass_limit, bool backward) {
+  RowPlan plan;
+  if (cols <= 256) {
+    // BLOCK_M rows per program, enough programs to fill the GPU (4096 x 128: 512 programs).
+    plan.kind = RowPlan::Kind::ShortRows;
+    plan.block_n = detail::next_power_of_2(cols);
+    plan.block_m = std::max<int64_t>(1, std::min(1024 / plan.block_n, detail::next_power_of_2(rows)));
+    return plan;
   }
-  // Few very long rows: bigger blocks keep the SMs busy.
-  const bool few_rows = device.is_cuda() && rows < multiprocessor_count(device);
-  return {few_rows ? 16384 : 4096, false, 16};
+  if (cols <= single_pass_limit) {
+    plan.block_n = detail::next_power_of_2(cols);
+    plan.num_warps = plan.block_n > 16384 ? 32 : static_cast<int>(std::clamp<int64_t>(plan.block_n / 512, 1, 16));
+    return plan;
+  }
+  // Long rows. The split kernels wait for each other, which only CUDA runs concurrently; they
+  // pay off for 4-byte elements forward and for everything but fp64 backward.
+  const int64_t chunks = detail::ceil_div(cols, kSplitBlock);
+  const bool split_dtype = backward ? t.scalar_type() != at::kDouble : t.element_size() == 4;
+  if (t.is_cuda() && split_dtype && chunks <= kMaxSplitChunks && rows * chunks < kInt32Limit / 2) {
+    plan.kind = RowPlan::Kind::SplitRows;
+    plan.block_n = kSplitBlock;
+    plan.chunks = chunks;
+    plan.num_warps = 8;
+    return plan;
+  }
+  plan.single_pass = false;
+  if (t.is_cuda() && rows < multiprocessor_count(t.device())) {
+    plan.block_n = 16384;  // few very long rows: bigger steps keep the SMs busy
+    plan.num_warps = 16;
+  } else if (t.element_size() == 2) {
+    plan.block_n = 8192;
+    plan.num_warps = 32;
+  } else {
+    plan.block_n = 4096;
+    plan.num_warps = 16;
+  }
+  return plan;
 }
 
-// Rows of at most 256 columns go BLOCK_M to a program (softmax.py's *_rows_kernel).
-struct TilePlan {
-  int64_t block_m;
-  int64_t block_n;
+// The zeroed ticket/arrival counters and the per-chunk statistics the split kernels exchange.
+struct SplitWorkspace {
+  at::Tensor sync;
+  at::Tensor partials;
 };
 
-std::optional<TilePlan> plan_short_rows(int64_t rows, int64_t cols) {
-  if (cols > 256) {
-    return std::nullopt;
-  }
-  const int64_t block_n = detail::next_power_of_2(cols);
-  return TilePlan{std::max<int64_t>(1, std::min(4096 / block_n, detail::next_power_of_2(rows))), block_n};
+SplitWorkspace split_workspace(int64_t rows, int64_t chunks, int64_t stats_per_chunk, const at::Tensor& like) {
+  return {at::zeros({rows + 1}, like.options().dtype(at::kInt)),
+          at::empty({rows * chunks * stats_per_chunk}, like.options().dtype(at::kFloat))};
 }
 
 // `t` with `dim` moved last (a view).
@@ -109,17 +144,31 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   const auto [in, v] = detail::rows_of(dim_last(x, dim), cols);
   const bool index64 = detail::needs_index64(in) || detail::needs_index64(out_moved);
   const Stream stream = detail::current_stream(x.device());
-  if (const auto tile = plan_short_rows(v.rows, cols)) {
-    static auto& rows_kernel =
-        TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_rows_kernel");
-    rows_kernel(stream, Grid(detail::blocks_for(v.rows, tile->block_m, kOp)), LaunchOptions{4}, out_moved, in, v.rows,
-                cols, v.row_stride, cols, tile->block_m, tile->block_n, index64);
-    return restore_dim(out_moved, x, dim);
+  const RowPlan plan = plan_rows(v.rows, cols, x, 32768, /*backward=*/false);
+  switch (plan.kind) {
+    case RowPlan::Kind::ShortRows: {
+      static auto& rows_kernel =
+          TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_rows_kernel");
+      rows_kernel(stream, Grid(detail::blocks_for(v.rows, plan.block_m, kOp)), LaunchOptions{plan.num_warps}, out_moved,
+                  in, v.rows, cols, v.row_stride, cols, plan.block_m, plan.block_n, index64);
+      break;
+    }
+    case RowPlan::Kind::SplitRows: {
+      static auto& split_kernel =
+          TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_split_kernel");
+      const SplitWorkspace ws = split_workspace(v.rows, plan.chunks, 2, x);
+      split_kernel(stream, Grid(detail::blocks_for(v.rows * plan.chunks, 1, kOp)), LaunchOptions{plan.num_warps},
+                   out_moved, in, ws.partials, ws.sync, v.rows, cols, plan.chunks, v.row_stride, cols, plan.block_n,
+                   detail::next_power_of_2(plan.chunks), index64);
+      break;
+    }
+    case RowPlan::Kind::OneProgramPerRow: {
+      static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
+      kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out_moved, in, v.rows,
+             cols, v.row_stride, cols, plan.block_n, plan.single_pass, index64);
+      break;
+    }
   }
-  const RowPlan plan = plan_rows(v.rows, v.cols, x.device(), 32768);
-  static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
-  kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out_moved, in, v.rows, v.cols,
-         v.row_stride, cols, plan.block_n, plan.single_pass, index64);
   return restore_dim(out_moved, x, dim);
 }
 
@@ -153,18 +202,32 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
   const auto [y, yv] = detail::rows_of(dim_last(output, dim), cols);
   const bool index64 = detail::needs_index64(g) || detail::needs_index64(y) || detail::needs_index64(grad_in_moved);
   const Stream stream = detail::current_stream(output.device());
-  if (const auto tile = plan_short_rows(yv.rows, cols)) {
-    static auto& rows_kernel =
-        TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_rows_kernel");
-    rows_kernel(stream, Grid(detail::blocks_for(yv.rows, tile->block_m, kBackwardOp)), LaunchOptions{4},
-                grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride, tile->block_m, tile->block_n,
-                index64);
-    return restore_dim(grad_in_moved, output, dim);
+  const RowPlan plan = plan_rows(yv.rows, cols, grad_in_moved, 16384, /*backward=*/true);
+  switch (plan.kind) {
+    case RowPlan::Kind::ShortRows: {
+      static auto& rows_kernel =
+          TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_rows_kernel");
+      rows_kernel(stream, Grid(detail::blocks_for(yv.rows, plan.block_m, kBackwardOp)), LaunchOptions{plan.num_warps},
+                  grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride, plan.block_m, plan.block_n,
+                  index64);
+      break;
+    }
+    case RowPlan::Kind::SplitRows: {
+      static auto& split_kernel =
+          TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_split_kernel");
+      const SplitWorkspace ws = split_workspace(yv.rows, plan.chunks, 1, y);
+      split_kernel(stream, Grid(detail::blocks_for(yv.rows * plan.chunks, 1, kBackwardOp)),
+                   LaunchOptions{plan.num_warps}, grad_in_moved, g, y, ws.partials, ws.sync, yv.rows, cols, plan.chunks,
+                   cols, gv.row_stride, yv.row_stride, plan.block_n, detail::next_power_of_2(plan.chunks), index64);
+      break;
+    }
+    case RowPlan::Kind::OneProgramPerRow: {
+      static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_kernel");
+      kernel(stream, Grid(detail::blocks_for(yv.rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, grad_in_moved,
+             g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride, plan.block_n, plan.single_pass, index64);
+      break;
+    }
   }
-  const RowPlan plan = plan_rows(yv.rows, cols, output.device(), 16384);
-  static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_kernel");
-  kernel(stream, Grid(detail::blocks_for(yv.rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, grad_in_moved, g, y,
-         yv.rows, cols, cols, gv.row_stride, yv.row_stride, plan.block_n, plan.single_pass, index64);
   return restore_dim(grad_in_moved, output, dim);
 }
 

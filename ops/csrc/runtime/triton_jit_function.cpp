@@ -38,6 +38,10 @@ struct detail::CachedKernel {
   CUfunction function = nullptr;
   CompiledKernel meta;  // binary dropped after loading
   std::string description;  // for error messages
+
+  bool has_key(const uint64_t* words, size_t n) const {
+    return key.size() == n && std::memcmp(key.data(), words, n * sizeof(uint64_t)) == 0;
+  }
 };
 
 namespace {
@@ -189,6 +193,9 @@ struct TritonJitFunction::Impl {
   // hash -> the kernels whose key has that hash (almost always one)
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<CachedKernel>>> kernels;
   std::atomic<size_t> num_compiled{0};
+  // The kernel launched last (always a ready one). Most call sites launch one specialisation
+  // over and over, so comparing the key with it skips the hash, the lock and the map.
+  std::atomic<CachedKernel*> last_launched{nullptr};
 
   CachedKernel* find(uint64_t hash, const uint64_t* key, size_t n) const {
     std::shared_lock lock(mutex);
@@ -197,7 +204,7 @@ struct TritonJitFunction::Impl {
       return nullptr;
     }
     for (const auto& k : it->second) {
-      if (k->key.size() == n && std::equal(key, key + n, k->key.begin())) {
+      if (k->has_key(key, n)) {
         return k.get();
       }
     }
@@ -208,7 +215,7 @@ struct TritonJitFunction::Impl {
     std::unique_lock lock(mutex);
     auto& bucket = kernels[hash];
     for (const auto& k : bucket) {
-      if (k->key.size() == n && std::equal(key, key + n, k->key.begin())) {
+      if (k->has_key(key, n)) {
         return *k;
       }
     }
@@ -353,10 +360,14 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
   key[0] = static_cast<uint64_t>(device);
   key[1] = options_word(options);
   const size_t n = pack.key_size();
-  const uint64_t hash = hash_words(key, n);
-  CachedKernel* k = impl_->find(hash, key, n);
-  if (k == nullptr || !k->ready.load(std::memory_order_acquire)) {
-    k = &compile_and_load(hash, pack, device, options);
+  CachedKernel* k = impl_->last_launched.load(std::memory_order_acquire);
+  if (k == nullptr || !k->has_key(key, n)) {
+    const uint64_t hash = hash_words(key, n);
+    k = impl_->find(hash, key, n);
+    if (k == nullptr || !k->ready.load(std::memory_order_acquire)) {
+      k = &compile_and_load(hash, pack, device, options);
+    }
+    impl_->last_launched.store(k, std::memory_order_release);
   }
 
   // Triton kernels take two scratch pointers after the arguments.

@@ -28,7 +28,8 @@ at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar
 at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false,
                std::optional<at::ScalarType> dtype = std::nullopt);
 
-// Softmax over `dim`; rows of any length (one pass up to 16384 columns, online beyond).
+// Softmax over `dim`; rows of any length (one program per row up to 32768 columns; longer rows
+// are shared by several programs on CUDA, or read twice).
 // Schema: softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor
 at::Tensor softmax(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype = std::nullopt);
 
