@@ -6,7 +6,6 @@
 #include "op_support.h"
 #include "operator_impls.h"
 
-#include <tjit/device_properties.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -19,9 +18,6 @@ namespace {
 
 constexpr const char* kOp = "tjit::layer_norm";
 constexpr const char* kBackwardOp = "tjit::layer_norm_backward";
-constexpr int kCpuMultiprocessors = 4;  // see sum.cpp
-
-at::ScalarType accumulator_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
 
 // Checks shared by every kernel of the family; returns the number of leading dims (rows' shape).
 template <typename Int>
@@ -89,7 +85,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_meta(const at:
                                                                        double /*eps*/) {
   const int64_t lead = check_layer_norm_inputs<c10::SymInt>(input, normalized_shape, weight, bias,
                                                             input.sym_sizes(), kOp);
-  const auto stats_options = input.options().dtype(accumulator_type(input.scalar_type()));
+  const auto stats_options = input.options().dtype(detail::accumulator_type(input.scalar_type()));
   return {at::empty_symint(input.sym_sizes(), input.options()),
           at::empty_symint(leading_shape(input.sym_sizes(), lead), stats_options),
           at::empty_symint(leading_shape(input.sym_sizes(), lead), stats_options)};
@@ -101,7 +97,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_triton(const a
                                                                          const std::optional<at::Tensor>& bias,
                                                                          double eps) {
   const int64_t lead = check_layer_norm_inputs<int64_t>(input, normalized_shape, weight, bias, input.sizes(), kOp);
-  const auto stats_options = input.options().dtype(accumulator_type(input.scalar_type()));
+  const auto stats_options = input.options().dtype(detail::accumulator_type(input.scalar_type()));
   at::Tensor out = detail::empty_output(input.sizes(), input.options());
   at::Tensor mean = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
   at::Tensor rstd = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
@@ -158,7 +154,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
               " but input has shape ", input.sizes());
   TORCH_CHECK(grad_out.scalar_type() == input.scalar_type(), kBackwardOp, ": grad_out has dtype ",
               grad_out.scalar_type(), " but input has dtype ", input.scalar_type());
-  const at::ScalarType acc = accumulator_type(input.scalar_type());
+  const at::ScalarType acc = detail::accumulator_type(input.scalar_type());
   for (const auto& [stat, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
     detail::check_defined(*stat, kBackwardOp, name);
     detail::check_same_device(*stat, name, input, "input", kBackwardOp);
@@ -201,7 +197,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   }
   // Weight/bias gradients: columns in blocks, rows split into groups when the column blocks
   // alone would leave the GPU idle; groups write partial sums that one more launch adds up.
-  const int sms = input.is_cuda() ? multiprocessor_count(input.device()) : kCpuMultiprocessors;
+  const int sms = detail::planning_multiprocessors(input);
   const int64_t block_n = std::min<int64_t>(detail::next_power_of_2(cols), 128);
   const int64_t block_m = input.scalar_type() == at::kDouble ? 16 : 32;
   const int64_t col_blocks = detail::ceil_div(cols, block_n);

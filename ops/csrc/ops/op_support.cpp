@@ -1,5 +1,7 @@
 #include "op_support.h"
 
+#include <tjit/device_properties.h>
+
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
@@ -184,6 +186,10 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const char* arg) {
   TORCH_CHECK(dim >= -n && dim < n, op, ": ", arg, " ", dim, " is out of range for a tensor of ", ndim,
               " dimension", ndim == 1 ? "" : "s", " (expected in [", -n, ", ", n - 1, "])");
   return dim < 0 ? dim + n : dim;
+}
+
+int planning_multiprocessors(const at::Tensor& t) {
+  return t.is_cuda() ? multiprocessor_count(t.device()) : 4;
 }
 
 int64_t next_power_of_2(int64_t n) {

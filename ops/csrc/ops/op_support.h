@@ -64,6 +64,14 @@ at::Tensor empty_output(at::IntArrayRef shape, const at::TensorOptions& options)
 // Wraps a possibly negative dim into [0, ndim); errors name the operator and the argument.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const char* arg);
 
+// The dtype kernels accumulate in for inputs of type `t`: fp64 for fp64, fp32 for the rest.
+inline at::ScalarType accumulator_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
+
+// Multiprocessors to plan grids for: the device's count on CUDA. Triton's interpreter runs
+// programs one after another, so CPU launches are planned as for a 4-SM device, which keeps
+// grids small while still taking every multi-stage path for larger inputs.
+int planning_multiprocessors(const at::Tensor& t);
+
 // Smallest power of two >= n (1 for n <= 1), as triton.next_power_of_2.
 int64_t next_power_of_2(int64_t n);
 

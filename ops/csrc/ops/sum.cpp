@@ -4,7 +4,6 @@
 #include "op_support.h"
 #include "operator_impls.h"
 
-#include <tjit/device_properties.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -20,9 +19,6 @@ namespace {
 
 constexpr const char* kOp = "tjit::sum";
 constexpr int kMaxDims = 64;
-// The interpreter runs programs one after another: plan CPU launches as for a 4-SM device, which
-// keeps grids small while still taking every multi-stage path for larger inputs.
-constexpr int kCpuMultiprocessors = 4;
 
 using DimMask = std::bitset<kMaxDims>;
 
@@ -66,16 +62,11 @@ c10::SmallVector<T, 8> output_shape(c10::ArrayRef<T> sizes, const DimMask& mask,
   return shape;
 }
 
-int multiprocessors(const at::Tensor& t) {
-  return t.is_cuda() ? multiprocessor_count(t.device()) : kCpuMultiprocessors;
-}
-
-at::ScalarType accumulator_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
 
 // out[m] = sum of row m of `in` viewed as [M, N] with `row_stride`.
 void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor& out, bool index64) {
   const Stream stream = detail::current_stream(in.device());
-  const int sms = multiprocessors(in);
+  const int sms = detail::planning_multiprocessors(in);
   const std::string file = detail::kernel_path("reduce.py");
   const bool few_long_rows = v.rows < 2 * sms && v.cols > 65536;
   if (few_long_rows || (v.rows == 1 && v.cols > 65536)) {
@@ -87,7 +78,8 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
     int64_t chunk = detail::ceil_div(detail::ceil_div(v.cols, splits), block) * block;
     chunk = std::min<int64_t>(chunk, (int64_t{1} << 30) / block * block);
     splits = detail::ceil_div(v.cols, chunk);
-    at::Tensor partial = detail::empty_output({v.rows, splits}, in.options().dtype(accumulator_type(in.scalar_type())));
+    const auto acc = in.options().dtype(detail::accumulator_type(in.scalar_type()));
+    at::Tensor partial = detail::empty_output({v.rows, splits}, acc);
     partial_kernel(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), LaunchOptions{8}, in, partial, v.rows,
                    v.cols, v.row_stride, chunk, block, index64);
     const int64_t block2 = std::min<int64_t>(detail::next_power_of_2(splits), 4096);
@@ -119,14 +111,15 @@ void sum_middle(const at::Tensor& in, int64_t m, int64_t r, int64_t k, const at:
   const int64_t block_k = std::min<int64_t>(detail::next_power_of_2(k), 256);
   const int64_t block_r = std::max<int64_t>(1, std::min(2048 / block_k, detail::next_power_of_2(r)));
   const int64_t base = m * detail::ceil_div(k, block_k);
-  const int sms = multiprocessors(in);
+  const int sms = detail::planning_multiprocessors(in);
   if (base < 2 * sms && r >= 4 * block_r) {
     // Too few programs: split R, reduce each split into a partial buffer, then reduce those.
     static auto& split = TritonJitFunction::get_instance(file, "sum_mid_split_kernel");
     int64_t splits = std::min(detail::ceil_div(4 * sms, base), detail::ceil_div(r, block_r));
     const int64_t rows_per_split = detail::ceil_div(detail::ceil_div(r, splits), block_r) * block_r;
     splits = detail::ceil_div(r, rows_per_split);
-    at::Tensor partial = detail::empty_output({m, splits, k}, in.options().dtype(accumulator_type(in.scalar_type())));
+    const auto acc = in.options().dtype(detail::accumulator_type(in.scalar_type()));
+    at::Tensor partial = detail::empty_output({m, splits, k}, acc);
     split(stream, Grid(detail::blocks_for(base * splits, 1, kOp)), LaunchOptions{4}, in, partial, m, r, k, r * k, k,
           rows_per_split, block_r, block_k, index64);
     const int64_t block_r2 = std::max<int64_t>(1, std::min(2048 / block_k, detail::next_power_of_2(splits)));
