@@ -125,8 +125,6 @@ int64_t max_offset(const CollapsedShape& c, const std::array<int64_t, kMaxCollap
   return m;
 }
 
-constexpr int64_t kInt32Limit = int64_t{1} << 31;
-
 }  // namespace
 
 at::Tensor add_meta(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
@@ -177,7 +175,7 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
                                               y.is_contiguous() && y.sizes() == out.sizes());
   if (flat) {
     static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("add.py"), "add_kernel");
-    const bool index64 = n + kBlock > kInt32Limit;
+    const bool index64 = n + kBlock > detail::kInt32Limit;
     if (is_integral) {
       kernel(stream, grid, options, x, y, out, n, alpha.toLong(), 0.0, has_alpha, kBlock, index64);
     } else {
@@ -188,7 +186,8 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
   static auto& strided =
       TritonJitFunction::get_instance(detail::kernel_path("add.py"), "add_strided_kernel");
   const bool index64 =
-      n + kBlock > kInt32Limit || max_offset(c, c.x_stride) >= kInt32Limit || max_offset(c, c.y_stride) >= kInt32Limit;
+      n + kBlock > detail::kInt32Limit || max_offset(c, c.x_stride) >= detail::kInt32Limit ||
+      max_offset(c, c.y_stride) >= detail::kInt32Limit;
   auto launch = [&](auto alpha_value) {
     strided(stream, grid, options, x, y, out, n, c.size[1], c.size[2], c.size[3], c.x_stride[0], c.x_stride[1],
             c.x_stride[2], c.x_stride[3], c.y_stride[0], c.y_stride[1], c.y_stride[2], c.y_stride[3], alpha_value,

@@ -168,8 +168,7 @@ at::Tensor empty_output(at::IntArrayRef shape, const at::TensorOptions& options)
 }
 
 bool needs_index64(const at::Tensor& t) {
-  constexpr int64_t limit = int64_t{1} << 31;
-  if (t.numel() >= limit) {
+  if (t.numel() >= kInt32Limit) {
     return true;
   }
   int64_t max_offset = 0;
@@ -178,7 +177,7 @@ bool needs_index64(const at::Tensor& t) {
       max_offset += (t.size(d) - 1) * std::abs(t.stride(d));
     }
   }
-  return max_offset >= limit - 65536;  // headroom for a block past the last row
+  return max_offset >= kInt32Limit - 65536;  // headroom for a block past the last row
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const char* arg) {

@@ -53,6 +53,9 @@ std::optional<RowsView> as_rows(const at::Tensor& t, int64_t cols);
 // `t` as rows of `cols` elements: a view when as_rows allows it, else a contiguous copy.
 std::pair<at::Tensor, RowsView> rows_of(const at::Tensor& t, int64_t cols);
 
+// 2**31: element offsets from here on need 64-bit index arithmetic in the kernels.
+inline constexpr int64_t kInt32Limit = int64_t{1} << 31;
+
 // Whether offsets into `t` (through its strides) or its element count can reach 2**31.
 bool needs_index64(const at::Tensor& t);
 

@@ -42,7 +42,6 @@ struct RowPlan {
 
 constexpr int64_t kSplitBlock = 8192;
 constexpr int64_t kMaxSplitChunks = 128;  // programs of one row must fit on the GPU at once
-constexpr int64_t kInt32Limit = int64_t{1} << 31;
 
 // `single_pass_limit`: the longest row kept in registers (forward 32768 columns, backward two
 // rows, so 16384).
@@ -64,7 +63,7 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t singl
   // pay off for 4-byte elements forward and for everything but fp64 backward.
   const int64_t chunks = detail::ceil_div(cols, kSplitBlock);
   const bool split_dtype = backward ? t.scalar_type() != at::kDouble : t.element_size() == 4;
-  if (t.is_cuda() && split_dtype && chunks <= kMaxSplitChunks && rows * chunks < kInt32Limit / 2) {
+  if (t.is_cuda() && split_dtype && chunks <= kMaxSplitChunks && rows * chunks < detail::kInt32Limit / 2) {
     plan.kind = RowPlan::Kind::SplitRows;
     plan.block_n = kSplitBlock;
     plan.chunks = chunks;
