@@ -148,12 +148,10 @@ def register_triton_ops():
     @torch.library.triton_op(f"{TRITON_OP_NAMESPACE}::layer_norm", mutates_args=())
     def layer_norm_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
         m, n = x.shape
-        acc = tw._acc_dtype(x.dtype)
         y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-        mean = torch.empty((m, ), dtype=acc, device=x.device)
-        rstd = torch.empty((m, ), dtype=acc, device=x.device)
         block_n, single = tw._row_blocking(n, x.dtype)
-        wrap(tw.layer_norm_k.layer_norm_fwd_kernel)[(m, )](y, x, weight, bias, mean, rstd, m, n, x.stride(0),
+        # No mean/rstd (None): inference, as torch.ops.tjit.layer_norm.
+        wrap(tw.layer_norm_k.layer_norm_fwd_kernel)[(m, )](y, x, weight, bias, None, None, m, n, x.stride(0),
                                                            y.stride(0), eps, HAS_WEIGHT=True, HAS_BIAS=True,
                                                            BLOCK_N=block_n, SINGLE_PASS=single,
                                                            INDEX_64=tw._needs_index_64(x),

@@ -268,14 +268,15 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
 # ---------------------------------------------------------------------------------------- layer_norm
 
 
-def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pass=None):
-    """Returns (y, mean, rstd); mean/rstd have aten's shape x.shape[:-1] + (1,)."""
+def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pass=None, stats=True):
+    """Returns (y, mean, rstd); mean/rstd have aten's shape x.shape[:-1] + (1,). With stats=False
+    (inference, as tjit.layer_norm does) they are neither allocated nor stored, and are None."""
     x2 = _rows_view(x)
     m, n = x2.shape
     acc = _acc_dtype(x.dtype)
     y = _empty((m, n), x.dtype, x.device)
-    mean = _empty((m, ), acc, x.device)
-    rstd = _empty((m, ), acc, x.device)
+    mean = _empty((m, ), acc, x.device) if stats else None
+    rstd = _empty((m, ), acc, x.device) if stats else None
     block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
     if index_64 is None:
         index_64 = _needs_index_64(x2)
@@ -283,6 +284,8 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
                                               HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
                                               BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
                                               num_warps=_row_num_warps(block_n, single))
+    if not stats:
+        return y.view(x.shape), None, None
     stat_shape = x.shape[:-1] + (1, )
     return y.view(x.shape), mean.view(stat_shape), rstd.view(stat_shape)
 

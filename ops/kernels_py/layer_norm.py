@@ -32,7 +32,7 @@ Kernels
 layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
                       eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64)
     y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), biased variance; also stores
-    mean[m], rstd[m].  grid: (M,).
+    mean[m], rstd[m] unless mean_ptr / rstd_ptr are None (inference needs only y).  grid: (M,).
     Variance: SINGLE_PASS sums (x - mean)^2 over the row held in registers (exact two-pass);
     the looped path runs Welford per lane and merges lanes with Chan's formula, so the row is
     read twice (statistics, then normalise), never E[x^2] - E[x]^2.
@@ -139,8 +139,10 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
                 y = y + tl.load(b_ptr + c, mask=mask, other=0.0).to(ACC)
             tl.store(y_row + c, y.to(y_ptr.dtype.element_ty), mask=mask)
 
-    tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
-    tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+    if mean_ptr is not None:
+        tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
+    if rstd_ptr is not None:
+        tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
 
 
 @triton.jit

@@ -91,16 +91,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_meta(const at:
           at::empty_symint(leading_shape(input.sym_sizes(), lead), stats_options)};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_triton(const at::Tensor& input,
-                                                                         at::IntArrayRef normalized_shape,
-                                                                         const std::optional<at::Tensor>& weight,
-                                                                         const std::optional<at::Tensor>& bias,
-                                                                         double eps) {
+namespace {
+
+// The forward launch. Without `store_stats` (inference: tjit::layer_norm) mean and rstd are
+// neither allocated nor written, and come back undefined.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                                       const std::optional<at::Tensor>& weight,
+                                                       const std::optional<at::Tensor>& bias, double eps,
+                                                       bool store_stats) {
   const int64_t lead = check_layer_norm_inputs<int64_t>(input, normalized_shape, weight, bias, input.sizes(), kOp);
   const auto stats_options = input.options().dtype(detail::accumulator_type(input.scalar_type()));
   at::Tensor out = detail::empty_output(input.sizes(), input.options());
-  at::Tensor mean = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
-  at::Tensor rstd = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
+  at::Tensor mean;
+  at::Tensor rstd;
+  if (store_stats) {
+    mean = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
+    rstd = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
+  }
   const int64_t cols = c10::multiply_integers(normalized_shape);
   if (out.numel() == 0) {
     return {out, mean, rstd};
@@ -110,10 +117,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_triton(const a
   const at::Tensor b = present(bias) ? bias->contiguous() : at::Tensor();
   const RowPlan plan = plan_rows(cols);
   static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_kernel");
+  // Undefined mean/rstd reach the kernel as None, which compiles their stores out.
   kernel(detail::current_stream(input.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
          out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, static_cast<float>(eps), w.defined(), b.defined(),
          plan.block_n, plan.single_pass, detail::needs_index64(x) || detail::needs_index64(out));
   return {out, mean, rstd};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_triton(const at::Tensor& input,
+                                                                         at::IntArrayRef normalized_shape,
+                                                                         const std::optional<at::Tensor>& weight,
+                                                                         const std::optional<at::Tensor>& bias,
+                                                                         double eps) {
+  return forward(input, normalized_shape, weight, bias, eps, /*store_stats=*/true);
 }
 
 at::Tensor layer_norm_meta(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
@@ -125,7 +143,7 @@ at::Tensor layer_norm_meta(const at::Tensor& input, c10::SymIntArrayRef normaliz
 at::Tensor layer_norm_triton(const at::Tensor& input, at::IntArrayRef normalized_shape,
                              const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
                              double eps) {
-  return std::get<0>(layer_norm_forward_triton(input, normalized_shape, weight, bias, eps));
+  return std::get<0>(forward(input, normalized_shape, weight, bias, eps, /*store_stats=*/false));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_meta(
@@ -177,7 +195,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     return {dx, dw, db};
   }
   const Stream stream = detail::current_stream(input.device());
-  const std::string file = detail::kernel_path("layer_norm.py");
+  static const std::string file = detail::kernel_path("layer_norm.py");  // once: the hot path builds no paths
   const auto [x, xv] = detail::rows_of(input, cols);
   const auto [dy, dyv] = detail::rows_of(grad_out, cols);
   const at::Tensor mean_c = mean.contiguous();

@@ -156,7 +156,11 @@ std::pair<at::Tensor, RowsView> rows_of(const at::Tensor& t, int64_t cols) {
 
 at::Tensor empty_output(at::IntArrayRef shape, const at::TensorOptions& options) {
   const c10::Device device = options.device();
-  if (device.is_cuda() && !at::globalContext().deterministicFillUninitializedMemory()) {
+  // empty_cuda fills new memory only when deterministic algorithms are on *and* the fill flag
+  // (default true) is set; then the output takes at::empty's path, fill included.
+  const at::Context& context = at::globalContext();
+  const bool fills = context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory();
+  if (device.is_cuda() && !fills) {
     const auto* guard_impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
     if (guard_impl->getDevice() == device) {
       return at::Tensor(at::detail::empty_generic(shape, c10::GetAllocator(c10::DeviceType::CUDA),

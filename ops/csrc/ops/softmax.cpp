@@ -12,6 +12,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <optional>
 
@@ -95,8 +96,14 @@ SplitWorkspace split_workspace(int64_t rows, int64_t chunks, int64_t stats_per_c
           at::empty({rows * chunks * stats_per_chunk}, like.options().dtype(at::kFloat))};
 }
 
-// `t` with `dim` moved last (a view).
-at::Tensor dim_last(const at::Tensor& t, int64_t dim) { return t.dim() == 0 ? t.reshape({1}) : t.movedim(dim, -1); }
+// `t` with `dim` moved last: a view, or `t` itself when `dim` is already last (the common case;
+// movedim would still make a view, a dispatcher round trip on every call).
+at::Tensor dim_last(const at::Tensor& t, int64_t dim) {
+  if (t.dim() == 0) {
+    return t.reshape({1});
+  }
+  return dim == t.dim() - 1 ? t : t.movedim(dim, -1);
+}
 
 // Output laid out contiguously with `dim` last, returned with `dim` back in place: the layout
 // the Meta kernel reproduces.
@@ -112,7 +119,10 @@ Shape moved_shape(Shape shape, int64_t dim) {
 }
 
 at::Tensor restore_dim(const at::Tensor& moved_out, const at::Tensor& like, int64_t dim) {
-  return like.dim() == 0 ? moved_out.reshape({}) : moved_out.movedim(-1, dim);
+  if (like.dim() == 0) {
+    return moved_out.reshape({});
+  }
+  return dim == like.dim() - 1 ? moved_out : moved_out.movedim(-1, dim);
 }
 
 }  // namespace
@@ -124,7 +134,7 @@ at::Tensor softmax_meta(const at::Tensor& self, int64_t dim, std::optional<at::S
   TORCH_CHECK(at::isFloatingType(out_dtype), kOp, ": dtype=", out_dtype, " is not a floating-point type");
   std::vector<c10::SymInt> shape(self.sym_sizes().begin(), self.sym_sizes().end());
   at::Tensor out = at::empty_symint(moved_shape(shape, dim), self.options().dtype(out_dtype));
-  return self.dim() == 0 ? out.reshape({}) : out.movedim(-1, dim);
+  return restore_dim(out, self, dim);
 }
 
 at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
@@ -134,7 +144,7 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   TORCH_CHECK(at::isFloatingType(out_dtype), kOp, ": dtype=", out_dtype, " is not a floating-point type");
   // As torch.softmax: the input is converted to `dtype` first.
   const at::Tensor x = out_dtype == self.scalar_type() ? self : self.to(out_dtype);
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  c10::SmallVector<int64_t, 6> shape(x.sizes().begin(), x.sizes().end());
   at::Tensor out_moved = detail::empty_output(moved_shape(shape, dim), x.options());
   const int64_t cols = x.dim() == 0 ? 1 : x.size(dim);
   if (out_moved.numel() == 0) {
@@ -178,7 +188,7 @@ at::Tensor softmax_backward_meta(const at::Tensor& grad_output, const at::Tensor
   dim = detail::wrap_dim(dim, output.dim(), kBackwardOp, "dim");
   std::vector<c10::SymInt> shape(output.sym_sizes().begin(), output.sym_sizes().end());
   at::Tensor out = at::empty_symint(moved_shape(shape, dim), output.options().dtype(input_dtype));
-  return output.dim() == 0 ? out.reshape({}) : out.movedim(-1, dim);
+  return restore_dim(out, output, dim);
 }
 
 at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
@@ -191,7 +201,7 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
   TORCH_CHECK(at::isFloatingType(input_dtype), kBackwardOp, ": input_dtype=", input_dtype,
               " is not a floating-point type");
   dim = detail::wrap_dim(dim, output.dim(), kBackwardOp, "dim");
-  std::vector<int64_t> shape(output.sizes().begin(), output.sizes().end());
+  c10::SmallVector<int64_t, 6> shape(output.sizes().begin(), output.sizes().end());
   at::Tensor grad_in_moved = detail::empty_output(moved_shape(shape, dim), output.options().dtype(input_dtype));
   if (grad_in_moved.numel() == 0) {
     return restore_dim(grad_in_moved, output, dim);

@@ -67,7 +67,7 @@ c10::SmallVector<T, 8> output_shape(c10::ArrayRef<T> sizes, const DimMask& mask,
 void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor& out, bool index64) {
   const Stream stream = detail::current_stream(in.device());
   const int sms = detail::planning_multiprocessors(in);
-  const std::string file = detail::kernel_path("reduce.py");
+  static const std::string file = detail::kernel_path("reduce.py");  // once: the hot path builds no paths
   const bool few_long_rows = v.rows < 2 * sms && v.cols > 65536;
   if (few_long_rows || (v.rows == 1 && v.cols > 65536)) {
     // Two stages: chunks of each row into a partial buffer, then the rows of that buffer.
@@ -106,7 +106,7 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
 // out[m, k] = sum over r of in[m, r, k] for a contiguous input viewed as [M, R, K].
 void sum_middle(const at::Tensor& in, int64_t m, int64_t r, int64_t k, const at::Tensor& out, bool index64) {
   const Stream stream = detail::current_stream(in.device());
-  const std::string file = detail::kernel_path("reduce.py");
+  static const std::string file = detail::kernel_path("reduce.py");  // once: the hot path builds no paths
   static auto& mid = TritonJitFunction::get_instance(file, "sum_mid_kernel");
   const int64_t block_k = std::min<int64_t>(detail::next_power_of_2(k), 256);
   const int64_t block_r = std::max<int64_t>(1, std::min(2048 / block_k, detail::next_power_of_2(r)));
