@@ -186,10 +186,14 @@ def sum_dim(x, dim, splits=None, block_r=None, block_k=None, index_64=None):
 
 def _softmax_plan(m, n, t, single_pass_limit, backward):
     """The plan ops/csrc/ops/softmax.cpp makes (softmax.py's header): ("rows", block_m, block_n, warps),
-    ("row", block_n, single_pass, warps) or ("split", block_n, chunks, warps)."""
+    ("row", block_n, single_pass, warps), ("persistent", block_n, programs, warps) or
+    ("split", block_n, chunks, warps)."""
     if n <= 256:
         block_n = triton.next_power_of_2(n)
         return ("rows", max(1, min(1024 // block_n, triton.next_power_of_2(m))), block_n, 4)
+    if not backward and t.element_size() == 2 and 16384 < n <= single_pass_limit:
+        programs = min(m, _num_sms(t.device))
+        return ("persistent", triton.next_power_of_2(n), programs, 32)
     if n <= single_pass_limit:
         block_n = triton.next_power_of_2(n)
         return ("row", block_n, True, 32 if block_n > 16384 else min(16, max(1, block_n // 512)))
@@ -219,6 +223,10 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
         softmax_k.softmax_fwd_rows_kernel[(triton.cdiv(m, bm), )](out, x2, m, n, x2.stride(0), out.stride(0),
                                                                  BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64,
                                                                  num_warps=warps)
+    elif plan[0] == "persistent":
+        _, bn, programs, warps = plan
+        softmax_k.softmax_fwd_persistent_kernel[(programs, )](out, x2, m, n, x2.stride(0), out.stride(0), BLOCK_N=bn,
+                                                              NUM_STAGES=3, INDEX_64=index_64, num_warps=warps)
     elif plan[0] == "split":
         _, bn, chunks, warps = plan
         sync = torch.zeros(m + 1, dtype=torch.int32, device=x.device)

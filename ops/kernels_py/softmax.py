@@ -17,6 +17,8 @@ Choosing a kernel and its constexprs (ops/csrc/ops/softmax.cpp; LIMIT = 32768 fo
 ------------------------------------------------------------------------------------------------------
     N <= 256:   *_rows_kernel, BLOCK_N = next_pow2(N), BLOCK_M = max(1, min(1024 // BLOCK_N, next_pow2(M))),
                 num_warps = 4
+    forward, fp16/bf16, 16384 < N <= 32768: softmax_fwd_persistent_kernel, BLOCK_N = 32768, NUM_STAGES = 3,
+                num_warps = 32, one program per SM (4 on CPU), at most M
     N <= LIMIT: one program per row, row in registers: BLOCK_N = next_pow2(N), SINGLE_PASS = True,
                 num_warps = 32 if BLOCK_N > 16384 else min(16, max(1, BLOCK_N // 512))
     longer, CUDA, S = cdiv(N, 8192) <= 128, forward with 4-byte elements or backward with fp16/bf16/fp32:
@@ -29,12 +31,20 @@ Measured on an H200 (2026-11-22, 4096 rows, from Python; a device copy of the sa
 ~4.2 TB/s): one pass ~4.1 TB/s for fp32 N = 512 ... 32768 (32768: 32 warps 4.10 vs 16 warps 4.09
 fp32, 3.20 vs 3.06 TB/s bf16); looped forward ~3.0 TB/s at N = 65536; rows kernel at N = 128/256:
 BLOCK_M = 8/4 beat 32/16 by 20-30% (4 warps). bf16 forward past 16384 columns stays near 3.0-3.2 TB/s
-with every kernel here (split 8192/8: 3.21 at 32768, 2.89 at 65536; looped 8192/32: 3.01 at 65536).
+with one program per row (split 8192/8: 3.21 at 32768, 2.89 at 65536; looped 8192/32: 3.01 at 65536);
+the persistent kernel reached 3.66 TB/s at 32768 (0.88x copy; 2 stages: 2.6, 1 stage: 3.0; 132 vs
+264 programs alike) but not at 16384 (3.49 vs 3.83 one program per row); 65536 needs 2 x 128 KB of
+shared memory for 2 stages, more than an SM has.
 
 Kernels
 -------
 softmax_fwd_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLOCK_N, SINGLE_PASS, INDEX_64)
     out[m, :] = softmax(in[m, :]).          grid: (M,), one program per row.
+
+softmax_fwd_persistent_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLOCK_N, NUM_STAGES,
+                              INDEX_64)
+    The same for 2-byte (fp16/bf16) inputs, fp32 arithmetic. grid: (P,) with P <= M; program p takes
+    rows p, p + P, ...; BLOCK_N = next_pow2(N) >= N; NUM_STAGES buffers of the row loop in shared memory.
 
 softmax_bwd_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_row, stride_grad_out_row,
                    stride_out_row, BLOCK_N, SINGLE_PASS, INDEX_64)
@@ -101,6 +111,28 @@ def softmax_fwd_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLO
             x = tl.load(in_row + c, mask=mask, other=float("-inf"), eviction_policy="evict_first").to(ACC)
             y = tl.exp(x - row_max) * inv_sum
             tl.store(out_row + c, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_fwd_persistent_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLOCK_N: tl.constexpr,
+                                  NUM_STAGES: tl.constexpr, INDEX_64: tl.constexpr):
+    # Each program walks rows start, start + P, ... (P programs), the row in registers as in the
+    # single-pass kernel. The row loop is software-pipelined (NUM_STAGES): the next rows' loads are
+    # in flight while this row reduces and stores, which one program per row cannot overlap once a
+    # row fills a whole SM (2-byte rows of 16K-32K columns).
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    for row in tl.range(tl.program_id(0), M, tl.num_programs(0), num_stages=NUM_STAGES):
+        if INDEX_64:
+            in_row = in_ptr + row.to(tl.int64) * stride_in_row
+            out_row = out_ptr + row.to(tl.int64) * stride_out_row
+        else:
+            in_row = in_ptr + row * stride_in_row
+            out_row = out_ptr + row * stride_out_row
+        x = tl.load(in_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        y = e / tl.sum(e, axis=0)
+        tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit

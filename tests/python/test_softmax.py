@@ -22,8 +22,9 @@ def check_softmax(x, dim, dtype=None):
 
 
 def columns(device):
-    # Forward: one pass up to 32768 columns, beyond that split across programs (CUDA, 4-byte
-    # types) or looped (online); backward: one pass up to 16384. Rows of at most 256 columns go
+    # Forward: one pass up to 32768 columns (persistent programs for 2-byte types past 16384),
+    # beyond that split across programs (CUDA, 4-byte types) or looped (online); backward: one
+    # pass up to 16384. Rows of at most 256 columns go
     # several to a program. CUDA also checks a row of 2**20 + 3 (past the split limit: looped).
     return [1, 3, 200, 1000, 16385, 32769] + ([2**20 + 3] if device == "cuda" else [])
 
@@ -50,6 +51,17 @@ def test_layouts(device):
 def test_many_rows(device):
     rows = 20000 if device == "cuda" else 300
     check_softmax(random_tensor((rows, 64), torch.float32, device), -1)
+
+
+def test_persistent_rows(device):
+    # fp16/bf16 forward of 16385..32768 columns: a program per SM (4 on CPU) walks the rows, so
+    # most programs take several rows; also rows with a row stride and fewer rows than programs.
+    rows = 300 if device == "cuda" else 9
+    for dtype, n in [(torch.float16, 20001), (torch.bfloat16, 32768)]:
+        check_softmax(random_tensor((rows, n), dtype, device) * 4, -1)
+    wide = random_tensor((rows, 40000), torch.bfloat16, device)
+    check_softmax(wide[:, :17000], -1)
+    check_softmax(random_tensor((2, 16400), torch.float16, device), -1)
 
 
 @requires_cuda

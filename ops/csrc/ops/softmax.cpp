@@ -32,14 +32,17 @@ void check_floating(const at::Tensor& t, const char* op, const char* arg) {
 
 // How one softmax call covers its rows (softmax.py's header has the measurements behind it).
 struct RowPlan {
-  enum class Kind { ShortRows, OneProgramPerRow, SplitRows };
+  enum class Kind { ShortRows, OneProgramPerRow, SplitRows, Persistent };
   Kind kind = Kind::OneProgramPerRow;
   int64_t block_m = 1;     // ShortRows: rows per program
   int64_t block_n = 1;     // columns per program (per chunk for SplitRows, per step when looped)
   bool single_pass = true;  // OneProgramPerRow: the row stays in registers
   int64_t chunks = 1;      // SplitRows: programs per row
+  int64_t programs = 1;    // Persistent: programs, each walking every programs-th row
   int num_warps = 4;
 };
+
+constexpr int kPersistentStages = 3;  // row-loop buffers: 2 x 64 KB of shared memory in flight
 
 constexpr int64_t kSplitBlock = 8192;
 constexpr int64_t kMaxSplitChunks = 128;  // programs of one row must fit on the GPU at once
@@ -53,6 +56,15 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t singl
     plan.kind = RowPlan::Kind::ShortRows;
     plan.block_n = detail::next_power_of_2(cols);
     plan.block_m = std::max<int64_t>(1, std::min(1024 / plan.block_n, detail::next_power_of_2(rows)));
+    return plan;
+  }
+  if (!backward && t.element_size() == 2 && cols > 16384 && cols <= single_pass_limit) {
+    // A 2-byte row of 16K-32K columns fills an SM; one program per row leaves the SM idle while
+    // it reduces. Persistent programs overlap the next row's loads with that (softmax.py).
+    plan.kind = RowPlan::Kind::Persistent;
+    plan.block_n = detail::next_power_of_2(cols);
+    plan.programs = std::min<int64_t>(rows, detail::planning_multiprocessors(t));
+    plan.num_warps = 32;
     return plan;
   }
   if (cols <= single_pass_limit) {
@@ -171,6 +183,13 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
                    detail::next_power_of_2(plan.chunks), index64);
       break;
     }
+    case RowPlan::Kind::Persistent: {
+      static auto& persistent_kernel =
+          TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_persistent_kernel");
+      persistent_kernel(stream, Grid(static_cast<uint32_t>(plan.programs)), LaunchOptions{plan.num_warps}, out_moved,
+                        in, v.rows, cols, v.row_stride, cols, plan.block_n, kPersistentStages, index64);
+      break;
+    }
     case RowPlan::Kind::OneProgramPerRow: {
       static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
       kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out_moved, in, v.rows,
@@ -230,6 +249,8 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
                    cols, gv.row_stride, yv.row_stride, plan.block_n, detail::next_power_of_2(plan.chunks), index64);
       break;
     }
+    case RowPlan::Kind::Persistent:
+      TORCH_INTERNAL_ASSERT(false, kBackwardOp, ": no persistent plan for the backward");
     case RowPlan::Kind::OneProgramPerRow: {
       static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_kernel");
       kernel(stream, Grid(detail::blocks_for(yv.rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, grad_in_moved,
