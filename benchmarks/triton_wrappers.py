@@ -192,8 +192,9 @@ def _softmax_plan(m, n, t, single_pass_limit, backward):
         block_n = triton.next_power_of_2(n)
         return ("rows", max(1, min(1024 // block_n, triton.next_power_of_2(m))), block_n, 4)
     if not backward and t.element_size() == 2 and 16384 < n <= single_pass_limit:
-        programs = min(m, _num_sms(t.device))
-        return ("persistent", triton.next_power_of_2(n), programs, 32)
+        if n > 20480:
+            return ("persistent", triton.next_power_of_2(n), min(m, _num_sms(t.device)), 32)
+        return ("row", 4096, False, 16)
     if n <= single_pass_limit:
         block_n = triton.next_power_of_2(n)
         return ("row", block_n, True, 32 if block_n > 16384 else min(16, max(1, block_n // 512)))

@@ -17,8 +17,9 @@ Choosing a kernel and its constexprs (ops/csrc/ops/softmax.cpp; LIMIT = 32768 fo
 ------------------------------------------------------------------------------------------------------
     N <= 256:   *_rows_kernel, BLOCK_N = next_pow2(N), BLOCK_M = max(1, min(1024 // BLOCK_N, next_pow2(M))),
                 num_warps = 4
-    forward, fp16/bf16, 16384 < N <= 32768: softmax_fwd_persistent_kernel, BLOCK_N = 32768, NUM_STAGES = 3,
+    forward, fp16/bf16, 20480 < N <= 32768: softmax_fwd_persistent_kernel, BLOCK_N = 32768, NUM_STAGES = 3,
                 num_warps = 32, one program per SM (4 on CPU), at most M
+    forward, fp16/bf16, 16384 < N <= 20480: one program per row, looped: BLOCK_N = 4096, num_warps = 16
     N <= LIMIT: one program per row, row in registers: BLOCK_N = next_pow2(N), SINGLE_PASS = True,
                 num_warps = 32 if BLOCK_N > 16384 else min(16, max(1, BLOCK_N // 512))
     longer, CUDA, S = cdiv(N, 8192) <= 128, forward with 4-byte elements or backward with fp16/bf16/fp32:
@@ -34,7 +35,10 @@ BLOCK_M = 8/4 beat 32/16 by 20-30% (4 warps). bf16 forward past 16384 columns st
 with one program per row (split 8192/8: 3.21 at 32768, 2.89 at 65536; looped 8192/32: 3.01 at 65536);
 the persistent kernel reached 3.66 TB/s at 32768 (0.88x copy; 2 stages: 2.6, 1 stage: 3.0; 132 vs
 264 programs alike) but not at 16384 (3.49 vs 3.83 one program per row); 65536 needs 2 x 128 KB of
-shared memory for 2 stages, more than an SM has.
+shared memory for 2 stages, more than an SM has, and a persistent looped kernel reached only 0.56x
+copy there. bf16, x copy (persistent / one program per row, 32 warps / looped 4096/16): N = 16385
+0.39/0.39/0.42, 20000 0.62/0.55/0.69, 22000 0.66/0.58/0.65, 24576 0.74/0.64/0.72, 28000 0.77/0.69/0.70,
+32768 0.88/0.76/0.73 (the 32768-lane block is mostly padding just past 16384).
 
 Kernels
 -------

@@ -54,14 +54,15 @@ def test_many_rows(device):
 
 
 def test_persistent_rows(device):
-    # fp16/bf16 forward of 16385..32768 columns: a program per SM (4 on CPU) walks the rows, so
-    # most programs take several rows; also rows with a row stride and fewer rows than programs.
+    # fp16/bf16 forward of 20481..32768 columns: a program per SM (4 on CPU) walks the rows, so
+    # most programs take several rows; also rows with a row stride, fewer rows than programs, and
+    # 16385..20480 columns (looped).
     rows = 300 if device == "cuda" else 9
-    for dtype, n in [(torch.float16, 20001), (torch.bfloat16, 32768)]:
+    for dtype, n in [(torch.float16, 20481), (torch.bfloat16, 32768), (torch.bfloat16, 20000)]:
         check_softmax(random_tensor((rows, n), dtype, device) * 4, -1)
     wide = random_tensor((rows, 40000), torch.bfloat16, device)
-    check_softmax(wide[:, :17000], -1)
-    check_softmax(random_tensor((2, 16400), torch.float16, device), -1)
+    check_softmax(wide[:, :27000], -1)
+    check_softmax(random_tensor((2, 30000), torch.float16, device), -1)
 
 
 @requires_cuda

@@ -60,11 +60,18 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t singl
   }
   if (!backward && t.element_size() == 2 && cols > 16384 && cols <= single_pass_limit) {
     // A 2-byte row of 16K-32K columns fills an SM; one program per row leaves the SM idle while
-    // it reduces. Persistent programs overlap the next row's loads with that (softmax.py).
-    plan.kind = RowPlan::Kind::Persistent;
-    plan.block_n = detail::next_power_of_2(cols);
-    plan.programs = std::min<int64_t>(rows, detail::planning_multiprocessors(t));
-    plan.num_warps = 32;
+    // it reduces. Persistent programs overlap the next row's loads with that (softmax.py), once
+    // the row fills enough of the 32768-lane block; shorter rows go looped in 4096-column steps.
+    if (cols > 20480) {
+      plan.kind = RowPlan::Kind::Persistent;
+      plan.block_n = detail::next_power_of_2(cols);
+      plan.programs = std::min<int64_t>(rows, detail::planning_multiprocessors(t));
+      plan.num_warps = 32;
+    } else {
+      plan.single_pass = false;
+      plan.block_n = 4096;
+      plan.num_warps = 16;
+    }
     return plan;
   }
   if (cols <= single_pass_limit) {
