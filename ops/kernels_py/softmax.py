@@ -123,7 +123,7 @@ def softmax_fwd_persistent_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_o
     # Each program walks rows start, start + P, ... (P programs), the row in registers as in the
     # single-pass kernel. The row loop is software-pipelined (NUM_STAGES): the next rows' loads are
     # in flight while this row reduces and stores, which one program per row cannot overlap once a
-    # row fills a whole SM (2-byte rows of 16K-32K columns).
+    # row fills a whole SM (2-byte rows of 20K-32K columns).
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
     for row in tl.range(tl.program_id(0), M, tl.num_programs(0), num_stages=NUM_STAGES):

@@ -31,6 +31,7 @@ def test_operators_in_deterministic_mode(device, deterministic):
     torch.testing.assert_close(torch.ops.tjit.layer_norm(x, [129], w, b, 1e-5), F.layer_norm(x, (129, ), w, b, 1e-5),
                                rtol=1e-4, atol=1e-5)
     out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [129], w, b, 1e-5)
-    _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x, [129], w, b, 1e-5)
+    ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x, [129], w, b, 1e-5)
+    torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(mean, ref_mean.view(-1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(rstd, ref_rstd.view(-1), rtol=1e-4, atol=1e-5)

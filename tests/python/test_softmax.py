@@ -22,10 +22,10 @@ def check_softmax(x, dim, dtype=None):
 
 
 def columns(device):
-    # Forward: one pass up to 32768 columns (persistent programs for 2-byte types past 16384),
-    # beyond that split across programs (CUDA, 4-byte types) or looped (online); backward: one
-    # pass up to 16384. Rows of at most 256 columns go
-    # several to a program. CUDA also checks a row of 2**20 + 3 (past the split limit: looped).
+    # Forward: one pass up to 32768 columns (2-byte types: looped for 16385..20480, persistent
+    # programs past that), beyond that split across programs (CUDA, 4-byte types) or looped
+    # (online); backward: one pass up to 16384. Rows of at most 256 columns go several to a
+    # program. CUDA also checks a row of 2**20 + 3 (past the split limit: looped).
     return [1, 3, 200, 1000, 16385, 32769] + ([2**20 + 3] if device == "cuda" else [])
 
 

@@ -256,14 +256,14 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
                    cols, gv.row_stride, yv.row_stride, plan.block_n, detail::next_power_of_2(plan.chunks), index64);
       break;
     }
-    case RowPlan::Kind::Persistent:
-      TORCH_INTERNAL_ASSERT(false, kBackwardOp, ": no persistent plan for the backward");
     case RowPlan::Kind::OneProgramPerRow: {
       static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_kernel");
       kernel(stream, Grid(detail::blocks_for(yv.rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, grad_in_moved,
              g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride, plan.block_n, plan.single_pass, index64);
       break;
     }
+    case RowPlan::Kind::Persistent:
+      TORCH_INTERNAL_ASSERT(false, kBackwardOp, ": no persistent plan for the backward");
   }
   return restore_dim(grad_in_moved, output, dim);
 }
