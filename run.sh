@@ -24,6 +24,10 @@ ensure_python_packages() {
   "$PY" -c "import pytest" 2>/dev/null || missing+=("pytest")
   "$PY" -c "import expecttest" 2>/dev/null || missing+=("expecttest")  # torch.library.opcheck needs it
   "$PY" -c "import numpy" 2>/dev/null || missing+=("numpy")          # Triton's interpreter needs it
+  # nlohmann/json (the kernel store's metadata): a system package, else the PyPI one.
+  [[ -e /usr/include/nlohmann/json.hpp ]] ||
+    "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('nlohmann_json') is None)" ||
+    missing+=("nlohmann-json==3.12.0")
   command -v cmake >/dev/null || missing+=("cmake")
   command -v ninja >/dev/null || missing+=("ninja")
   if ((${#missing[@]})); then

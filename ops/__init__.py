@@ -10,6 +10,7 @@ Triton's interpreter: slow, for machines without a GPU), and support Meta/fake t
 torch.compile and torch.library.opcheck work with them.
 """
 
+import importlib.util
 import os
 
 import torch
@@ -22,6 +23,12 @@ DEMO_BINARY = os.path.join(_HERE, "bin", "tjit_demo")
 if not os.path.exists(LIBRARY_PATH):
     raise ImportError(f"tjit's C++ library is missing ({LIBRARY_PATH}); build it with "
                       "`pip install --no-build-isolation -e .` from the tjit checkout")
+# The kernel store checks its entries against the Triton this Python would compile with. Tell the
+# runtime where that is without importing it (a warm store then never imports triton).
+if not os.environ.get("TJIT_TRITON_DIR"):
+    _triton = importlib.util.find_spec("triton")
+    if _triton is not None and _triton.submodule_search_locations:
+        os.environ["TJIT_TRITON_DIR"] = list(_triton.submodule_search_locations)[0]
 torch.ops.load_library(LIBRARY_PATH)
 
 ops = torch.ops.tjit
@@ -36,4 +43,6 @@ def add(self: torch.Tensor, other: torch.Tensor, *, alpha=1) -> torch.Tensor:
     return torch.ops.tjit.add(self, other, alpha=alpha)
 
 
-__all__ = ["add", "ops", "LIBRARY_PATH", "KERNEL_DIR", "DEMO_BINARY"]
+from . import kernel_store  # noqa: E402  (reads the store; `python -m tjit cache` is its command line)
+
+__all__ = ["add", "ops", "kernel_store", "LIBRARY_PATH", "KERNEL_DIR", "DEMO_BINARY"]

@@ -1,6 +1,8 @@
 // tjit's specialisation of a C++ call must equal what Python Triton derives for the same
 // Python call: both are computed here, in one process, on the same arguments.
 
+#include "python_bridge.h"
+
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -89,7 +91,9 @@ at::Tensor make_tensor(const TensorSpec& s) {
 class SpecializationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // Loading a kernel starts tjit's embedded interpreter (this binary links libpython).
+    // The Python side below needs tjit's embedded interpreter (this binary links libpython).
+    // Loading a kernel no longer starts it when the kernel store has the signature: start it here.
+    tjit::detail::python_bridge();
     fn_ = &tjit::TritonJitFunction::get_instance(test_kernels(), "everything_kernel");
   }
   static tjit::TritonJitFunction* fn_;

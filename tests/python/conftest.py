@@ -1,16 +1,29 @@
 """Shared fixtures: every operator test runs on each device present (CPU through Triton's
 interpreter always; CUDA where there is a GPU)."""
 
+import os
+import shutil
+import tempfile
+
 import pytest
 import torch
 
-import tjit  # noqa: F401  (registers torch.ops.tjit)
+# A kernel store of the session's own, so tests neither read nor fill the user's ~/.cache/tjit
+# (set before tjit runs a kernel: the runtime reads it on first use).
+SESSION_STORE = tempfile.mkdtemp(prefix="tjit-test-store-")
+os.environ["TJIT_CACHE_DIR"] = SESSION_STORE
+
+import tjit  # noqa: E402,F401  (registers torch.ops.tjit)
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def pytest_report_header(config):
-    return f"tjit test devices: {', '.join(DEVICES)} (torch {torch.__version__})"
+    return f"tjit test devices: {', '.join(DEVICES)} (torch {torch.__version__}); kernel store {SESSION_STORE}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SESSION_STORE, ignore_errors=True)
 
 
 @pytest.fixture(params=DEVICES)

@@ -95,6 +95,11 @@ class EmbeddedTritonBridge final : public PythonBridge {
         param.annotation_type = t[5].cast<std::string>();
         loaded.params.push_back(std::move(param));
       }
+      for (py::handle f : result[2].cast<py::list>()) {
+        auto t = f.cast<py::tuple>();
+        loaded.sources.emplace_back(t[0].cast<std::string>(), t[1].cast<std::string>());
+      }
+      loaded.triton_version = result[3].cast<std::string>();
       return loaded;
     } catch (const py::error_already_set& e) {
       TORCH_CHECK(false, "tjit: cannot load kernel '", name, "' from ", file, ": ", python_error_text(e));
@@ -151,15 +156,6 @@ class EmbeddedTritonBridge final : public PythonBridge {
           handle, py::make_tuple(grid.x, grid.y, grid.z), options.num_warps, values);
     } catch (const py::error_already_set& e) {
       TORCH_CHECK(false, "Triton's interpreter failed: ", python_error_text(e));
-    }
-  }
-
-  void run_without_gil(const std::function<void()>& fn) override {
-    if (PyGILState_Check() != 0) {
-      py::gil_scoped_release release;
-      fn();
-    } else {
-      fn();
     }
   }
 

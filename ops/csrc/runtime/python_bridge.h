@@ -8,8 +8,8 @@
 #include <tjit/launch_types.h>
 
 #include <cstdint>
-#include <functional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -22,6 +22,9 @@ namespace tjit::detail {
 struct KernelDefinition {
   int64_t handle = -1;  // the kernel's index on the Python side
   std::vector<KernelParam> params;
+  // (path, git blob id) of the kernel file as executed and of the files it imports.
+  std::vector<std::pair<std::string, std::string>> sources;
+  std::string triton_version;
 };
 
 // One argument of an interpreted (CPU) launch, as a Python value.
@@ -38,9 +41,6 @@ class PythonBridge {
   // Runs the kernel on CPU tensors through Triton's interpreter.
   virtual void run_interpreted(int64_t handle, Grid grid, const LaunchOptions& options,
                                const std::vector<InterpretedArg>& args) = 0;
-  // Runs fn with the calling thread's GIL released if it holds it, so a thread waiting for a
-  // compile on another thread cannot deadlock against that compile.
-  virtual void run_without_gil(const std::function<void()>& fn) = 0;
 };
 
 // The process-wide bridge; loads libtjit_python (and libpython when the process has no Python)

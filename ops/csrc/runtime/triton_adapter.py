@@ -1,16 +1,20 @@
 """Python half of tjit's embedded Triton runtime.
 
 The C++ runtime (libtjit_python) executes this module inside its embedded interpreter and calls
-four functions: load_kernel, compile, run_interpreted and triton_version. Everything that depends
+three functions: load_kernel, compile and run_interpreted. Everything that depends
 on Triton's Python API lives here, so a new Triton release means changing this file only.
 Supported: Triton >= 3.3 (signature keyed by parameter name, attributes through
 backend.parse_attr, two trailing scratch pointers in the launch).
 """
 
+import ast
+import builtins
 import hashlib
 import importlib.util
 import os
+import site
 import sys
+import sysconfig
 import threading
 
 import triton
@@ -33,13 +37,20 @@ _interpreted = {}  # handle -> InterpretedFunction
 _modules = {}  # (absolute path, interpreted) -> module
 
 
-def triton_version():
-    return triton.__version__
+def source_fingerprint(data):
+    """The git blob id of a file's bytes: what tjit's kernel store records per source file (the
+    C++ runtime computes the same to check a stored kernel against the files on disk)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+_fingerprints = {}  # absolute path -> fingerprint of the bytes this process executed
 
 
 def _import_file(path, interpreted=False):
     """Imports a kernel file once per mode. In interpreted mode every @triton.jit of the file
-    (helpers too) becomes Triton's InterpretedFunction, as under TRITON_INTERPRET=1."""
+    (helpers too) becomes Triton's InterpretedFunction, as under TRITON_INTERPRET=1.
+    The module runs from the bytes that were fingerprinted, so a stored kernel never records a
+    fingerprint of other source than the one it was compiled from."""
     with _lock:
         module = _modules.get((path, interpreted))
         if module is not None:
@@ -51,12 +62,17 @@ def _import_file(path, interpreted=False):
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot import kernel file {path}")
         module = importlib.util.module_from_spec(spec)
+        with open(path, "rb") as f:
+            data = f.read()
+        if not interpreted:
+            _fingerprints[path] = source_fingerprint(data)
+        code = builtins.compile(data, path, "exec", dont_inherit=True)  # this module defines compile()
         sys.modules[name] = module  # inspect.getsource (used by Triton) looks modules up here
         with _mode_lock:
             saved = knobs.runtime.interpret
             knobs.runtime.interpret = interpreted  # read by @triton.jit when the file runs
             try:
-                spec.loader.exec_module(module)
+                exec(code, module.__dict__)
             except BaseException:
                 del sys.modules[name]
                 raise
@@ -74,8 +90,90 @@ def _unwrap(obj):
     return obj
 
 
+def _installed_roots():
+    """Folders of the standard library and of installed packages (not the user's own code)."""
+    paths = sysconfig.get_paths()
+    stdlib = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k)}
+    packages = {os.path.realpath(paths[k]) for k in ("purelib", "platlib") if paths.get(k)}
+    try:
+        packages.update(os.path.realpath(p) for p in site.getsitepackages())
+        packages.add(os.path.realpath(site.getusersitepackages()))
+    except AttributeError:  # some virtual environments' site module lacks these
+        pass
+    return stdlib, packages
+
+
+def _under(path, roots):
+    return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+
+def _imported_module_names(source, package):
+    """Absolute names of the modules an import statement of `source` names, parents included
+    (`import a.b` runs a/__init__.py too; `from a import b` may import the submodule a.b)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                try:
+                    base = importlib.util.resolve_name("." * node.level + base, package)
+                except (ImportError, ValueError):
+                    continue
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return names
+
+
+def _source_files(path, data_fingerprint):
+    """[(path, fingerprint)] of the kernel file and of every source file whose change can change
+    what it compiles to: the modules it imports (its @triton.jit helpers and the globals it
+    reads), followed through the user's own files. Installed packages are recorded where a user
+    file imports them but not followed; the standard library is left out, and Triton is covered
+    by its version."""
+    stdlib, packages = _installed_roots()
+    found = {path: data_fingerprint}
+    pending = [path]
+    while pending:
+        current = pending.pop()
+        try:
+            with open(current, "rb") as f:
+                source = f.read()
+        except OSError:
+            continue
+        module = next((m for m in list(sys.modules.values())
+                       if getattr(m, "__file__", None) and os.path.realpath(m.__file__) == current), None)
+        package = getattr(module, "__package__", None) or ""
+        try:
+            names = _imported_module_names(source, package)
+        except SyntaxError:
+            continue
+        for name in sorted(names):
+            imported = sys.modules.get(name)
+            file = getattr(imported, "__file__", None)
+            if not file or name == "triton" or name.startswith("triton."):
+                continue
+            file = os.path.realpath(file)
+            if file in found or not os.path.isfile(file):
+                continue
+            in_packages = _under(file, packages)
+            if not in_packages and _under(file, stdlib):
+                continue
+            with open(file, "rb") as f:
+                found[file] = source_fingerprint(f.read())
+            if not in_packages:
+                pending.append(file)
+    return sorted(found.items(), key=lambda item: (item[0] != path, item[0]))
+
+
 def load_kernel(path, name):
-    """Returns (handle, [(name, is_constexpr, is_const, dns, dns_on_alignment, annotation)])."""
+    """Returns (handle, [(name, is_constexpr, is_const, dns, dns_on_alignment, annotation)],
+    [(source path, fingerprint)], triton version)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"kernel file {path} does not exist")
     module = _import_file(path)
@@ -87,9 +185,10 @@ def load_kernel(path, name):
     params = [(p.name, bool(p.is_constexpr), bool(p.is_const), bool(p.do_not_specialize),
                bool(p.do_not_specialize_on_alignment), "" if p.is_constexpr else p.annotation_type)
               for p in fn.params]
+    sources = _source_files(path, _fingerprints[path])
     with _lock:
         _kernels.append((path, name, fn))
-        return len(_kernels) - 1, params
+        return len(_kernels) - 1, params, sources, triton.__version__
 
 
 def compile(handle, types, constexprs, divisible, target, options):

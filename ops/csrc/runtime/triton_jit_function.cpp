@@ -1,7 +1,10 @@
 #include <tjit/triton_jit_function.h>
 
 #include "cuda_driver.h"
+#include "kernel_store_detail.h"
 #include "python_bridge.h"
+#include "python_gil.h"
+#include "source_fingerprint.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
@@ -127,9 +130,9 @@ CompileTarget target_of_device(int device) {
   return target;
 }
 
-// Loads the binary into the device's primary context, as Triton's load_binary does, including
-// the opt-in for more than 48 KiB of dynamic shared memory.
-void load_module(CachedKernel& k, const CompiledKernel& compiled, int device) {
+// Loads the binary into the device's primary context, as Triton's load_binary does. Throws
+// c10::Error when the driver rejects the binary.
+void load_binary(CachedKernel& k, const CompiledKernel& compiled, int device) {
   const auto& cu = detail::cuda_driver();
   const std::string& what = k.description;
   CUdevice dev = 0;
@@ -149,6 +152,17 @@ void load_module(CachedKernel& k, const CompiledKernel& compiled, int device) {
   CUfunction function = nullptr;
   detail::check_cuda(cu.cuModuleGetFunction(&function, module, compiled.name.c_str()),
                      "cuModuleGetFunction", what);
+  k.context = ctx;
+  k.function = function;
+}
+
+// What a loaded function needs before its first launch: the opt-in for more than 48 KiB of
+// dynamic shared memory, and for clusters of 16.
+void configure_function(const CachedKernel& k, const CompiledKernel& compiled, int device) {
+  const auto& cu = detail::cuda_driver();
+  const std::string& what = k.description;
+  CUdevice dev = 0;
+  detail::check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", what);
   int shared_optin = 0;
   detail::check_cuda(
       cu.cuDeviceGetAttribute(&shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
@@ -156,6 +170,7 @@ void load_module(CachedKernel& k, const CompiledKernel& compiled, int device) {
   TORCH_CHECK(compiled.shared_memory <= shared_optin, "tjit: ", what, " needs ", compiled.shared_memory,
               " bytes of shared memory, but device ", device, " allows ", shared_optin,
               " per block; use smaller blocks or fewer stages");
+  CUfunction function = k.function;
   if (compiled.shared_memory > 49152 && shared_optin > 49152) {
     detail::check_cuda(cu.cuFuncSetCacheConfig(function, CU_FUNC_CACHE_PREFER_SHARED),
                        "cuFuncSetCacheConfig", what);
@@ -170,8 +185,6 @@ void load_module(CachedKernel& k, const CompiledKernel& compiled, int device) {
     detail::check_cuda(cu.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
                        "cuFuncSetAttribute", what);
   }
-  k.context = ctx;
-  k.function = function;
 }
 
 // Scratch memory a kernel asks for (grid * num_ctas * size bytes), from torch's allocator for
@@ -193,6 +206,51 @@ struct TritonJitFunction::Impl {
   // hash -> the kernels whose key has that hash (almost always one)
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<CachedKernel>>> kernels;
   std::atomic<size_t> num_compiled{0};
+  std::atomic<size_t> num_loaded_from_store{0};
+
+  // The signature the process uses (from the store or from Python); fixed at construction.
+  detail::KernelSignature signature;
+  // The Python side, loaded on the first compile or interpreted run (never, with a warm store).
+  std::mutex python_mutex;
+  std::atomic<bool> python_loaded{false};
+  int64_t python_handle = -1;
+  // The signature with the sources Python executed: what entries compiled here record.
+  detail::KernelSignature compiled_signature;
+
+  // Imports the kernel in the embedded interpreter. Call with python_mutex held (or from the
+  // constructor); `known` says whether `signature` came from the store and must be confirmed.
+  void load_python(bool known) {
+    detail::KernelDefinition def = detail::python_bridge().load_kernel(signature.file, signature.function);
+    detail::KernelSignature loaded{signature.file, signature.function, std::move(def.params), {},
+                                   std::move(def.triton_version)};
+    for (auto& [path, fingerprint] : def.sources) {
+      TORCH_CHECK(detail::note_source_fingerprint(path, fingerprint), "tjit: ", path,
+                  " changed while this process was using kernel ", signature.function,
+                  " (it read the earlier version first); restart the process to use the new source");
+      loaded.sources.push_back({path, fingerprint});
+    }
+    if (known) {
+      TORCH_CHECK(loaded.params == signature.params, "tjit: the parameters of ", signature.function, " in ",
+                  signature.file, " changed while this process was using it; restart the process");
+    } else {
+      signature = loaded;
+      detail::store_signature(loaded);
+    }
+    compiled_signature = std::move(loaded);
+    python_handle = def.handle;
+    python_loaded.store(true, std::memory_order_release);
+  }
+
+  int64_t ensure_python() {
+    if (!python_loaded.load(std::memory_order_acquire)) {
+      detail::GilRelease released;  // the thread loading it may need the GIL this one holds
+      std::lock_guard lock(python_mutex);
+      if (!python_loaded.load(std::memory_order_acquire)) {
+        load_python(/*known=*/true);
+      }
+    }
+    return python_handle;
+  }
   // The kernel launched last (always a ready one). Most call sites launch one specialisation
   // over and over, so comparing the key with it skips the hash, the lock and the map.
   std::atomic<CachedKernel*> last_launched{nullptr};
@@ -236,6 +294,7 @@ TritonJitFunction& TritonJitFunction::get_instance(std::string_view kernel_file,
     path = std::string(kernel_file);
   }
   std::string key = path + '\0' + std::string(function_name);
+  detail::GilRelease released;  // another thread may hold the registry while it needs the GIL
   std::lock_guard lock(registry_mutex);
   auto it = registry.find(key);
   if (it != registry.end()) {
@@ -250,14 +309,20 @@ TritonJitFunction::TritonJitFunction(std::string kernel_file, std::string functi
     : kernel_file_(std::move(kernel_file)),
       function_name_(std::move(function_name)),
       impl_(std::make_unique<Impl>()) {
-  detail::KernelDefinition loaded = detail::python_bridge().load_kernel(kernel_file_, function_name_);
-  params_ = std::move(loaded.params);
-  python_handle_ = loaded.handle;
+  if (auto stored = detail::load_stored_signature(kernel_file_, function_name_)) {
+    impl_->signature = std::move(*stored);
+  } else {
+    impl_->signature.file = kernel_file_;
+    impl_->signature.function = function_name_;
+    impl_->load_python(/*known=*/false);
+  }
+  params_ = impl_->signature.params;
 }
 
 TritonJitFunction::~TritonJitFunction() = default;
 
 size_t TritonJitFunction::num_compiled() const { return impl_->num_compiled.load(); }
+size_t TritonJitFunction::num_loaded_from_store() const { return impl_->num_loaded_from_store.load(); }
 
 Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBase& pack) const {
   Specialization spec;
@@ -326,11 +391,33 @@ CompiledKernel TritonJitFunction::compile_packed(const CompileTarget& target, co
   pack.check_complete();
   options_word(options);  // validates
   const Specialization spec = specialization_of(pack);
-  try {
-    return detail::python_bridge().compile(python_handle_, spec, target, options);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "tjit: compiling ", describe(spec, target), " failed: ", e.what_without_backtrace());
+  std::string key;
+  bool from_store = false;
+  return obtain(spec, target, options, describe(spec, target), /*use_store=*/true, key, from_store);
+}
+
+CompiledKernel TritonJitFunction::obtain(const Specialization& spec, const CompileTarget& target,
+                                         const LaunchOptions& options, const std::string& description,
+                                         bool use_store, std::string& key, bool& from_store) const {
+  key = detail::kernel_store_key(impl_->signature, spec, options, target);
+  if (use_store) {
+    if (auto entry = detail::load_stored_kernel(impl_->signature, key)) {
+      impl_->num_loaded_from_store.fetch_add(1);
+      from_store = true;
+      return std::move(entry->compiled);
+    }
   }
+  from_store = false;
+  const int64_t handle = impl_->ensure_python();
+  CompiledKernel compiled;
+  try {
+    compiled = detail::python_bridge().compile(handle, spec, target, options);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "tjit: compiling ", description, " failed: ", e.what_without_backtrace());
+  }
+  impl_->num_compiled.fetch_add(1);
+  detail::store_kernel(detail::KernelEntry{key, impl_->compiled_signature, spec, options, compiled});
+  return compiled;
 }
 
 std::string TritonJitFunction::describe(const Specialization& spec, const CompileTarget& target) const {
@@ -442,34 +529,39 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
 CachedKernel& TritonJitFunction::compile_and_load(uint64_t hash, const detail::ArgumentPackBase& pack,
                                                  int device, const LaunchOptions& options) const {
   CachedKernel& k = impl_->find_or_insert(hash, pack.key(), pack.key_size());
-  detail::PythonBridge& bridge = detail::python_bridge();
-  bridge.run_without_gil([&] {
-    std::lock_guard lock(k.compile_mutex);  // later threads missing on this key wait here
-    if (k.ready.load(std::memory_order_acquire)) {
-      return;
+  detail::GilRelease released;  // a thread compiling this key may need the GIL this one holds
+  std::lock_guard lock(k.compile_mutex);  // later threads missing on this key wait here
+  if (k.ready.load(std::memory_order_acquire)) {
+    return k;
+  }
+  const Specialization spec = specialization_of(pack);
+  const CompileTarget target = target_of_device(device);
+  k.description = describe(spec, target) + " on device " + std::to_string(device);
+  const auto start = std::chrono::steady_clock::now();
+  std::string key;
+  bool from_store = false;
+  CompiledKernel compiled = obtain(spec, target, options, k.description, /*use_store=*/true, key, from_store);
+  try {
+    load_binary(k, compiled, device);
+  } catch (const c10::Error& e) {
+    if (!from_store) {
+      throw;
     }
-    const Specialization spec = specialization_of(pack);
-    const CompileTarget target = target_of_device(device);
-    k.description = describe(spec, target) + " on device " + std::to_string(device);
-    const auto start = std::chrono::steady_clock::now();
-    CompiledKernel compiled;
-    try {
-      compiled = bridge.compile(python_handle_, spec, target, options);
-    } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "tjit: compiling ", k.description, " failed: ", e.what_without_backtrace());
-    }
-    load_module(k, compiled, device);
-    compiled.binary = std::string();  // loaded; no need to keep the bytes
-    k.meta = std::move(compiled);
+    // Intact by its checksum, yet the driver refuses it: compile afresh, which replaces it.
+    detail::report_unusable_stored_kernel(impl_->signature, key, e.what_without_backtrace());
+    compiled = obtain(spec, target, options, k.description, /*use_store=*/false, key, from_store);
+    load_binary(k, compiled, device);
+  }
+  configure_function(k, compiled, device);
+  compiled.binary = std::string();  // loaded; no need to keep the bytes
+  k.meta = std::move(compiled);
+  if (!from_store && compile_logging_enabled()) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (compile_logging_enabled()) {
-      std::fprintf(stderr, "[tjit] compiled %s (num_warps=%d, num_stages=%d) in %.0f ms\n",
-                   k.description.c_str(), options.num_warps, options.num_stages, ms);
-    }
-    impl_->num_compiled.fetch_add(1);
-    k.ready.store(true, std::memory_order_release);
-  });
+    std::fprintf(stderr, "[tjit] compiled %s (num_warps=%d, num_stages=%d) in %.0f ms\n", k.description.c_str(),
+                 options.num_warps, options.num_stages, ms);
+  }
+  k.ready.store(true, std::memory_order_release);
   return k;
 }
 
@@ -533,7 +625,7 @@ void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& optio
     }
   }
   try {
-    detail::python_bridge().run_interpreted(python_handle_, grid, options, args);
+    detail::python_bridge().run_interpreted(impl_->ensure_python(), grid, options, args);
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, "tjit: kernel ", function_name_, " from ", kernel_file_, " on CPU: ",
                 e.what_without_backtrace());

@@ -7,10 +7,11 @@
 //
 // Arguments are classified exactly as Python Triton 3.6 classifies them (pointer dtype and
 // 16-byte alignment, i32/i64/u64 by value, `== 1` and divisible-by-16 integers,
-// do_not_specialize, constexprs). The first call of each specialisation compiles through an
-// embedded Python interpreter calling triton.compile; later calls only build a key on the
-// stack, look it up and launch with the CUDA driver API. CPU tensors run the kernel through
-// Triton's interpreter instead.
+// do_not_specialize, constexprs). The first call of each specialisation looks the binary up in
+// tjit's kernel store (tjit/kernel_store.h) and otherwise compiles it through an embedded Python
+// interpreter calling triton.compile (then stores it); later calls only build a key on the
+// stack, look it up in memory and launch with the CUDA driver API. With a warm store a process
+// never starts Python. CPU tensors run the kernel through Triton's interpreter instead.
 
 #include <tjit/argument_pack.h>
 #include <tjit/compiled_kernel.h>
@@ -31,9 +32,10 @@ struct CachedKernel;
 
 class TritonJitFunction {
  public:
-  // The one instance for (kernel_file, function_name); thread-safe. Loads the kernel's
-  // signature from Python on first use. Throws c10::Error naming the file and function when
-  // the file or function does not exist or is not a @triton.jit kernel.
+  // The one instance for (kernel_file, function_name); thread-safe. Learns the kernel's
+  // signature on first use, from the kernel store when it has one for the file's current
+  // sources, else from Python. Throws c10::Error naming the file and function when the file or
+  // function does not exist or is not a @triton.jit kernel.
   static TritonJitFunction& get_instance(std::string_view kernel_file,
                                          std::string_view function_name);
 
@@ -49,8 +51,9 @@ class TritonJitFunction {
     launch(stream, grid, options, pack);
   }
 
-  // Compiles (without launching, without a GPU) for an explicit target. Tensors only lend
-  // their dtype and alignment here, so CPU tensors do.
+  // The binary a call with these arguments runs on a device of `target`, without launching and
+  // without a GPU: from the kernel store, else compiled (and stored). Tensors only lend their
+  // dtype and alignment here, so CPU tensors do; a compile here warms the store for launches.
   template <typename... Args>
   CompiledKernel compile(const CompileTarget& target, const LaunchOptions& options,
                          const Args&... args) const {
@@ -72,8 +75,10 @@ class TritonJitFunction {
   const std::string& kernel_file() const { return kernel_file_; }
   const std::string& function_name() const { return function_name_; }
   const std::vector<KernelParam>& params() const { return params_; }
-  // How many binaries this function has compiled and loaded in this process.
+  // How many binaries this function compiled through Triton in this process, and how many it
+  // read from the kernel store instead (launches and compile() together).
   size_t num_compiled() const;
+  size_t num_loaded_from_store() const;
 
   ~TritonJitFunction();
   TritonJitFunction(const TritonJitFunction&) = delete;
@@ -91,6 +96,11 @@ class TritonJitFunction {
                           const detail::ArgumentPackBase& pack) const;
   CompiledKernel compile_packed(const CompileTarget& target, const LaunchOptions& options,
                                 detail::ArgumentPackBase& pack) const;
+  // The binary for a specialisation: from the store (unless use_store is false), else compiled
+  // and stored. `key` receives the store key; `from_store` whether the store had it.
+  CompiledKernel obtain(const Specialization& spec, const CompileTarget& target, const LaunchOptions& options,
+                        const std::string& description, bool use_store, std::string& key,
+                        bool& from_store) const;
   Specialization specialization_of(const detail::ArgumentPackBase& pack) const;
   // "name(params) from file for target", for logs and errors.
   std::string describe(const Specialization& spec, const CompileTarget& target) const;
@@ -98,7 +108,6 @@ class TritonJitFunction {
   std::string kernel_file_;
   std::string function_name_;
   std::vector<KernelParam> params_;
-  int64_t python_handle_ = -1;
   std::unique_ptr<Impl> impl_;
 };
 

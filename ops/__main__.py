@@ -1,0 +1,77 @@
+"""tjit's command line: `python -m tjit cache {info,list,clear}`.
+
+    python -m tjit cache info                  where the kernel store is, how many kernels, entries, bytes
+    python -m tjit cache list [--kernel NAME]  each entry: kernel, specialisation, options, target, Triton, size
+    python -m tjit cache clear [--kernel NAME] remove every entry, or one kernel's (function name or file path)
+
+--dir DIR works on another store folder than the one the runtime would use (TJIT_CACHE_DIR, else
+$XDG_CACHE_HOME/tjit, else ~/.cache/tjit); --json prints machine-readable output.
+"""
+
+import argparse
+import json
+import sys
+
+from . import kernel_store
+
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _cache(args):
+    folder = args.dir or kernel_store.directory()
+    if folder is None:
+        print("tjit: the kernel store is off (TJIT_CACHE=0); pass --dir DIR to inspect a store folder",
+              file=sys.stderr)
+        return 1
+    if args.command == "info":
+        summary = kernel_store.info(folder)
+        if args.json:
+            print(json.dumps(summary, indent=2))
+        else:
+            print(f"kernel store: {summary['directory']}" + ("" if summary["exists"] else " (not created yet)"))
+            print(f"  {summary['entries']} entries of {summary['kernels']} kernels, "
+                  f"{summary['signatures']} signature records, {_size(summary['bytes'])}")
+            if summary["damaged"]:
+                print(f"  {summary['damaged']} damaged files (ignored by the runtime, replaced on next use)")
+        return 0
+    if args.command == "list":
+        items = [item for item in kernel_store.read(folder) if kernel_store.matches(item, args.kernel)]
+        if args.json:
+            print(json.dumps([item.as_dict() if isinstance(item, kernel_store.Entry) else
+                              {"path": item.path, "bytes": item.size, "damaged": item.reason} for item in items],
+                             indent=2))
+            return 0
+        for item in items:
+            if isinstance(item, kernel_store.Damaged):
+                print(f"DAMAGED {item.path}: {item.reason}")
+                continue
+            print(f"{item.function}({item.signature})\n    file {item.file}\n    {item.options}\n"
+                  f"    target {item.target}, triton {item.triton}, {_size(item.size)}: {item.path}")
+        if not items:
+            print("no entries" + (f" for {args.kernel}" if args.kernel else "") + f" in {folder}")
+        return 0
+    removed = kernel_store.clear(folder, args.kernel)
+    print(f"removed {len(removed)} files" + (f" of {args.kernel}" if args.kernel else "") + f" from {folder}")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tjit", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    tools = parser.add_subparsers(dest="tool", required=True)
+    cache = tools.add_parser("cache", help="inspect or clear the kernel store")
+    cache.add_argument("command", choices=("info", "list", "clear"))
+    cache.add_argument("--kernel", help="only this kernel: its function name or its file's path")
+    cache.add_argument("--dir", help="the store folder (default: where the runtime looks)")
+    cache.add_argument("--json", action="store_true", help="machine-readable output (info, list)")
+    args = parser.parse_args(argv)
+    return _cache(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

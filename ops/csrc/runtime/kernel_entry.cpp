@@ -1,0 +1,277 @@
+#include "kernel_entry.h"
+
+#include <c10/util/hash.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+
+namespace tjit::detail {
+namespace {
+
+using nlohmann::json;
+
+// Frame: magic (8) | format (u32 LE) | header bytes (u32 LE) | binary bytes (u64 LE) |
+//        SHA-1 of header + binary (40 hex digits) | header (JSON) | binary
+constexpr size_t kMagicSize = 8;
+constexpr size_t kChecksumSize = 40;
+constexpr size_t kFrameSize = kMagicSize + 4 + 4 + 8 + kChecksumSize;
+constexpr char kEntryMagic[] = "TJITKRNL";
+constexpr char kSignatureMagic[] = "TJITSIGN";
+
+template <typename T>
+void put_le(std::string& out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out.push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff));
+  }
+}
+
+template <typename T>
+T get_le(const std::string& in, size_t offset) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    v |= uint64_t(static_cast<unsigned char>(in[offset + i])) << (8 * i);
+  }
+  return static_cast<T>(v);
+}
+
+std::string frame(const char* magic, const std::string& header, const std::string& binary) {
+  std::string contents = header + binary;
+  std::string out(magic, kMagicSize);
+  put_le<uint32_t>(out, kStoreFormatVersion);
+  put_le<uint32_t>(out, static_cast<uint32_t>(header.size()));
+  put_le<uint64_t>(out, binary.size());
+  out += c10::sha1(contents).str();
+  out += contents;
+  return out;
+}
+
+// Splits a frame into (header, binary) after checking magic, version, sizes and checksum.
+std::pair<std::string, std::string> unframe(const char* magic, const std::string& bytes) {
+  if (bytes.size() < kFrameSize) {
+    throw CorruptStoreFile("shorter (" + std::to_string(bytes.size()) + " bytes) than its frame");
+  }
+  if (std::memcmp(bytes.data(), magic, kMagicSize) != 0) {
+    throw CorruptStoreFile("not a tjit store file (wrong magic)");
+  }
+  const auto format = get_le<uint32_t>(bytes, 8);
+  if (format != kStoreFormatVersion) {
+    throw CorruptStoreFile("store format " + std::to_string(format) + ", this tjit reads " +
+                           std::to_string(kStoreFormatVersion));
+  }
+  const uint64_t header_size = get_le<uint32_t>(bytes, 12);
+  const uint64_t binary_size = get_le<uint64_t>(bytes, 16);
+  const uint64_t expected = kFrameSize + header_size + binary_size;
+  if (binary_size > bytes.size() || header_size > bytes.size() || expected != bytes.size()) {
+    throw CorruptStoreFile("size " + std::to_string(bytes.size()) + " bytes, its frame says " +
+                           std::to_string(expected));
+  }
+  std::string contents = bytes.substr(kFrameSize);
+  if (c10::sha1(contents).str() != bytes.substr(kMagicSize + 16, kChecksumSize)) {
+    throw CorruptStoreFile("checksum mismatch");
+  }
+  return {contents.substr(0, header_size), contents.substr(header_size)};
+}
+
+json parse_header(const std::string& header) {
+  try {
+    json j = json::parse(header);
+    if (!j.is_object()) {
+      throw CorruptStoreFile("header is not a JSON object");
+    }
+    return j;
+  } catch (const json::exception& e) {
+    throw CorruptStoreFile(std::string("header is not valid JSON: ") + e.what());
+  }
+}
+
+json params_to_json(const std::vector<KernelParam>& params) {
+  json out = json::array();
+  for (const KernelParam& p : params) {
+    out.push_back({{"name", p.name},
+                   {"constexpr", p.is_constexpr},
+                   {"const", p.is_const},
+                   {"do_not_specialize", p.do_not_specialize},
+                   {"do_not_specialize_on_alignment", p.do_not_specialize_on_alignment},
+                   {"annotation", p.annotation_type}});
+  }
+  return out;
+}
+
+std::vector<KernelParam> params_from_json(const json& j) {
+  std::vector<KernelParam> params;
+  for (const json& p : j) {
+    KernelParam param;
+    param.name = p.at("name").get<std::string>();
+    param.is_constexpr = p.at("constexpr").get<bool>();
+    param.is_const = p.at("const").get<bool>();
+    param.do_not_specialize = p.at("do_not_specialize").get<bool>();
+    param.do_not_specialize_on_alignment = p.at("do_not_specialize_on_alignment").get<bool>();
+    param.annotation_type = p.at("annotation").get<std::string>();
+    params.push_back(std::move(param));
+  }
+  return params;
+}
+
+json signature_to_json(const KernelSignature& s) {
+  json sources = json::array();
+  for (const SourceFile& f : s.sources) {
+    sources.push_back({{"path", f.path}, {"fingerprint", f.fingerprint}});
+  }
+  return {{"file", s.file},
+          {"function", s.function},
+          {"params", params_to_json(s.params)},
+          {"sources", sources},
+          {"triton", s.triton_version}};
+}
+
+KernelSignature signature_from_json(const json& j) {
+  KernelSignature s;
+  s.file = j.at("file").get<std::string>();
+  s.function = j.at("function").get<std::string>();
+  s.params = params_from_json(j.at("params"));
+  for (const json& f : j.at("sources")) {
+    s.sources.push_back({f.at("path").get<std::string>(), f.at("fingerprint").get<std::string>()});
+  }
+  s.triton_version = j.at("triton").get<std::string>();
+  return s;
+}
+
+json constexpr_to_json(const ConstexprValue& value) {
+  return std::visit(
+      [](const auto& v) -> json {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) {
+          return nullptr;
+        } else {
+          return v;
+        }
+      },
+      value);
+}
+
+ConstexprValue constexpr_from_json(const json& j) {
+  if (j.is_null()) {
+    return std::monostate{};
+  }
+  if (j.is_boolean()) {
+    return j.get<bool>();
+  }
+  if (j.is_number_integer()) {
+    return j.get<int64_t>();
+  }
+  if (j.is_number_float()) {
+    return j.get<double>();
+  }
+  throw CorruptStoreFile("constexpr value " + j.dump() + " is not None, a bool, an int or a float");
+}
+
+template <typename F>
+auto decoding(F&& f) {
+  try {
+    return f();
+  } catch (const json::exception& e) {
+    throw CorruptStoreFile(std::string("header misses or mistypes a field: ") + e.what());
+  }
+}
+
+}  // namespace
+
+std::string encode_entry(const KernelEntry& e) {
+  json constexprs = json::array();
+  for (const auto& [index, value] : e.specialization.constexprs) {
+    constexprs.push_back(json::array({index, constexpr_to_json(value)}));
+  }
+  const CompiledKernel& c = e.compiled;
+  const json header = {
+      {"key", e.key},
+      {"kernel", signature_to_json(e.kernel)},
+      {"specialization",
+       {{"types", e.specialization.types},
+        {"constexprs", constexprs},
+        {"divisible_by_16", e.specialization.divisible_by_16}}},
+      {"options",
+       {{"num_warps", e.options.num_warps},
+        {"num_stages", e.options.num_stages},
+        {"num_ctas", e.options.num_ctas},
+        {"enable_fp_fusion", e.options.enable_fp_fusion},
+        {"launch_cooperative_grid", e.options.launch_cooperative_grid},
+        {"launch_pdl", e.options.launch_pdl}}},
+      {"target", {{"backend", c.target.backend}, {"arch", c.target.arch}, {"warp_size", c.target.warp_size}}},
+      {"launch",
+       {{"symbol", c.name},
+        {"shared_memory", c.shared_memory},
+        {"num_warps", c.num_warps},
+        {"num_ctas", c.num_ctas},
+        {"global_scratch_size", c.global_scratch_size},
+        {"global_scratch_align", c.global_scratch_align},
+        {"profile_scratch_size", c.profile_scratch_size},
+        {"profile_scratch_align", c.profile_scratch_align},
+        {"launch_cooperative_grid", c.launch_cooperative_grid},
+        {"launch_pdl", c.launch_pdl}}},
+      {"binary_format", "cubin"},
+  };
+  return frame(kEntryMagic, header.dump(), c.binary);
+}
+
+KernelEntry decode_entry(const std::string& bytes) {
+  auto [header, binary] = unframe(kEntryMagic, bytes);
+  const json j = parse_header(header);
+  return decoding([&] {
+    KernelEntry e;
+    e.key = j.at("key").get<std::string>();
+    e.kernel = signature_from_json(j.at("kernel"));
+    const json& spec = j.at("specialization");
+    e.specialization.types = spec.at("types").get<std::vector<std::string>>();
+    for (const json& c : spec.at("constexprs")) {
+      e.specialization.constexprs.emplace_back(c.at(0).get<int>(), constexpr_from_json(c.at(1)));
+    }
+    e.specialization.divisible_by_16 = spec.at("divisible_by_16").get<std::vector<int>>();
+    const json& o = j.at("options");
+    e.options.num_warps = o.at("num_warps").get<int>();
+    e.options.num_stages = o.at("num_stages").get<int>();
+    e.options.num_ctas = o.at("num_ctas").get<int>();
+    e.options.enable_fp_fusion = o.at("enable_fp_fusion").get<bool>();
+    e.options.launch_cooperative_grid = o.at("launch_cooperative_grid").get<bool>();
+    e.options.launch_pdl = o.at("launch_pdl").get<bool>();
+    const json& t = j.at("target");
+    CompiledKernel& c = e.compiled;
+    c.target.backend = t.at("backend").get<std::string>();
+    c.target.arch = t.at("arch").get<int>();
+    c.target.warp_size = t.at("warp_size").get<int>();
+    const json& l = j.at("launch");
+    c.name = l.at("symbol").get<std::string>();
+    c.shared_memory = l.at("shared_memory").get<int>();
+    c.num_warps = l.at("num_warps").get<int>();
+    c.num_ctas = l.at("num_ctas").get<int>();
+    c.global_scratch_size = l.at("global_scratch_size").get<int64_t>();
+    c.global_scratch_align = l.at("global_scratch_align").get<int64_t>();
+    c.profile_scratch_size = l.at("profile_scratch_size").get<int64_t>();
+    c.profile_scratch_align = l.at("profile_scratch_align").get<int64_t>();
+    c.launch_cooperative_grid = l.at("launch_cooperative_grid").get<bool>();
+    c.launch_pdl = l.at("launch_pdl").get<bool>();
+    if (j.at("binary_format").get<std::string>() != "cubin") {
+      throw CorruptStoreFile("binary format " + j.at("binary_format").dump() + " is not cubin");
+    }
+    if (c.name.empty() || binary.empty() || c.num_warps <= 0 || c.num_ctas <= 0 || c.shared_memory < 0 ||
+        e.kernel.params.size() != e.specialization.types.size()) {
+      throw CorruptStoreFile("inconsistent launch metadata");
+    }
+    c.binary = std::move(binary);
+    return e;
+  });
+}
+
+std::string encode_signature(const KernelSignature& signature) {
+  return frame(kSignatureMagic, signature_to_json(signature).dump(), std::string());
+}
+
+KernelSignature decode_signature(const std::string& bytes) {
+  auto [header, binary] = unframe(kSignatureMagic, bytes);
+  if (!binary.empty()) {
+    throw CorruptStoreFile("a signature record carries no binary");
+  }
+  const json j = parse_header(header);
+  return decoding([&] { return signature_from_json(j); });
+}
+
+}  // namespace tjit::detail

@@ -1,0 +1,62 @@
+#pragma once
+// The kernel store's two file formats (docs/design.md, "Kernel store"; ops/kernel_store.py reads
+// them too):
+//   - a kernel entry: one compiled specialisation, self-describing: the binary, its symbol and
+//     launch metadata, the specialisation and options it was compiled for, the kernel's static
+//     signature, and the fingerprints of the sources it was compiled from;
+//   - a signature record: the static signature of one @triton.jit function, so a process can
+//     learn a kernel's parameters without Python.
+// Both are framed the same way: magic, format version, lengths and a SHA-1 of the contents, then
+// a JSON header and the binary. Any damage (truncation, flipped bytes, garbage) fails decoding.
+
+#include <tjit/compiled_kernel.h>
+#include <tjit/kernel_param.h>
+#include <tjit/launch_types.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tjit::detail {
+
+// Bumped whenever either format or the meaning of a key changes; old entries are then ignored.
+inline constexpr uint32_t kStoreFormatVersion = 1;
+
+// A source file a kernel was compiled from, with the git blob id of the content compiled.
+struct SourceFile {
+  std::string path;
+  std::string fingerprint;
+  bool operator==(const SourceFile& o) const { return path == o.path && fingerprint == o.fingerprint; }
+};
+
+// What the runtime needs to know about a @triton.jit function besides its binaries.
+struct KernelSignature {
+  std::string file;  // absolute path
+  std::string function;
+  std::vector<KernelParam> params;
+  std::vector<SourceFile> sources;  // the kernel file first
+  std::string triton_version;       // of the Triton that read the signature
+};
+
+// One compiled specialisation.
+struct KernelEntry {
+  std::string key;  // the store key's text (what decides the binary); see kernel_store_detail.h
+  KernelSignature kernel;
+  Specialization specialization;
+  LaunchOptions options;
+  CompiledKernel compiled;  // binary, symbol, launch metadata, target
+};
+
+// What is wrong with bytes that should have been an entry or a record.
+class CorruptStoreFile : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::string encode_entry(const KernelEntry& entry);
+KernelEntry decode_entry(const std::string& bytes);  // throws CorruptStoreFile
+std::string encode_signature(const KernelSignature& signature);
+KernelSignature decode_signature(const std::string& bytes);  // throws CorruptStoreFile
+
+}  // namespace tjit::detail

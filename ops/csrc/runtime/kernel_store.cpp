@@ -1,0 +1,348 @@
+// The kernel store's folder: where it is, how keys map to files, and reading and writing them
+// atomically. Layout (docs/design.md, "Kernel store"):
+//   <folder>/v<format>/<function>-<16 hex of SHA-1(kernel file path)>/signature.tjs
+//   <folder>/v<format>/<function>-<...>/<32 hex of SHA-1(key)>.tjk
+
+#include "kernel_store_detail.h"
+
+#include "compiler_identity.h"
+#include "source_fingerprint.h"
+
+#include <tjit/kernel_store.h>
+
+#include <c10/util/hash.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <unordered_set>
+
+namespace tjit {
+namespace {
+
+namespace fs = std::filesystem;
+using detail::CorruptStoreFile;
+using detail::KernelEntry;
+using detail::KernelSignature;
+
+struct Counters {
+  std::atomic<uint64_t> signature_hits{0};
+  std::atomic<uint64_t> hits{0};
+  std::atomic<uint64_t> misses{0};
+  std::atomic<uint64_t> stale{0};
+  std::atomic<uint64_t> corrupt{0};
+  std::atomic<uint64_t> writes{0};
+  std::atomic<uint64_t> write_failures{0};
+};
+
+struct StoreState {
+  std::mutex mutex;
+  bool resolved = false;
+  std::optional<std::string> directory;
+  bool write_failure_logged = false;
+  std::unordered_set<std::string> logged_damage;
+  Counters counters;
+};
+
+StoreState& state() {
+  static StoreState s;
+  return s;
+}
+
+bool is_off(const char* value) {
+  if (value == nullptr) {
+    return false;
+  }
+  const std::string v(value);
+  return v == "0" || v == "off" || v == "OFF" || v == "false" || v == "no";
+}
+
+std::optional<std::string> directory_from_environment() {
+  if (is_off(std::getenv("TJIT_CACHE"))) {
+    return std::nullopt;
+  }
+  fs::path dir;
+  if (const char* d = std::getenv("TJIT_CACHE_DIR"); d != nullptr && *d != '\0') {
+    dir = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
+    dir = fs::path(x) / "tjit";
+  } else if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+    dir = fs::path(h) / ".cache" / "tjit";
+  } else {
+    std::fprintf(stderr, "[tjit] kernel store off: none of TJIT_CACHE_DIR, XDG_CACHE_HOME, HOME is set\n");
+    return std::nullopt;
+  }
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(dir, ec);
+  return (ec ? dir : absolute).lexically_normal().string();
+}
+
+// <folder>/v<format>, or nullopt when the store is off.
+std::optional<fs::path> store_root() {
+  StoreState& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!s.resolved) {
+    s.directory = directory_from_environment();
+    s.resolved = true;
+  }
+  if (!s.directory) {
+    return std::nullopt;
+  }
+  std::string version(1, 'v');  // appended, not "v" + ...: GCC 12 warns falsely (-Wrestrict) there
+  version += std::to_string(detail::kStoreFormatVersion);
+  return fs::path(*s.directory) / version;
+}
+
+std::string sha1_hex(const std::string& text) { return c10::sha1(text.empty() ? std::string(1, '\0') : text).str(); }
+
+fs::path kernel_folder(const fs::path& root, const std::string& file, const std::string& function) {
+  return root / (function + "-" + sha1_hex(file).substr(0, 16));
+}
+
+fs::path entry_path(const fs::path& root, const KernelSignature& kernel, const std::string& key) {
+  return kernel_folder(root, kernel.file, kernel.function) / (sha1_hex(key).substr(0, 32) + ".tjk");
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return std::nullopt;
+  }
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (file.bad()) {
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+void report_damage(const fs::path& path, const std::string& reason) {
+  StoreState& s = state();
+  s.counters.corrupt.fetch_add(1);
+  std::lock_guard lock(s.mutex);
+  if (s.logged_damage.insert(path.string()).second) {
+    std::fprintf(stderr, "[tjit] kernel store: ignoring damaged %s (%s); it is recompiled and replaced\n",
+                 path.c_str(), reason.c_str());
+  }
+}
+
+// Writes `bytes` to a temporary file beside `path`, then renames it into place: a reader sees the
+// old file or the whole new one, never a part. False (after one warning per process) on failure.
+bool write_atomically(const fs::path& path, const std::string& bytes) {
+  static std::atomic<uint64_t> sequence{0};
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  std::string name(1, '.');  // hidden, unique per process and write, renamed into place
+  name += path.filename().string();
+  name += '.';
+  name += std::to_string(::getpid());
+  name += '.';
+  name += std::to_string(sequence.fetch_add(1));
+  name += ".tmp";
+  const fs::path temporary = path.parent_path() / name;
+  const auto failure = [] { return errno != 0 ? errno : EIO; };
+  int error = 0;
+  errno = 0;
+  std::FILE* f = std::fopen(temporary.c_str(), "wb");
+  if (f == nullptr) {
+    error = failure();
+  } else {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fflush(f) != 0) {
+      error = failure();
+    }
+    if (std::fclose(f) != 0 && error == 0) {
+      error = failure();
+    }
+    if (error == 0 && std::rename(temporary.c_str(), path.c_str()) != 0) {
+      error = failure();
+    }
+    if (error != 0) {
+      std::remove(temporary.c_str());
+    }
+  }
+  StoreState& s = state();
+  if (error == 0) {
+    s.counters.writes.fetch_add(1);
+    return true;
+  }
+  s.counters.write_failures.fetch_add(1);
+  std::lock_guard lock(s.mutex);
+  if (!s.write_failure_logged) {
+    s.write_failure_logged = true;
+    std::fprintf(stderr,
+                 "[tjit] kernel store: cannot write %s (%s); compiled kernels stay in memory only. Set "
+                 "TJIT_CACHE_DIR to a writable folder, or TJIT_CACHE=0 to turn the store off.\n",
+                 path.c_str(), std::strerror(error));
+  }
+  return false;
+}
+
+// Whether `recorded` was made by the Triton this process compiles with (any, when none is
+// installed: then the store is all there is).
+bool same_triton(const std::string& recorded) {
+  const std::string& current = detail::compiler_identity().triton_version;
+  return current.empty() || recorded == current;
+}
+
+bool sources_current(const std::vector<detail::SourceFile>& sources) {
+  for (const detail::SourceFile& f : sources) {
+    const auto now = detail::source_fingerprint(f.path);
+    if (!now || *now != f.fingerprint) {
+      return false;
+    }
+  }
+  return !sources.empty();
+}
+
+}  // namespace
+
+std::optional<std::string> kernel_store_directory() {
+  if (!store_root()) {
+    return std::nullopt;
+  }
+  StoreState& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.directory;
+}
+
+void set_kernel_store_directory(std::optional<std::string> directory) {
+  StoreState& s = state();
+  std::lock_guard lock(s.mutex);
+  if (directory) {
+    std::error_code ec;
+    const fs::path absolute = fs::absolute(*directory, ec);
+    directory = (ec ? fs::path(*directory) : absolute).lexically_normal().string();
+  }
+  s.directory = std::move(directory);
+  s.resolved = true;
+  s.write_failure_logged = false;
+}
+
+KernelStoreCounters kernel_store_counters() {
+  const Counters& c = state().counters;
+  KernelStoreCounters out;
+  out.signature_hits = c.signature_hits.load();
+  out.hits = c.hits.load();
+  out.misses = c.misses.load();
+  out.stale = c.stale.load();
+  out.corrupt = c.corrupt.load();
+  out.writes = c.writes.load();
+  out.write_failures = c.write_failures.load();
+  return out;
+}
+
+namespace detail {
+
+std::optional<KernelSignature> load_stored_signature(const std::string& file, const std::string& function) {
+  const auto root = store_root();
+  if (!root) {
+    return std::nullopt;
+  }
+  const fs::path path = kernel_folder(*root, file, function) / "signature.tjs";
+  const auto bytes = read_file(path);
+  if (!bytes) {
+    return std::nullopt;
+  }
+  KernelSignature signature;
+  try {
+    signature = decode_signature(*bytes);
+  } catch (const CorruptStoreFile& e) {
+    report_damage(path, e.what());
+    return std::nullopt;
+  }
+  if (signature.file != file || signature.function != function) {
+    report_damage(path, "it records " + signature.function + " from " + signature.file);
+    return std::nullopt;
+  }
+  if (!same_triton(signature.triton_version) || !sources_current(signature.sources)) {
+    return std::nullopt;
+  }
+  state().counters.signature_hits.fetch_add(1);
+  return signature;
+}
+
+void store_signature(const KernelSignature& signature) {
+  const auto root = store_root();
+  if (root) {
+    write_atomically(kernel_folder(*root, signature.file, signature.function) / "signature.tjs",
+                     encode_signature(signature));
+  }
+}
+
+std::string kernel_store_key(const KernelSignature& kernel, const Specialization& spec,
+                             const LaunchOptions& options, const CompileTarget& target) {
+  std::vector<std::string> names;
+  names.reserve(kernel.params.size());
+  for (const KernelParam& p : kernel.params) {
+    names.push_back(p.name);
+  }
+  std::string environment = compiler_identity().environment;
+  for (char& c : environment) {
+    c = c == '\n' ? ';' : c;
+  }
+  return "tjit kernel store v" + std::to_string(kStoreFormatVersion) + "\nfile " + kernel.file + "\nfunction " +
+         kernel.function + "\nsignature " + spec.describe(names) +
+         "\noptions num_warps=" + std::to_string(options.num_warps) +
+         " num_stages=" + std::to_string(options.num_stages) + " num_ctas=" + std::to_string(options.num_ctas) +
+         " enable_fp_fusion=" + std::to_string(options.enable_fp_fusion) +
+         " launch_cooperative_grid=" + std::to_string(options.launch_cooperative_grid) +
+         " launch_pdl=" + std::to_string(options.launch_pdl) + "\ntarget " + target.to_string() +
+         "\nenvironment " + environment + "\n";
+}
+
+std::optional<KernelEntry> load_stored_kernel(const KernelSignature& kernel, const std::string& key) {
+  const auto root = store_root();
+  if (!root) {
+    return std::nullopt;
+  }
+  Counters& counters = state().counters;
+  const fs::path path = entry_path(*root, kernel, key);
+  const auto bytes = read_file(path);
+  if (!bytes) {
+    counters.misses.fetch_add(1);
+    return std::nullopt;
+  }
+  KernelEntry entry;
+  try {
+    entry = decode_entry(*bytes);
+  } catch (const CorruptStoreFile& e) {
+    report_damage(path, e.what());
+    counters.misses.fetch_add(1);
+    return std::nullopt;
+  }
+  if (entry.key != key) {
+    report_damage(path, "it holds the entry of another key");
+    counters.misses.fetch_add(1);
+    return std::nullopt;
+  }
+  if (!same_triton(entry.kernel.triton_version) || !sources_current(entry.kernel.sources)) {
+    counters.stale.fetch_add(1);
+    counters.misses.fetch_add(1);
+    return std::nullopt;
+  }
+  counters.hits.fetch_add(1);
+  return entry;
+}
+
+void store_kernel(const KernelEntry& entry) {
+  const auto root = store_root();
+  if (root) {
+    write_atomically(entry_path(*root, entry.kernel, entry.key), encode_entry(entry));
+  }
+}
+
+void report_unusable_stored_kernel(const KernelSignature& kernel, const std::string& key, const std::string& reason) {
+  if (const auto root = store_root()) {
+    report_damage(entry_path(*root, kernel, key), reason);
+  }
+}
+
+}  // namespace detail
+}  // namespace tjit

@@ -1,0 +1,226 @@
+"""tjit's kernel store, read from Python: where it is, what it holds, and clearing it.
+
+The C++ runtime writes the store (tjit/kernel_store.h; docs/design.md, "Kernel store" describes the
+files). This module reads the same files without importing triton or loading tjit's libraries;
+`python -m tjit cache {info,list,clear}` is its command line.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+from typing import Iterator, List, Optional
+
+FORMAT_VERSION = 1
+ENTRY_MAGIC = b"TJITKRNL"
+SIGNATURE_MAGIC = b"TJITSIGN"
+ENTRY_SUFFIX = ".tjk"
+SIGNATURE_NAME = "signature.tjs"
+_FRAME = struct.Struct("<8sIIQ40s")  # magic, format, header bytes, binary bytes, SHA-1 (hex)
+
+
+class DamagedFile(ValueError):
+    """A store file that is not intact (the runtime ignores and replaces such files)."""
+
+
+def directory() -> Optional[str]:
+    """The store's folder as the runtime chooses it; None when the store is off (TJIT_CACHE=0)."""
+    if os.environ.get("TJIT_CACHE", "").lower() in ("0", "off", "false", "no"):
+        return None
+    chosen = os.environ.get("TJIT_CACHE_DIR")
+    if not chosen:
+        if os.environ.get("XDG_CACHE_HOME"):
+            chosen = os.path.join(os.environ["XDG_CACHE_HOME"], "tjit")
+        elif os.environ.get("HOME"):
+            chosen = os.path.join(os.environ["HOME"], ".cache", "tjit")
+        else:
+            return None
+    return os.path.normpath(os.path.abspath(chosen))
+
+
+def decode(data: bytes, magic: bytes):
+    """(header dict, binary bytes) of a framed store file; raises DamagedFile saying why."""
+    if len(data) < _FRAME.size:
+        raise DamagedFile(f"shorter ({len(data)} bytes) than its frame")
+    found_magic, version, header_size, binary_size, checksum = _FRAME.unpack_from(data)
+    if found_magic != magic:
+        raise DamagedFile("not a tjit store file of this kind (wrong magic)")
+    if version != FORMAT_VERSION:
+        raise DamagedFile(f"store format {version}, this tjit reads {FORMAT_VERSION}")
+    if _FRAME.size + header_size + binary_size != len(data):
+        raise DamagedFile(f"size {len(data)} bytes, its frame says {_FRAME.size + header_size + binary_size}")
+    contents = data[_FRAME.size:]
+    if hashlib.sha1(contents).hexdigest().encode() != checksum:
+        raise DamagedFile("checksum mismatch")
+    try:
+        header = json.loads(contents[:header_size])
+    except ValueError as e:
+        raise DamagedFile(f"header is not valid JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise DamagedFile("header is not a JSON object")
+    return header, contents[header_size:]
+
+
+@dataclasses.dataclass
+class Entry:
+    """One compiled specialisation in the store."""
+    path: str
+    size: int
+    header: dict
+    binary_size: int
+
+    @property
+    def function(self) -> str:
+        return self.header["kernel"]["function"]
+
+    @property
+    def file(self) -> str:
+        return self.header["kernel"]["file"]
+
+    def _key_line(self, name):
+        prefix = name + " "
+        return next((line[len(prefix):] for line in self.header["key"].splitlines() if line.startswith(prefix)), "")
+
+    @property
+    def signature(self) -> str:
+        """The specialisation, e.g. "x_ptr: *fp32:16, n: i32, BLOCK=1024"."""
+        return self._key_line("signature")
+
+    @property
+    def options(self) -> str:
+        return self._key_line("options")
+
+    @property
+    def target(self) -> str:
+        t = self.header["target"]
+        return f"{t['backend']}:{t['arch']}:{t['warp_size']}"
+
+    @property
+    def triton(self) -> str:
+        return self.header["kernel"]["triton"]
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "bytes": self.size, "function": self.function, "file": self.file,
+                "signature": self.signature, "options": self.options, "target": self.target, "triton": self.triton,
+                "sources": self.header["kernel"]["sources"], "launch": self.header["launch"],
+                "binary_bytes": self.binary_size}
+
+
+@dataclasses.dataclass
+class Damaged:
+    """A store file that failed to decode."""
+    path: str
+    size: int
+    reason: str
+
+
+def _format_root(folder: str) -> str:
+    return os.path.join(folder, f"v{FORMAT_VERSION}")
+
+
+def _store_files(folder: str):
+    root = _format_root(folder)
+    if not os.path.isdir(root):
+        return
+    for kernel_dir in sorted(os.scandir(root), key=lambda d: d.name):
+        if not kernel_dir.is_dir():
+            continue
+        for f in sorted(os.scandir(kernel_dir.path), key=lambda d: d.name):
+            if f.is_file() and not f.name.startswith("."):  # .*.tmp: a write under way
+                yield f.path
+
+
+def read(folder: Optional[str] = None) -> Iterator[object]:
+    """Every entry (Entry) and damaged file (Damaged) in the store; signature records are checked
+    and reported only when damaged."""
+    folder = folder or directory()
+    if folder is None:
+        return
+    for path in _store_files(folder):
+        with open(path, "rb") as f:
+            data = f.read()
+        is_signature = os.path.basename(path) == SIGNATURE_NAME
+        try:
+            header, binary = decode(data, SIGNATURE_MAGIC if is_signature else ENTRY_MAGIC)
+            if not is_signature:
+                entry = Entry(path, len(data), header, len(binary))
+                entry.as_dict()  # every field the listing shows is present
+        except (DamagedFile, KeyError, TypeError) as e:
+            yield Damaged(path, len(data), str(e) if isinstance(e, DamagedFile) else f"missing field {e}")
+            continue
+        if not is_signature:
+            yield entry
+
+
+def _kernel_identity(kernel_dir: str):
+    """(function, kernel file or None) of a kernel folder: from its signature record or an entry
+    when one is intact, else the function from the folder's name (<function>-<hash of file>)."""
+    for name in [SIGNATURE_NAME] + sorted(os.listdir(kernel_dir)):
+        path = os.path.join(kernel_dir, name)
+        if name.startswith(".") or not os.path.isfile(path):
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            header, _ = decode(data, SIGNATURE_MAGIC if name == SIGNATURE_NAME else ENTRY_MAGIC)
+            kernel = header if name == SIGNATURE_NAME else header["kernel"]
+            return kernel["function"], kernel["file"]
+        except (DamagedFile, KeyError, TypeError):
+            continue
+    return os.path.basename(kernel_dir).rsplit("-", 1)[0], None
+
+
+def matches(item, kernel: Optional[str]) -> bool:
+    """Whether a store item (Entry or Damaged) belongs to `kernel`: a function name or a kernel file."""
+    if kernel is None:
+        return True
+    return kernel in _kernel_identity(os.path.dirname(item.path))
+
+
+def info(folder: Optional[str] = None) -> dict:
+    folder = folder or directory()
+    summary = {"directory": folder, "enabled": folder is not None, "exists": bool(folder and os.path.isdir(folder)),
+               "kernels": 0, "entries": 0, "signatures": 0, "damaged": 0, "bytes": 0}
+    if folder is None:
+        return summary
+    functions = set()
+    for path in _store_files(folder):
+        summary["bytes"] += os.path.getsize(path)
+        if os.path.basename(path) == SIGNATURE_NAME:
+            summary["signatures"] += 1
+    for item in read(folder):
+        if isinstance(item, Entry):
+            summary["entries"] += 1
+            functions.add((item.file, item.function))
+        else:
+            summary["damaged"] += 1
+    summary["kernels"] = len(functions)
+    return summary
+
+
+def clear(folder: Optional[str] = None, kernel: Optional[str] = None) -> List[str]:
+    """Removes the store's files, or those of `kernel` (a function name or a kernel file path);
+    returns the removed paths. Clearing everything removes tjit's format folders (v1, ...) of any
+    version and nothing else, so a store folder shared with other files is safe to clear."""
+    folder = folder or directory()
+    if folder is None or not os.path.isdir(folder):
+        return []
+    removed = []
+    if kernel is None:
+        for version_dir in os.scandir(folder):
+            if version_dir.is_dir() and re.fullmatch(r"v\d+", version_dir.name):
+                for dirpath, _, filenames in os.walk(version_dir.path):
+                    removed.extend(os.path.join(dirpath, name) for name in filenames)
+                shutil.rmtree(version_dir.path)
+        return removed
+    root = _format_root(folder)
+    for kernel_dir in sorted(os.scandir(root), key=lambda d: d.name) if os.path.isdir(root) else []:
+        if kernel_dir.is_dir() and kernel in _kernel_identity(kernel_dir.path):
+            for name in sorted(os.listdir(kernel_dir.path)):
+                os.remove(os.path.join(kernel_dir.path, name))
+                removed.append(os.path.join(kernel_dir.path, name))
+            os.rmdir(kernel_dir.path)
+    return removed
