@@ -12,6 +12,9 @@ Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range)
     softmax bwd bandwidth                   >= 1.00 x aten at every column count
     softmax fwd / bwd bandwidth             >= 0.80 x copy from 1024 to 65536 columns
     layer_norm fwd / bwd bandwidth          >= 1.00 x aten for hidden sizes 512 ... 16384
+    cold start, C++, warm kernel store      every operator's first call <= 50 ms, libpython never mapped
+    cold start, Python, warm kernel store   every first torch.ops.tjit call <= 20 ms, triton never imported
+    cold start, empty kernel store          all first calls <= 1.10 x the same without a store (C++, Python)
 """
 
 import argparse
@@ -46,7 +49,41 @@ TARGETS = [
     _target("softmax_bwd_copy", "softmax bwd >= 0.80x copy, 1024..65536 columns", "ge", 0.80),
     _target("layer_norm_fwd_bw", "layer_norm fwd >= 1.00x aten, hidden 512..16384", "ge", 1.00),
     _target("layer_norm_bwd_bw", "layer_norm bwd >= 1.00x aten, hidden 512..16384", "ge", 1.00),
+    _target("cold_cpp_warm_store", "C++ fresh process, warm store: each op's first call <= 50 ms (value: ms), "
+            "libpython never mapped", "le", 50.0),
+    _target("cold_py_warm_store", "Python, warm store: each first torch.ops.tjit call <= 20 ms after import tjit "
+            "(value: ms), triton never imported", "le", 20.0),
+    _target("cold_store_vs_jit", "Empty store: all first calls <= 1.10x the same without a store (C++, Python)",
+            "le", 1.10),
 ]
+
+
+def _cold_start_target(cold, tid):
+    """(value, where, note, failed) of a cold-start target."""
+    if not cold or cold.get("skipped"):
+        return None, None, "cold start not run" + (f": {cold.get('reason')}" if cold else ""), False
+    if tid == "cold_store_vs_jit":
+        ratios = {}
+        for kind in ("cpp", "python"):
+            s = cold.get(kind) or {}
+            jit, empty = (s.get("jit") or {}).get("all_first_calls_ms"), (s.get("cold_store") or {}).get("all_first_calls_ms")
+            if jit and empty:
+                ratios[kind] = empty / jit
+        if not ratios:
+            return None, None, "not measured", False
+        kind = max(ratios, key=ratios.get)
+        return ratios[kind], f"{kind}, all first calls", None, False
+    kind, flag = ("cpp", "libpython_mapped") if tid == "cold_cpp_warm_store" else ("python", "triton_imported")
+    s = (cold.get(kind) or {}).get("warm_store") or {}
+    if "max_first_call_ms" not in s:
+        return None, None, "; ".join(s.get("errors", [])) or f"{kind} not measured", bool(s.get("errors"))
+    slowest = max(s["first_call_ms"], key=s["first_call_ms"].get)
+    problems = []
+    if any(s.get(flag, [])):
+        problems.append(f"{flag.replace('_', ' ')} in {sum(s[flag])} of {len(s[flag])} runs")
+    if not s.get("correct", False):
+        problems.append("results differ from aten")
+    return s["max_first_call_ms"], f"{slowest}, median of {s['runs']} processes", "; ".join(problems) or None, bool(problems)
 
 
 def _index_records(records):
@@ -126,6 +163,8 @@ def evaluate_targets(results):
         elif tid.startswith("layer_norm_"):
             pas = tid.split("_")[2]
             ratio, at, reason, failed = _bandwidth_target(bw, "layer_norm", pas, cols, 512, 16384, ["aten"])
+        elif tid.startswith("cold_"):
+            ratio, at, reason, failed = _cold_start_target(results.get("cold_start"), tid)
         if failed:  # tjit errored or gave wrong results somewhere in range
             status = "MISS"
         elif ratio is None:
@@ -279,11 +318,55 @@ def write_markdown(results, path, plots=()):
     else:
         lines += ["not run", ""]
 
+    lines += ["## Cold start (fresh processes)", ""] + cold_start_markdown(results.get("cold_start"))
+
     if plots:
         lines += ["## Plots", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in plots] + [""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
     return path
+
+
+COLD_START_SCENARIOS = (("jit", "no store (JIT)"), ("cold_store", "empty store"), ("warm_store", "warm store"))
+
+
+def cold_start_rows(cold):
+    """(headers, rows): each operator's first-call ms per implementation and scenario."""
+    columns = []
+    for kind, label in (("cpp", "C++"), ("python", "Python")):
+        for scenario, name in COLD_START_SCENARIOS:
+            s = ((cold.get(kind) or {}).get(scenario) or {})
+            if "first_call_ms" in s:
+                columns.append((f"{label} {name}", s))
+    if "first_call_ms" in (cold.get("python_triton") or {}):
+        columns.append(("Python Triton", cold["python_triton"]))
+    ops = list((columns[0][1]["first_call_ms"] if columns else {}).keys())
+    rows = [[op] + [_fmt(s["first_call_ms"].get(op), 2) for _, s in columns] for op in ops]
+    rows.append(["all first calls"] + [_fmt(s["all_first_calls_ms"], 1) for _, s in columns])
+    rows.append(["import (tjit / triton + wrappers)"] + [_fmt(s.get("import_ms"), 1) for _, s in columns])
+    rows.append(["CUDA context and inputs"] + [_fmt(s.get("context_ms"), 1) for _, s in columns])
+    return ["first call, ms"] + [name for name, _ in columns], rows
+
+
+def cold_start_markdown(cold):
+    if not cold:
+        return ["not run", ""]
+    if cold.get("skipped"):
+        return [f"skipped: {cold.get('reason')}", ""]
+    lines = [f"Host ms from the call to its completion in a new process (median of {cold['config']['runs']} "
+             f"processes per column; {cold['config']['shape']} {cold['config']['dtype']}); Triton's cache warm in "
+             "every column. No store: every kernel compiled through the embedded interpreter (a Triton cache "
+             "hit), as before the store existed. Empty store: the same plus writing the store. Warm store: "
+             "filled by an earlier process. See benchmarks/cold_start.py.", ""]
+    lines += _table(*cold_start_rows(cold)) + [""]
+    for kind in ("cpp", "python"):
+        for scenario, name in COLD_START_SCENARIOS:
+            s = (cold.get(kind) or {}).get(scenario) or {}
+            flags = [f"{flag} {s[flag]}" for flag in ("libpython_mapped", "libtriton_mapped", "triton_imported")
+                     if flag in s]
+            lines.append(f"- {kind} {name}: {', '.join(flags) or 'no flags'}; results match aten: "
+                         f"{s.get('correct')}" + (f"; errors: {s['errors']}" if s.get("errors") else ""))
+    return lines + [""]
 
 
 # ----------------------------------------------------------------------------------------- plots
@@ -381,6 +464,27 @@ def write_plots(results, out_dir, log=print):
         fig.tight_layout()
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
+    cold = results.get("cold_start")
+    if cold and not cold.get("skipped"):
+        headers, rows = cold_start_rows(cold)
+        op_rows = [r for r in rows if r[0] in cold["config"]["ops"]]
+        if op_rows and len(headers) > 1:
+            fig, ax = plt.subplots(figsize=(12, 6))
+            width = 0.8 / (len(headers) - 1)
+            for i, name in enumerate(headers[1:]):
+                values = [float(r[i + 1]) if r[i + 1] != "-" else 0.0 for r in op_rows]
+                ax.bar([k + i * width for k in range(len(op_rows))], values, width, label=name)
+            ax.set_xticks([k + 0.4 - width / 2 for k in range(len(op_rows))])
+            ax.set_xticklabels([r[0] for r in op_rows], rotation=15)
+            ax.set_yscale("log")
+            ax.set_ylabel("first call in a new process, ms (log)")
+            ax.set_title("Cold start: first call of each operator")
+            ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+            paths.append(os.path.join(out_dir, "cold_start.png"))
+            fig.tight_layout()
+            fig.savefig(paths[-1], dpi=120)
+            plt.close(fig)
     return paths
 
 
@@ -410,6 +514,10 @@ def summary_lines(results):
         else:
             lines.append("C++ host overhead (median us per call): " +
                          ", ".join(f"{k} {_fmt(v)}" for k, v in cpp.get("us_per_call", {}).items()))
+    cold = results.get("cold_start")
+    if cold and not cold.get("skipped"):
+        lines += ["Cold start, first call in a new process (median ms):"]
+        lines += ["  " + row for row in _text_table(*cold_start_rows(cold))]
     targets = results.get("targets") or evaluate_targets(results)
     lines += ["", "Targets:"] + ["  " + row for row in _text_table(*targets_rows(targets, note_width=60))]
     counts = {s: sum(t["status"] == s for t in targets) for s in ("PASS", "MISS", "N/A")}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""tjit's benchmark suite: host overhead (Python and C++) and memory bandwidth, tjit against aten,
-Python Triton, torch.library.triton_op and a device copy, with the targets checked at the end.
+"""tjit's benchmark suite: host overhead (Python and C++), memory bandwidth and cold start, tjit against
+aten, Python Triton, torch.library.triton_op and a device copy, with the targets checked at the end.
 
     python3 benchmarks/run_benchmarks.py --out benchmarks/results      # on the CUDA machine
     python3 benchmarks/run_benchmarks.py --smoke                       # anywhere: tiny sizes, CPU ok
@@ -32,7 +32,7 @@ def parse_args(argv):
                    "(default: benchmarks/results, or a new temporary folder with --smoke)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes and few iterations, to check that everything runs (implied on CPU)")
-    p.add_argument("--only", choices=("overhead", "bandwidth"), help="run one part only")
+    p.add_argument("--only", choices=("overhead", "bandwidth", "cold_start"), help="run one part only")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available, else cpu")
     p.add_argument("--ops", help=f"comma-separated subset of {','.join(OPS)} (default: all)")
     p.add_argument("--dtypes", help="bandwidth dtypes, comma-separated (default: float32,bfloat16)")
@@ -42,6 +42,7 @@ def parse_args(argv):
     p.add_argument("--merge", action="store_true",
                    help="update an existing results.json in the output folder with the parts run now "
                    "(e.g. after --only / --ops runs split over several commands)")
+    p.add_argument("--cold-start-runs", type=int, help="fresh processes per cold-start scenario (default 5; smoke 1)")
     p.add_argument("--warmup-ms", type=float, default=20, help="do_bench warm-up time per measurement (ms)")
     p.add_argument("--rep-ms", type=float, default=60, help="do_bench measuring time per measurement (ms)")
     return p.parse_args(argv)
@@ -74,6 +75,8 @@ def merge_previous(results, path, ops_filter):
         elif part == "python" and ops_filter and part in (old.get("overhead") or {}):
             kept = {op: e for op, e in old["overhead"][part].get("ops", {}).items() if op not in ran}
             results["overhead"][part]["ops"] = {**kept, **results["overhead"][part]["ops"]}
+    if results.get("cold_start") is None and old.get("cold_start"):
+        results["cold_start"] = old["cold_start"]
     if old.get("bandwidth"):
         if results["bandwidth"] is None:
             results["bandwidth"] = old["bandwidth"]
@@ -125,6 +128,7 @@ def main(argv=None):
     if device == "cpu":
         python_baselines.patch_interpreter_for_numpy()
     import bandwidth
+    import cold_start
     import overhead
     import report
 
@@ -150,16 +154,19 @@ def main(argv=None):
     if missing:
         print(f"note: torch.ops.tjit has no {', '.join(missing)} yet; tjit is skipped there")
 
-    results = {"meta": meta, "overhead": {}, "bandwidth": None}
-    if args.only != "bandwidth":
+    results = {"meta": meta, "overhead": {}, "bandwidth": None, "cold_start": None}
+    if args.only in (None, "overhead"):
         print("\n== host overhead, Python ==", flush=True)
         results["overhead"]["python"] = overhead.run_python_overhead(device, smoke, ops_filter)
         print("\n== host overhead, C++ ==", flush=True)
         results["overhead"]["cpp"] = overhead.run_cpp_overhead(device, smoke, args.cpp_bin,
                                                                allow_build=not (smoke or args.no_build))
-    if args.only != "overhead":
+    if args.only in (None, "bandwidth"):
         print("\n== bandwidth ==", flush=True)
         results["bandwidth"] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms)
+    if args.only in (None, "cold_start"):
+        print("\n== cold start (fresh processes) ==", flush=True)
+        results["cold_start"] = cold_start.run_cold_start(device, smoke, runs=args.cold_start_runs)
     meta["seconds"] = round(time.perf_counter() - started, 1)
     if args.merge:
         results = merge_previous(results, os.path.join(out_dir, report.RESULTS_JSON), ops_filter)

@@ -65,15 +65,20 @@ def test_smoke_writes_json_and_markdown(smoke_run):
     wrong = [r for r in records if r.get("ok") is False]
     assert not wrong, wrong
 
+    # Cold start is measured on CUDA only; on CPU the C++ program still runs and says it skipped.
+    cold = results["cold_start"]
+    assert cold["skipped"] is True and "CUDA" in cold["reason"]
+    assert cold["cpp_without_gpu"].get("skipped") is True, cold["cpp_without_gpu"]
+
     targets = results["targets"]
-    assert len(targets) == 12
+    assert len(targets) == 15
     for t in targets:
         assert {"target", "ratio", "status", "worst_at"} <= set(t)
         assert t["status"] in ("PASS", "MISS", "N/A")
 
     md = (folder / "results.md").read_text()
     for heading in ("## Targets", "## Host overhead per call, Python", "## Host overhead per call, C++",
-                    "## Bandwidth (GB/s)", "### softmax fwd", "### layer_norm bwd"):
+                    "## Bandwidth (GB/s)", "### softmax fwd", "### layer_norm bwd", "## Cold start (fresh processes)"):
         assert heading in md, heading
     # The summary table comes last.
     assert stdout.strip().splitlines()[-1].startswith("targets: ")
