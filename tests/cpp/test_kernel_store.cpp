@@ -15,10 +15,15 @@
 #include <ATen/ops/empty.h>
 #include <gtest/gtest.h>
 
+#include <ftw.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -199,6 +204,27 @@ TEST(KernelStoreKey, EveryInputChangesTheKey) {
   EXPECT_EQ(base, key([](KernelEntry& c) { c.kernel.sources.clear(); }));
 }
 
+// Every regular file under `dir`, and removing a tree, through POSIX nftw rather than
+// std::filesystem: libtorch 2.11 exports copies of libstdc++'s std::filesystem functions that can
+// win symbol lookup over libstdc++'s own, and its remove_all crashed (pytorch/pytorch#133437).
+std::vector<fs::path> files_under(const fs::path& dir) {
+  static thread_local std::vector<fs::path>* found = nullptr;
+  std::vector<fs::path> files;
+  found = &files;
+  nftw(dir.c_str(), [](const char* path, const struct stat*, int type, struct FTW*) {
+    if (type == FTW_F) {
+      found->emplace_back(path);
+    }
+    return 0;
+  }, 16, FTW_PHYS);
+  return files;
+}
+
+void remove_tree(const fs::path& dir) {
+  nftw(dir.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return std::remove(path); }, 16,
+       FTW_DEPTH | FTW_PHYS);
+}
+
 // A folder of its own per test, and a copy of the test kernels in it: a path no other test used,
 // so the registry hands out a fresh TritonJitFunction.
 class KernelStoreTest : public ::testing::Test {
@@ -206,7 +232,7 @@ class KernelStoreTest : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = fs::temp_directory_path() / ("tjit-store-test-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
+    remove_tree(dir_);
     fs::create_directories(dir_);
     kernels_ = (dir_ / "kernels.py").string();
     fs::copy_file(tjit::testing::test_kernels(), kernels_);
@@ -214,7 +240,7 @@ class KernelStoreTest : public ::testing::Test {
   }
   void TearDown() override {
     tjit::set_kernel_store_directory(previous_);
-    fs::remove_all(dir_);
+    remove_tree(dir_);
   }
 
   tjit::CompiledKernel compile(TritonJitFunction& fn, int64_t block, int num_warps = 4) {
@@ -229,10 +255,8 @@ class KernelStoreTest : public ::testing::Test {
 
 size_t count_files(const fs::path& dir, const std::string& extension) {
   size_t n = 0;
-  if (fs::exists(dir)) {
-    for (const auto& f : fs::recursive_directory_iterator(dir)) {
-      n += f.path().extension() == extension ? 1 : 0;
-    }
+  for (const fs::path& f : files_under(dir)) {
+    n += f.extension() == extension ? 1 : 0;
   }
   return n;
 }
@@ -299,13 +323,15 @@ TEST_F(KernelStoreTest, DamagedEntryIsReplaced) {
   auto& fn = TritonJitFunction::get_instance(kernels_, "scale_kernel");
   const auto good = compile(fn, 256);
   fs::path entry;
-  for (const auto& f : fs::recursive_directory_iterator(dir_ / "store")) {
-    if (f.path().extension() == ".tjk") {
-      entry = f.path();
+  for (const fs::path& f : files_under(dir_ / "store")) {
+    if (f.extension() == ".tjk") {
+      entry = f;
     }
   }
   ASSERT_FALSE(entry.empty());
-  fs::resize_file(entry, fs::file_size(entry) / 2);
+  struct stat info {};
+  ASSERT_EQ(::stat(entry.c_str(), &info), 0);
+  ASSERT_EQ(::truncate(entry.c_str(), info.st_size / 2), 0);
   ::testing::internal::CaptureStderr();
   const auto again = compile(fn, 256);
   const std::string log = ::testing::internal::GetCapturedStderr();
