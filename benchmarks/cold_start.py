@@ -59,7 +59,7 @@ def same(got, want):
 
 
 def first_calls(ops):
-    """Times each call alone (launch to completion); compares with aten after the clock stops."""
+    # Times each call alone (launch to completion); compares with aten after the clock stops.
     times, correct = {}, {}
     for name, call in ops:
         t = time.perf_counter()
