@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from overhead import find_cpp_binary, parse_last_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 CPP_BINARY_NAME = "tjit_bench_cold_start"
@@ -111,24 +113,6 @@ print(json.dumps({"context_ms": context_ms, "import_ms": import_ms, "first_call_
 """
 
 
-def find_binary(explicit=None):
-    candidates = [explicit] if explicit else []
-    if os.environ.get("TJIT_BUILD_DIR"):
-        candidates.append(os.path.join(os.environ["TJIT_BUILD_DIR"], "bin", CPP_BINARY_NAME))
-    candidates += [os.path.join(REPO, "build", "bin", CPP_BINARY_NAME)]
-    return next((p for p in candidates if p and os.path.isfile(p) and os.access(p, os.X_OK)), None)
-
-
-def _last_json(text):
-    for line in reversed(text.strip().splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except json.JSONDecodeError:
-                continue
-    return None
-
-
 def _run(cmd, store, timeout):
     """One fresh process; its JSON, or {"error": ...}."""
     env = {k: v for k, v in os.environ.items() if k not in ("TJIT_CACHE", "TJIT_CACHE_DIR", "TRITON_INTERPRET")}
@@ -141,7 +125,7 @@ def _run(cmd, store, timeout):
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
-    data = _last_json(proc.stdout)
+    data = parse_last_json(proc.stdout)
     if proc.returncode != 0 or data is None:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
@@ -174,12 +158,12 @@ def run_cold_start(device, smoke, binary=None, runs=None, log=print, timeout=600
     if device != "cuda":
         note = "measured on CUDA only: on CPU the operators run through Triton's interpreter, which imports triton"
         # Still run the C++ program once: it must run (and say it skipped where there is no GPU).
-        path = find_binary(binary)
+        path = find_cpp_binary(binary, CPP_BINARY_NAME)
         checked = _run([path], None, timeout) if path else {"error": f"{CPP_BINARY_NAME} not built"}
         log(f"  note: cold start {note}; {CPP_BINARY_NAME} once, store off: {json.dumps(checked)[:300]}")
         return {"skipped": True, "reason": note, "cpp_check": checked}
     runs = runs or (1 if smoke else 5)
-    path = find_binary(binary)
+    path = find_cpp_binary(binary, CPP_BINARY_NAME)
     workdir = tempfile.mkdtemp(prefix="tjit-cold-start-")
     warm = os.path.join(workdir, "warm-store")
     python = [sys.executable, "-c"]

@@ -180,14 +180,15 @@ def run_python_overhead(device, smoke, ops_filter, log=print):
 # ------------------------------------------------------------------------------------------- C++
 
 
-def find_cpp_binary(explicit=None):
+def find_cpp_binary(explicit=None, name=CPP_BINARY_NAME):
+    """Path of one of tjit's C++ benchmark programs: `explicit`, else $TJIT_BUILD_DIR/bin, build/bin, ops/bin."""
     candidates = []
     if explicit:
         candidates.append(explicit)
     if os.environ.get("TJIT_BUILD_DIR"):
-        candidates.append(os.path.join(os.environ["TJIT_BUILD_DIR"], "bin", CPP_BINARY_NAME))
-    candidates += [os.path.join(REPO, "build", "bin", CPP_BINARY_NAME),
-                   os.path.join(REPO, "ops", "bin", CPP_BINARY_NAME)]
+        candidates.append(os.path.join(os.environ["TJIT_BUILD_DIR"], "bin", name))
+    candidates += [os.path.join(REPO, "build", "bin", name),
+                   os.path.join(REPO, "ops", "bin", name)]
     for path in candidates:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path

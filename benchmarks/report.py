@@ -340,7 +340,8 @@ def cold_start_rows(cold):
                 columns.append((f"{label} {name}", s))
     if "first_call_ms" in (cold.get("python_triton") or {}):
         columns.append(("Python Triton", cold["python_triton"]))
-    ops = list((columns[0][1]["first_call_ms"] if columns else {}).keys())
+    measured = columns[0][1]["first_call_ms"] if columns else {}
+    ops = [op for op in cold.get("config", {}).get("ops", []) if op in measured] or list(measured)
     rows = [[op] + [_fmt(s["first_call_ms"].get(op), 2) for _, s in columns] for op in ops]
     rows.append(["all first calls"] + [_fmt(s["all_first_calls_ms"], 1) for _, s in columns])
     rows.append(["import (tjit / triton + wrappers)"] + [_fmt(s.get("import_ms"), 1) for _, s in columns])

@@ -8,6 +8,10 @@
 They run on CUDA tensors (compiled Triton kernels) and on CPU tensors (the same kernels through
 Triton's interpreter: slow, for machines without a GPU), and support Meta/fake tensors, so
 torch.compile and torch.library.opcheck work with them.
+
+Compiled kernels persist in tjit's kernel store (TJIT_CACHE_DIR, else ~/.cache/tjit): a later
+process runs them without importing triton. `tjit.kernel_store` reads it; `python -m tjit cache
+{info,list,clear}` inspects and clears it.
 """
 
 import importlib.util

@@ -133,6 +133,21 @@ void report_damage(const fs::path& path, const std::string& reason) {
   }
 }
 
+// The decoded store file at `path`; nullopt when it is missing or damaged (damage is reported).
+template <typename T>
+std::optional<T> read_store_file(const fs::path& path, T (*decode)(const std::string&)) {
+  const auto bytes = read_file(path);
+  if (!bytes) {
+    return std::nullopt;
+  }
+  try {
+    return decode(*bytes);
+  } catch (const CorruptStoreFile& e) {
+    report_damage(path, e.what());
+    return std::nullopt;
+  }
+}
+
 // Writes `bytes` to a temporary file beside `path`, then renames it into place: a reader sees the
 // old file or the whole new one, never a part. False (after one warning per process) on failure.
 bool write_atomically(const fs::path& path, const std::string& bytes) {
@@ -246,22 +261,15 @@ std::optional<KernelSignature> load_stored_signature(const std::string& file, co
     return std::nullopt;
   }
   const fs::path path = kernel_folder(*root, file, function) / "signature.tjs";
-  const auto bytes = read_file(path);
-  if (!bytes) {
+  auto signature = read_store_file(path, &decode_signature);
+  if (!signature) {
     return std::nullopt;
   }
-  KernelSignature signature;
-  try {
-    signature = decode_signature(*bytes);
-  } catch (const CorruptStoreFile& e) {
-    report_damage(path, e.what());
+  if (signature->file != file || signature->function != function) {
+    report_damage(path, "it records " + signature->function + " from " + signature->file);
     return std::nullopt;
   }
-  if (signature.file != file || signature.function != function) {
-    report_damage(path, "it records " + signature.function + " from " + signature.file);
-    return std::nullopt;
-  }
-  if (!same_triton(signature.triton_version) || !sources_current(signature.sources)) {
+  if (!same_triton(signature->triton_version) || !sources_current(signature->sources)) {
     return std::nullopt;
   }
   state().counters.signature_hits.fetch_add(1);
@@ -304,30 +312,16 @@ std::optional<KernelEntry> load_stored_kernel(const KernelSignature& kernel, con
   }
   Counters& counters = state().counters;
   const fs::path path = entry_path(*root, kernel, key);
-  const auto bytes = read_file(path);
-  if (!bytes) {
-    counters.misses.fetch_add(1);
-    return std::nullopt;
-  }
-  KernelEntry entry;
-  try {
-    entry = decode_entry(*bytes);
-  } catch (const CorruptStoreFile& e) {
-    report_damage(path, e.what());
-    counters.misses.fetch_add(1);
-    return std::nullopt;
-  }
-  if (entry.key != key) {
+  auto entry = read_store_file(path, &decode_entry);
+  if (entry && entry->key != key) {
     report_damage(path, "it holds the entry of another key");
-    counters.misses.fetch_add(1);
-    return std::nullopt;
+    entry.reset();
   }
-  if (!same_triton(entry.kernel.triton_version) || !sources_current(entry.kernel.sources)) {
+  if (entry && (!same_triton(entry->kernel.triton_version) || !sources_current(entry->kernel.sources))) {
     counters.stale.fetch_add(1);
-    counters.misses.fetch_add(1);
-    return std::nullopt;
+    entry.reset();
   }
-  counters.hits.fetch_add(1);
+  (entry ? counters.hits : counters.misses).fetch_add(1);
   return entry;
 }
 

@@ -9,6 +9,7 @@ backend.parse_attr, two trailing scratch pointers in the launch).
 
 import ast
 import builtins
+import functools
 import hashlib
 import importlib.util
 import os
@@ -90,6 +91,7 @@ def _unwrap(obj):
     return obj
 
 
+@functools.lru_cache(maxsize=None)
 def _installed_roots():
     """Folders of the standard library and of installed packages (not the user's own code)."""
     paths = sysconfig.get_paths()
@@ -130,28 +132,27 @@ def _imported_module_names(source, package):
     return names
 
 
-def _source_files(path, data_fingerprint):
+_sources = {}  # kernel file -> its _source_files result (a file's imports do not depend on the function)
+
+
+def _source_files(path, module):
     """[(path, fingerprint)] of the kernel file and of every source file whose change can change
     what it compiles to: the modules it imports (its @triton.jit helpers and the globals it
     reads), followed through the user's own files. Installed packages are recorded where a user
     file imports them but not followed; the standard library is left out, and Triton is covered
     by its version."""
+    with _lock:
+        if path in _sources:
+            return _sources[path]
     stdlib, packages = _installed_roots()
-    found = {path: data_fingerprint}
-    pending = [path]
+    found = {path: _fingerprints[path]}
+    pending = [(path, module)]
     while pending:
-        current = pending.pop()
+        current, current_module = pending.pop()
         try:
             with open(current, "rb") as f:
-                source = f.read()
-        except OSError:
-            continue
-        module = next((m for m in list(sys.modules.values())
-                       if getattr(m, "__file__", None) and os.path.realpath(m.__file__) == current), None)
-        package = getattr(module, "__package__", None) or ""
-        try:
-            names = _imported_module_names(source, package)
-        except SyntaxError:
+                names = _imported_module_names(f.read(), getattr(current_module, "__package__", None) or "")
+        except (OSError, SyntaxError):
             continue
         for name in sorted(names):
             imported = sys.modules.get(name)
@@ -167,8 +168,11 @@ def _source_files(path, data_fingerprint):
             with open(file, "rb") as f:
                 found[file] = source_fingerprint(f.read())
             if not in_packages:
-                pending.append(file)
-    return sorted(found.items(), key=lambda item: (item[0] != path, item[0]))
+                pending.append((file, imported))
+    result = sorted(found.items(), key=lambda item: (item[0] != path, item[0]))
+    with _lock:
+        _sources[path] = result
+    return result
 
 
 def load_kernel(path, name):
@@ -185,7 +189,7 @@ def load_kernel(path, name):
     params = [(p.name, bool(p.is_constexpr), bool(p.is_const), bool(p.do_not_specialize),
                bool(p.do_not_specialize_on_alignment), "" if p.is_constexpr else p.annotation_type)
               for p in fn.params]
-    sources = _source_files(path, _fingerprints[path])
+    sources = _source_files(path, module)
     with _lock:
         _kernels.append((path, name, fn))
         return len(_kernels) - 1, params, sources, triton.__version__
