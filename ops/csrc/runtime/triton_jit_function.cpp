@@ -251,6 +251,7 @@ struct TritonJitFunction::Impl {
     }
     return python_handle;
   }
+
   // The kernel launched last (always a ready one). Most call sites launch one specialisation
   // over and over, so comparing the key with it skips the hash, the lock and the map.
   std::atomic<CachedKernel*> last_launched{nullptr};
