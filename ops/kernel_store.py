@@ -174,9 +174,12 @@ def _kernel_identity(kernel_dir: str):
 
 
 def matches(item, kernel: Optional[str]) -> bool:
-    """Whether a store item (Entry or Damaged) belongs to `kernel`: a function name or a kernel file."""
+    """Whether a store item (Entry or Damaged) belongs to `kernel`: a function name or a kernel file.
+    An entry says so itself; a damaged file belongs to its folder's kernel."""
     if kernel is None:
         return True
+    if isinstance(item, Entry):
+        return kernel in (item.function, item.file)
     return kernel in _kernel_identity(os.path.dirname(item.path))
 
 

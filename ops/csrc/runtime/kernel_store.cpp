@@ -85,20 +85,26 @@ std::optional<std::string> directory_from_environment() {
   return (ec ? dir : absolute).lexically_normal().string();
 }
 
-// <folder>/v<format>, or nullopt when the store is off.
-std::optional<fs::path> store_root() {
+// The store's folder (chosen from the environment on first use), or nullopt when it is off.
+std::optional<std::string> store_directory() {
   StoreState& s = state();
   std::lock_guard lock(s.mutex);
   if (!s.resolved) {
     s.directory = directory_from_environment();
     s.resolved = true;
   }
-  if (!s.directory) {
+  return s.directory;
+}
+
+// <folder>/v<format>, or nullopt when the store is off.
+std::optional<fs::path> store_root() {
+  const auto directory = store_directory();
+  if (!directory) {
     return std::nullopt;
   }
   std::string version(1, 'v');  // appended, not "v" + ...: GCC 12 warns falsely (-Wrestrict) there
   version += std::to_string(detail::kStoreFormatVersion);
-  return fs::path(*s.directory) / version;
+  return fs::path(*directory) / version;
 }
 
 std::string sha1_hex(const std::string& text) { return c10::sha1(text.empty() ? std::string(1, '\0') : text).str(); }
@@ -218,14 +224,7 @@ bool sources_current(const std::vector<detail::SourceFile>& sources) {
 
 }  // namespace
 
-std::optional<std::string> kernel_store_directory() {
-  if (!store_root()) {
-    return std::nullopt;
-  }
-  StoreState& s = state();
-  std::lock_guard lock(s.mutex);
-  return s.directory;
-}
+std::optional<std::string> kernel_store_directory() { return store_directory(); }
 
 void set_kernel_store_directory(std::optional<std::string> directory) {
   StoreState& s = state();
@@ -286,17 +285,12 @@ void store_signature(const KernelSignature& signature) {
 
 std::string kernel_store_key(const KernelSignature& kernel, const Specialization& spec,
                              const LaunchOptions& options, const CompileTarget& target) {
-  std::vector<std::string> names;
-  names.reserve(kernel.params.size());
-  for (const KernelParam& p : kernel.params) {
-    names.push_back(p.name);
-  }
   std::string environment = compiler_identity().environment;
   for (char& c : environment) {
     c = c == '\n' ? ';' : c;
   }
   return "tjit kernel store v" + std::to_string(kStoreFormatVersion) + "\nfile " + kernel.file + "\nfunction " +
-         kernel.function + "\nsignature " + spec.describe(names) +
+         kernel.function + "\nsignature " + spec.describe(parameter_names(kernel.params)) +
          "\noptions num_warps=" + std::to_string(options.num_warps) +
          " num_stages=" + std::to_string(options.num_stages) + " num_ctas=" + std::to_string(options.num_ctas) +
          " enable_fp_fusion=" + std::to_string(options.enable_fp_fusion) +

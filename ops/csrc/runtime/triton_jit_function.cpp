@@ -422,12 +422,7 @@ CompiledKernel TritonJitFunction::obtain(const Specialization& spec, const Compi
 }
 
 std::string TritonJitFunction::describe(const Specialization& spec, const CompileTarget& target) const {
-  std::vector<std::string> names;
-  names.reserve(params_.size());
-  for (const KernelParam& p : params_) {
-    names.push_back(p.name);
-  }
-  return function_name_ + "(" + spec.describe(names) + ") from " + kernel_file_ + " for " + target.to_string();
+  return function_name_ + "(" + spec.describe(parameter_names(params_)) + ") from " + kernel_file_ + " for " + target.to_string();
 }
 
 void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& options,

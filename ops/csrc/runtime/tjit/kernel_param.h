@@ -3,6 +3,7 @@
 // Python when the kernel is loaded.
 
 #include <string>
+#include <vector>
 
 namespace tjit {
 
@@ -20,5 +21,15 @@ struct KernelParam {
            do_not_specialize_on_alignment == o.do_not_specialize_on_alignment && annotation_type == o.annotation_type;
   }
 };
+
+// The parameters' names in order, as Specialization::describe takes them.
+inline std::vector<std::string> parameter_names(const std::vector<KernelParam>& params) {
+  std::vector<std::string> names;
+  names.reserve(params.size());
+  for (const KernelParam& p : params) {
+    names.push_back(p.name);
+  }
+  return names;
+}
 
 }  // namespace tjit
