@@ -2,17 +2,23 @@
 
 Needs torch and triton already installed in this Python (they are not installed for
 you: a plain `torch` requirement would download a CUDA build over an existing one). Use
-    pip install --no-build-isolation .
+    pip install --no-build-isolation .            (or -e . for a checkout you edit)
+    pip wheel --no-build-isolation --no-deps .    (a wheel for environments with the same torch)
 Environment: TJIT_BUILD_DIR (default ./build), TJIT_BUILD_TESTS (default 1), CMAKE_BUILD_PARALLEL_LEVEL.
+
+The package is also a CMake prefix (`tjit.cmake_prefix_path`): include/tjit, lib/ with the
+libraries and lib/cmake/tjit, kernels_py/. Libraries in a wheel find torch's through a relative
+path (site-packages/torch/lib); an editable install keeps the build's paths.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -20,14 +26,18 @@ PACKAGE_DIR = ROOT / "ops"
 LIBRARIES = ("liboperators.so", "libtriton_jit.so", "libtjit_python.so")
 
 
-def _cmake_build():
+def _torch_and_triton():
     try:
-        import torch  # noqa: F401
-        import triton  # noqa: F401
+        import torch
+        import triton
     except ImportError as error:
         sys.exit(f"tjit: building needs torch and triton in this Python ({error}); install them "
                  "first (CPU: pip install torch==2.13.0 triton==3.6.0), then "
                  "pip install --no-build-isolation .")
+    return torch.__version__, triton.__version__
+
+
+def _cmake_build(editable):
     build_dir = Path(os.environ.get("TJIT_BUILD_DIR", ROOT / "build"))
     configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
                  f"-DTJIT_PYTHON_EXECUTABLE={sys.executable}",
@@ -36,21 +46,44 @@ def _cmake_build():
         configure += ["-G", "Ninja"]
     subprocess.check_call(configure)
     subprocess.check_call(["cmake", "--build", str(build_dir)])
-    # The package carries its libraries (lib/), the C++ demo (bin/) and the kernels (kernels_py/).
-    (PACKAGE_DIR / "lib").mkdir(exist_ok=True)
+    prefix = build_dir / "package-prefix"
+    shutil.rmtree(prefix, ignore_errors=True)
+    subprocess.check_call(["cmake", "--install", str(build_dir), "--prefix", str(prefix)],
+                          stdout=subprocess.DEVNULL)
+    # The package carries its libraries (lib/), the C++ demo (bin/), the kernels (kernels_py/, in
+    # the sources already), the headers (include/) and the CMake package (lib/cmake/tjit).
+    for folder in ("include", "lib/cmake"):
+        shutil.rmtree(PACKAGE_DIR / folder, ignore_errors=True)
+        shutil.copytree(prefix / folder, PACKAGE_DIR / folder)
+    # Installed binaries carry relative run paths; an editable checkout keeps the build's, which
+    # name the torch it was built with (its demo runs from ops/bin, where no relative path leads).
+    binaries = build_dir if editable else prefix
     (PACKAGE_DIR / "bin").mkdir(exist_ok=True)
     # shutil.copy, not copy2: fresh modification times tell run.sh this build produced them.
     for name in LIBRARIES:
-        shutil.copy(build_dir / "lib" / name, PACKAGE_DIR / "lib" / name)
-    shutil.copy(build_dir / "bin" / "tjit_demo", PACKAGE_DIR / "bin" / "tjit_demo")
+        shutil.copy(binaries / "lib" / name, PACKAGE_DIR / "lib" / name)
+    shutil.copy(binaries / "bin" / "tjit_demo", PACKAGE_DIR / "bin" / "tjit_demo")
 
 
 class BuildPyWithCMake(build_py):
 
     def run(self):
-        _cmake_build()
+        _cmake_build(editable=getattr(self, "editable_mode", False))
         super().run()
 
+
+class BinaryDistribution(Distribution):
+    """The package holds native libraries built for one Python and one torch: wheels say so."""
+
+    def has_ext_modules(self):
+        return True
+
+
+def _release(version):
+    return re.match(r"\d+(\.\d+)*", version).group(0)  # 2.13.0+cpu -> 2.13.0
+
+
+TORCH_VERSION, _ = _torch_and_triton()
 
 setup(
     name="tjit",
@@ -58,8 +91,13 @@ setup(
     description="PyTorch operators written in Triton, launched from C++ by an embedded Triton JIT runtime",
     packages=["tjit"],
     package_dir={"tjit": "ops"},
-    package_data={"tjit": ["lib/*.so", "bin/tjit_demo", "kernels_py/*.py"]},
+    package_data={"tjit": ["lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "include/tjit/*.h",
+                           "lib/cmake/tjit/*.cmake"]},
     python_requires=">=3.9",
+    # The libraries are built against this torch's C++ ABI, which changes between releases.
+    # Triton compiles kernels (a warm kernel store needs none); tjit supports 3.4 to 3.9.
+    install_requires=[f"torch=={_release(TORCH_VERSION)}", "triton>=3.4,<3.10"],
     cmdclass={"build_py": BuildPyWithCMake},
+    distclass=BinaryDistribution,
     zip_safe=False,
 )

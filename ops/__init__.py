@@ -23,6 +23,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 LIBRARY_PATH = os.path.join(_HERE, "lib", "liboperators.so")
 KERNEL_DIR = os.path.join(_HERE, "kernels_py")
 DEMO_BINARY = os.path.join(_HERE, "bin", "tjit_demo")
+# A CMake prefix for C++ programs: `cmake -DCMAKE_PREFIX_PATH=<this> ...` then `find_package(tjit)`
+# (headers, libraries, kernels and the CMake package are inside the Python package).
+cmake_prefix_path = _HERE
 
 if not os.path.exists(LIBRARY_PATH):
     raise ImportError(f"tjit's C++ library is missing ({LIBRARY_PATH}); build it with "
@@ -49,4 +52,4 @@ def add(self: torch.Tensor, other: torch.Tensor, *, alpha=1) -> torch.Tensor:
 
 from . import kernel_store  # noqa: E402  (reads the store; `python -m tjit cache` is its command line)
 
-__all__ = ["add", "ops", "kernel_store", "LIBRARY_PATH", "KERNEL_DIR", "DEMO_BINARY"]
+__all__ = ["add", "ops", "kernel_store", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR", "DEMO_BINARY"]

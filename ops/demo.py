@@ -8,6 +8,7 @@ the timings then measure the interpreter, not tjit's launch path).
 """
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -61,7 +62,12 @@ def main(argv=None):
     sys.stdout.flush()
 
     print("\nC++ (" + tjit.DEMO_BINARY + "):", flush=True)
-    cpp = subprocess.run([tjit.DEMO_BINARY, "--device", device], check=False)
+    # The binary finds torch's libraries through this torch (a wheel's relative path to them
+    # holds only when tjit and torch share one site-packages).
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(
+        filter(None, [torch_lib, os.environ.get("LD_LIBRARY_PATH")])))
+    cpp = subprocess.run([tjit.DEMO_BINARY, "--device", device], check=False, env=env)
     ok = ok and cpp.returncode == 0
     print("\ndemo " + ("passed" if ok else "FAILED"))
     return 0 if ok else 1

@@ -13,7 +13,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cstdlib>
 #include <string>
 
 namespace py = pybind11;
@@ -27,16 +26,13 @@ namespace {
 
 std::wstring widen(const std::string& s) { return std::wstring(s.begin(), s.end()); }
 
-// Starts an interpreter in a process that has none. The program name decides sys.prefix, so it
-// points at the Python tjit was built with (a virtual environment's python finds its own
-// site-packages this way). TJIT_PYTHON_EXECUTABLE overrides it.
-void start_interpreter() {
+// Starts an interpreter in a process that has none. The program name decides sys.prefix, so a
+// virtual environment's python finds its own site-packages this way.
+void start_interpreter(const std::string& exe) {
   PyConfig config;
   PyConfig_InitPythonConfig(&config);
   config.install_signal_handlers = 0;
   config.parse_argv = 0;
-  const char* override_exe = std::getenv("TJIT_PYTHON_EXECUTABLE");
-  const std::string exe = override_exe != nullptr ? override_exe : TJIT_BUILD_PYTHON_EXECUTABLE;
   PyStatus status = PyConfig_SetString(&config, &config.program_name, widen(exe).c_str());
   if (!PyStatus_Exception(status)) {
     status = Py_InitializeFromConfig(&config);
@@ -53,9 +49,9 @@ std::string python_error_text(const py::error_already_set& e) { return e.what();
 
 class EmbeddedTritonBridge final : public PythonBridge {
  public:
-  EmbeddedTritonBridge() {
+  explicit EmbeddedTritonBridge(const std::string& python_executable) {
     if (Py_IsInitialized() == 0) {
-      start_interpreter();
+      start_interpreter(python_executable);
     }
     py::gil_scoped_acquire gil;
     try {
@@ -205,8 +201,9 @@ class EmbeddedTritonBridge final : public PythonBridge {
 }  // namespace
 }  // namespace tjit::detail
 
-extern "C" __attribute__((visibility("default"))) tjit::detail::PythonBridge* tjit_python_bridge_instance() {
+extern "C" __attribute__((visibility("default"))) tjit::detail::PythonBridge* tjit_python_bridge_instance(
+    const char* python_executable) {
   // Its destructor is trivial (the Python objects are never released), so exit is safe.
-  static tjit::detail::EmbeddedTritonBridge bridge;
+  static tjit::detail::EmbeddedTritonBridge bridge(python_executable);
   return &bridge;
 }

@@ -2,11 +2,13 @@
 // program), libpython is loaded first, globally, so the bridge's Python symbols resolve.
 
 #include "python_bridge.h"
+#include "python_location.h"
 
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -22,32 +24,47 @@ std::string directory_of_this_library() {
   return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
 }
 
-void ensure_libpython() {
-  if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
-    return;  // a Python process, or a program linked with libpython
-  }
-  const char* override_lib = std::getenv("TJIT_LIBPYTHON");
-  const std::string lib = override_lib != nullptr ? override_lib : TJIT_BUILD_LIBPYTHON;
-  TORCH_CHECK(!lib.empty(),
-              "tjit: compiling a kernel needs Python, and this build knows no shared libpython; "
-              "set TJIT_LIBPYTHON to the path of libpython3.X.so");
-  TORCH_CHECK(dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL) != nullptr,
-              "tjit: compiling a kernel needs Python, but ", lib, " could not be loaded (", dlerror(),
+// A Python process, or a program linked with libpython, has the interpreter's symbols already.
+bool process_has_python() { return dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr; }
+
+void load_libpython(const PythonLocation& python) {
+  TORCH_CHECK(!python.libpython.empty(),
+              "tjit: compiling a kernel needs Python, and no shared libpython is known (tried ", python.source,
               "); set TJIT_LIBPYTHON to the path of libpython3.X.so");
+  TORCH_CHECK(dlopen(python.libpython.c_str(), RTLD_NOW | RTLD_GLOBAL) != nullptr,
+              "tjit: compiling a kernel needs Python, but ", python.libpython, " could not be loaded (", dlerror(),
+              "); set TJIT_LIBPYTHON to the path of libpython3.X.so");
+  // Starting Python and importing Triton costs most of a second: say why it happens.
+  if (compile_logging_enabled()) {
+    std::fprintf(stderr, "[tjit] starting Python %s (%s) to compile kernels\n", python.executable.c_str(),
+                 python.source);
+  }
 }
 
 PythonBridge* load_bridge() {
-  ensure_libpython();
-  const std::string path = directory_of_this_library() + "/libtjit_python.so";
+  const std::string library_dir = directory_of_this_library();
+  const PythonLocation python = locate_python(library_dir);
+  if (!process_has_python()) {
+    load_libpython(python);
+  }
+  const std::string path = library_dir + "/libtjit_python.so";
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   TORCH_CHECK(library != nullptr, "tjit: cannot load ", path, ": ", dlerror());
   auto instance = reinterpret_cast<decltype(&tjit_python_bridge_instance)>(
       dlsym(library, "tjit_python_bridge_instance"));
   TORCH_CHECK(instance != nullptr, "tjit: ", path, " is not a tjit Python bridge");
-  return instance();
+  return instance(python.executable.c_str());
 }
 
 }  // namespace
+
+bool compile_logging_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TJIT_LOG_COMPILES");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled;
+}
 
 PythonBridge& python_bridge() {
   static PythonBridge* const bridge = load_bridge();

@@ -94,14 +94,6 @@ const char* triton_dtype(c10::ScalarType t) {
   }
 }
 
-bool compile_logging_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TJIT_LOG_COMPILES");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  return enabled;
-}
-
 int current_cuda_device() {
   const auto& cu = detail::cuda_driver();
   CUcontext ctx = nullptr;
@@ -551,7 +543,7 @@ CachedKernel& TritonJitFunction::compile_and_load(uint64_t hash, const detail::A
   configure_function(k, compiled, device);
   compiled.binary = std::string();  // loaded; no need to keep the bytes
   k.meta = std::move(compiled);
-  if (!from_store && compile_logging_enabled()) {
+  if (!from_store && detail::compile_logging_enabled()) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[tjit] compiled %s (num_warps=%d, num_stages=%d) in %.0f ms\n", k.description.c_str(),
