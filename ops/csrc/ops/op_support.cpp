@@ -33,15 +33,18 @@ fs::path find_kernel_dir() {
   }
   candidates.emplace_back(TJIT_SOURCE_KERNEL_DIR);
   std::string tried;
+  fs::path found;
   for (const fs::path& dir : candidates) {
     std::error_code ec;
     if (fs::exists(dir / "add.py", ec)) {
-      return fs::weakly_canonical(dir, ec);
+      found = fs::weakly_canonical(dir, ec);
+      break;
     }
     tried += "\n  " + dir.string();
   }
-  TORCH_CHECK(false, "tjit: cannot find the kernel files (ops/kernels_py); looked in:", tried,
+  TORCH_CHECK(!found.empty(), "tjit: cannot find the kernel files (ops/kernels_py); looked in:", tried,
               "\nSet TJIT_KERNEL_DIR to the folder holding add.py.");
+  return found;
 }
 
 }  // namespace

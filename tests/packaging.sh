@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Installs and uses tjit the ways its users do, from the build that `./run.sh test` left in ./build:
+#   1. wheel:        `pip wheel --no-build-isolation` installed into a fresh virtual environment,
+#                    and the pytest suite run against it from outside the checkout;
+#   2. consumers:    tests/consumer (a program with its own kernel plus tjit's operators) built
+#                    with find_package(tjit) from an installed prefix, with find_package(tjit)
+#                    from the wheel's tjit.cmake_prefix_path, and with FetchContent; each is run.
+# CI runs it after `./run.sh test`. FetchContent fetches the committed HEAD of this checkout.
+#
+# Environment: PYTHON (default python3: the Python of the build); TJIT_PACKAGING_DIR (default
+# build/packaging); TJIT_PACKAGING_VENV_FLAGS (e.g. --system-site-packages where no package index
+# is reachable: the venv then takes torch and triton from PYTHON's environment).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PYTHON:-python3}
+WORK=${TJIT_PACKAGING_DIR:-$ROOT/build/packaging}
+VENV=$WORK/venv
+FAILED=()
+RESULTS=()
+
+log() { printf '[packaging] %s\n' "$*" >&2; }
+
+# step NAME LOG COMMAND...: runs COMMAND with output in $WORK/LOG; records the result and its time.
+step() {
+  local name=$1 logfile=$WORK/$2 start=$SECONDS
+  shift 2
+  log "$name"
+  if "$@" >"$logfile" 2>&1; then
+    RESULTS+=("$name: ok ($((SECONDS - start)) s)")
+    return 0
+  fi
+  tail -n 40 "$logfile" >&2
+  log "$name FAILED (log: $logfile)"
+  RESULTS+=("$name: FAILED")
+  FAILED+=("$name")
+  return 1
+}
+
+[[ -f build/CMakeCache.txt ]] || { log "no ./build: run ./run.sh test first"; exit 1; }
+rm -rf "$WORK"
+mkdir -p "$WORK"
+TORCH_VERSION=$("$PY" -c "import re, torch; print(re.match(r'[0-9.]+', torch.__version__).group(0).rstrip('.'))")
+TRITON_VERSION=$("$PY" -c "import triton; print(triton.__version__)")
+
+build_wheel() {
+  "$PY" -m pip wheel --no-build-isolation --no-deps -w "$WORK/dist" .
+}
+
+make_venv() {
+  # shellcheck disable=SC2086  # flags are words
+  "$PY" -m venv ${TJIT_PACKAGING_VENV_FLAGS:-} "$VENV"
+  "$VENV/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" "triton==$TRITON_VERSION" numpy pytest expecttest
+  "$VENV/bin/python" -m pip install --quiet "$WORK"/dist/tjit-*.whl
+  # The package must come from the wheel, not from this checkout.
+  (cd "$WORK" && "$VENV/bin/python" -c "
+import sys, tjit
+assert tjit.__file__.startswith(sys.prefix), f'tjit imported from {tjit.__file__}, not the venv {sys.prefix}'
+print('tjit from', tjit.__file__)")
+}
+
+pytest_against_wheel() {
+  (cd "$WORK" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python")
+}
+
+# run_consumer BUILD_DIR PYTHON CMAKE_ARGS...: configures, builds and runs tests/consumer.
+run_consumer() {
+  local dir=$1 python=$2
+  shift 2
+  cmake -S tests/consumer -B "$dir" -G Ninja -DPython3_EXECUTABLE="$python" "$@"
+  cmake --build "$dir"
+  # A store of its own, so the run compiles and shows which Python it started for that.
+  TJIT_CACHE_DIR=$dir/kernel-store "$dir/tjit_consumer" 2>"$dir/stderr.log"
+  cat "$dir/stderr.log"
+}
+
+consumer_installed_prefix() {
+  cmake --install build --prefix "$WORK/prefix"
+  run_consumer "$WORK/consumer-prefix" "$PY" -DCMAKE_PREFIX_PATH="$WORK/prefix"
+}
+
+consumer_wheel_prefix() {
+  local prefix
+  prefix=$(cd "$WORK" && "$VENV/bin/python" -c "import tjit; print(tjit.cmake_prefix_path)")
+  run_consumer "$WORK/consumer-wheel" "$VENV/bin/python" -DCMAKE_PREFIX_PATH="$prefix"
+  # A C++ program using the wheel compiles with the Python of the environment the wheel is in.
+  grep -F "starting Python $VENV/bin/" "$WORK/consumer-wheel/stderr.log"
+}
+
+consumer_fetch_content() {
+  run_consumer "$WORK/consumer-fetch" "$PY" -DTJIT_CONSUMER_FETCH=ON \
+    -DTJIT_GIT_REPOSITORY="$ROOT" -DTJIT_GIT_TAG="$(git rev-parse HEAD)"
+}
+
+step "wheel build" wheel.log build_wheel &&
+  step "wheel in a fresh venv (torch $TORCH_VERSION, triton $TRITON_VERSION)" venv.log make_venv &&
+  { step "pytest against the wheel" pytest.log pytest_against_wheel || true
+    step "consumer: wheel's CMake prefix" consumer-wheel.log consumer_wheel_prefix || true; }
+step "consumer: installed prefix" consumer-prefix.log consumer_installed_prefix || true
+step "consumer: FetchContent" consumer-fetch.log consumer_fetch_content || true
+
+summary=$(grep -E '^[0-9]+ passed|passed' "$WORK/pytest.log" 2>/dev/null | tail -n 1 || true)
+printf '%s\n' "${RESULTS[@]}"
+[[ -n $summary ]] && echo "pytest against the wheel: $summary"
+if ((${#FAILED[@]})); then
+  echo "packaging: ${#FAILED[@]} failed: ${FAILED[*]}"
+  exit 1
+fi
+echo "packaging: all passed"
