@@ -10,11 +10,11 @@ Conventions
 * mean/rstd are contiguous [M] in the accumulator dtype: fp32 for fp16/bf16/fp32 x, fp64 for fp64 x.
   All arithmetic is in that dtype; stores cast to the destination pointer's element type.
 * Absent weight/bias/dw/db arrive as None (a constexpr); every use is behind HAS_*/COMPUTE_*.
-* ``eps`` arrives as an fp32 scalar (Python and C++ Triton launches pass floats as fp32) and is
-  widened to the accumulator dtype. For fp64 x this makes rstd differ from aten's (double eps) by
-  up to 0.5 * |eps - fp32(eps)| / (var + eps), i.e. <= 1.3e-8 relative for eps = 1e-5, reached only
-  by rows with var << eps (N = 1, constant rows); ~1e-13 when var ~ 1. The interpreter passes the
-  Python float unrounded.
+* ``eps`` is annotated ``tl.float64``: launches (Python Triton and tjit's C++ runtime alike) pass it
+  as a double rather than the fp32 an unannotated float becomes, and the kernel converts it once to
+  the accumulator dtype. fp64 x thus uses eps unrounded, as aten does (fp32(1e-5) moved rstd by up
+  to 1.3e-8 relative in rows with var << eps); fp32/fp16/bf16 x get fp32(eps), as before.
+  ``tl.full`` rather than ``eps.to``: Triton's interpreter passes the kernel a Python float.
 * ``INDEX_64``: True when any tensor has >= 2**31 elements (or row * stride can reach 2**31); row
   indices are then int64 before they meet a stride.
 * ``next_pow2`` = ``triton.next_power_of_2``; num_warps advice is a starting point.
@@ -83,13 +83,14 @@ import triton.language as tl
 
 
 @triton.jit
-def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row, eps,
-                          HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr,
+def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
+                          eps: tl.float64, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr,
                           SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr):
     row = tl.program_id(0)
     if INDEX_64:
         row = row.to(tl.int64)
     ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    eps = tl.full((), eps, ACC)  # an fp64 eps would otherwise promote fp32 rows' var + eps to fp64
 
     x_row = x_ptr + row * stride_x_row
     y_row = y_ptr + row * stride_y_row

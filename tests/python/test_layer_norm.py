@@ -150,3 +150,39 @@ def test_opcheck(device, requires_grad):
     args = (x.requires_grad_(requires_grad), [8], w.requires_grad_(requires_grad), b)
     torch.library.opcheck(torch.ops.tjit.layer_norm.default, args)
     torch.library.opcheck(torch.ops.tjit.layer_norm_forward.default, (x.detach(), [8], w.detach(), b))
+
+
+def assert_close_fp64(got, want, what):
+    # Far tighter than TOL: float64 kernels agree with aten to ~1e-13 here, while eps rounded to
+    # float32 (1e-5 -> 1e-5 * (1 - 2.5e-8)) moves rstd, and everything after it, by ~1e-8.
+    # atol is relative to the largest value, at least 1: aten's gradients for rows of one
+    # element (exactly 0) carry ~1e-14 of rounding.
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12 * max(1.0, want.abs().max().item()),
+                               msg=lambda m: f"{what}: {m}")
+
+
+@pytest.mark.parametrize("eps", [1e-5, 1e-3, 0.1])  # none exactly representable in float32
+@pytest.mark.parametrize("shape", [(5, 1), (7, 33), (3, 16385)])  # N=1: var 0; single pass; looped
+def test_float64_eps_is_not_rounded(device, eps, shape):
+    """float64 layer_norm uses eps in float64, as aten does: rows whose variance is comparable to
+    eps (std = sqrt(eps) / 2), forward, statistics and gradients against aten in float64."""
+    n = shape[-1]
+    x = random_tensor(shape, torch.float64, device) * (eps**0.5 / 2) + 1
+    w = random_tensor((n, ), torch.float64, device)
+    b = random_tensor((n, ), torch.float64, device)
+
+    out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [n], w, b, eps)
+    ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, eps)
+    assert_close_fp64(rstd, ref_rstd.reshape(rstd.shape), "rstd")
+    assert_close_fp64(mean, ref_mean.reshape(mean.shape), "mean")
+    assert_close_fp64(out, ref_out, "layer_norm_forward output")
+
+    leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+    got = torch.ops.tjit.layer_norm(leaves[0], [n], leaves[1], leaves[2], eps)
+    assert_close_fp64(got.detach(), ref_out, "layer_norm output")
+    ref_leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+    ref = F.layer_norm(ref_leaves[0], (n, ), ref_leaves[1], ref_leaves[2], eps)
+    g = random_tensor(shape, torch.float64, device)
+    for name, a, e in zip(("input", "weight", "bias"), torch.autograd.grad(got, leaves, g),
+                          torch.autograd.grad(ref, ref_leaves, g)):
+        assert_close_fp64(a, e, f"gradient of {name}")

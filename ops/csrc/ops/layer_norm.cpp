@@ -117,9 +117,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   const at::Tensor b = present(bias) ? bias->contiguous() : at::Tensor();
   const RowPlan plan = plan_rows(cols);
   static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_kernel");
-  // Undefined mean/rstd reach the kernel as None, which compiles their stores out.
+  // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as the
+  // double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten does).
   kernel(detail::current_stream(input.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
-         out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, static_cast<float>(eps), w.defined(), b.defined(),
+         out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(),
          plan.block_n, plan.single_pass, detail::needs_index64(x) || detail::needs_index64(out));
   return {out, mean, rstd};
 }
