@@ -1,10 +1,12 @@
 """Python half of tjit's embedded Triton runtime.
 
 The C++ runtime (libtjit_python) executes this module inside its embedded interpreter and calls
-three functions: load_kernel, compile and run_interpreted. Everything that depends
-on Triton's Python API lives here, so a new Triton release means changing this file only.
-Supported: Triton >= 3.3 (signature keyed by parameter name, attributes through
-backend.parse_attr, two trailing scratch pointers in the launch).
+three functions: load_kernel, compile and run_interpreted. Everything that depends on Triton's
+Python API lives here, so a new Triton release means changing this file only.
+
+Supported: Triton 3.4 to 3.9 (tests/compat/triton_compat.sh runs the version-sensitive tests
+against each). Where releases differ, the code says which versions need what, checked against
+each release's sources; _TRITON_VERSION is the installed one as (major, minor).
 """
 
 import ast
@@ -13,21 +15,28 @@ import functools
 import hashlib
 import importlib.util
 import os
+import re
 import site
 import sys
 import sysconfig
 import threading
 
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource, make_backend
-from triton import knobs
-from triton.runtime.jit import JITFunction
 
-_MIN_VERSION = (3, 3)
-_version = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
-if _version < _MIN_VERSION:
-    raise ImportError(f"tjit needs triton >= 3.3, found {triton.__version__}")
+_SUPPORTED = "3.4 to 3.9"
+_match = re.match(r"(\d+)\.(\d+)", triton.__version__)
+_TRITON_VERSION = (int(_match[1]), int(_match[2])) if _match else (0, 0)
+# Checked before anything else is imported from triton: an older release lacks some of it (3.3 has
+# no triton.knobs), and the user should read this rather than an ImportError about a name.
+if _TRITON_VERSION < (3, 4):
+    raise ImportError(f"tjit supports Triton {_SUPPORTED}, but the Triton found is {triton.__version__} "
+                      f"({os.path.dirname(triton.__file__)}); install a supported one, e.g. "
+                      "pip install triton==3.6.0")
+
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource, make_backend  # noqa: E402
+from triton import knobs  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
 
 _lock = threading.Lock()
 # Interpreted runs and interpreted imports flip process-wide Triton state
