@@ -1,8 +1,9 @@
 """Python half of tjit's embedded Triton runtime.
 
 The C++ runtime (libtjit_python) executes this module inside its embedded interpreter and calls
-three functions: load_kernel, compile and run_interpreted. Everything that depends on Triton's
-Python API lives here, so a new Triton release means changing this file only.
+three functions: load_kernel, compile and run_interpreted (tjit's tests also call
+triton_specialization). Everything that depends on Triton's Python API lives here, so a new
+Triton release means changing this file only.
 
 Supported: Triton 3.4 to 3.9 (tests/compat/triton_compat.sh runs the version-sensitive tests
 against each). Where releases differ, the code says which versions need what, checked against
@@ -11,6 +12,7 @@ each release's sources; _TRITON_VERSION is the installed one as (major, minor).
 
 import ast
 import builtins
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -231,6 +233,63 @@ def compile(handle, types, constexprs, divisible, target, options):
         "launch_cooperative_grid": bool(getattr(md, "launch_cooperative_grid", False)),
         "launch_pdl": bool(getattr(md, "launch_pdl", False)),
     }
+
+
+@contextlib.contextmanager
+def _active_driver(stand_in):
+    from triton.runtime.driver import driver
+    # Triton 3.4 keeps the active driver in the attribute `active`; 3.5 and later in `_active`,
+    # behind a property whose first read creates the default driver (which fails without a GPU):
+    # save and restore the slot itself.
+    slot = "_active" if "_active" in vars(driver) else "active"
+    saved = vars(driver)[slot]
+    driver.set_active(stand_in)
+    try:
+        yield
+    finally:
+        setattr(driver, slot, saved)
+
+
+def triton_specialization(fn, args, target):
+    """What Python Triton itself derives for the launch fn[grid](*args) on target (backend, arch,
+    warp_size), as tjit's Specialization holds it: (types, [(index, constexpr value)], [indices
+    divisible by 16]). Runs Triton's own JITFunction.run (its binder, then the packing that feeds
+    triton.compile) with a stand-in driver that names the target, and stops it through
+    knobs.runtime.jit_cache_hook before it compiles, so no GPU is needed. tjit's tests compare the
+    C++ runtime's classification with it."""
+    gpu_target = GPUTarget(*target)
+
+    class TargetDriver:
+
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device=None):
+            return 0
+
+        def get_current_target(self):
+            return gpu_target
+
+    captured = {}
+
+    def stop_before_compiling(*, compile, **_):
+        captured.update(compile)
+        return True  # run() returns without compiling
+
+    saved_hook = knobs.runtime.jit_cache_hook
+    with _mode_lock, _active_driver(TargetDriver()):
+        knobs.runtime.jit_cache_hook = stop_before_compiling
+        try:
+            fn.run(*args, grid=(1, ), warmup=True)
+        finally:
+            knobs.runtime.jit_cache_hook = saved_hook
+    if not captured:
+        raise RuntimeError(f"{fn.__name__}: Triton's run() never reached its jit_cache_hook")
+    signature, constants, attrs = captured["signature"], captured["constants"], captured["configs"][0]
+    types = [signature[p.name] for p in fn.params]
+    constexprs = sorted((path[0], value) for path, value in constants.items())
+    divisible = sorted(path[0] for path, values in attrs.items() if ["tt.divisibility", 16] in values)
+    return types, constexprs, divisible
 
 
 _interpreting = threading.local()
