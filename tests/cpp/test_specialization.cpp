@@ -24,13 +24,12 @@ const char* test_kernels() {
   return path != nullptr ? path : "tests/cpp/kernels/runtime_test_kernels.py";
 }
 
-// Python Triton's own derivation: the binder JITFunction.run uses, then _pack_args, which
-// yields exactly what run() hands to ASTSource/triton.compile.
+// Python Triton's own derivation: the adapter's triton_specialization runs Triton's JITFunction.run
+// up to the point where it would compile, on the same arguments (the adapter is where tjit keeps
+// what differs between Triton versions).
 constexpr const char* kPythonSide = R"py(
 import importlib.util, torch
-from triton.backends.compiler import GPUTarget
-from triton.compiler import make_backend
-from triton.runtime.jit import create_function_from_signature
+import tjit_triton_adapter
 
 def _load(path, name):
     spec = importlib.util.spec_from_file_location("tjit_spec_test_kernels", path)
@@ -48,16 +47,7 @@ def tensor(spec):
     return base[offset:]
 
 def derive(path, name, args):
-    fn = _load(path, name)
-    backend = make_backend(GPUTarget("cuda", 90, 32))
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    bound, specialization, options = binder(*args)
-    _, signature, constexprs, attrs = fn._pack_args(backend, {}, bound, specialization, options)
-    types = list(signature.values())
-    consts = sorted((k[0], v) for k, v in constexprs.items())
-    # attrs holds every str-keyed path; only those parse_attr filled carry an attribute
-    divisible = sorted(k[0] for k, v in attrs.items() if ["tt.divisibility", 16] in v)
-    return types, consts, divisible
+    return tjit_triton_adapter.triton_specialization(_load(path, name), args, ("cuda", 90, 32))
 )py";
 
 struct TensorSpec {

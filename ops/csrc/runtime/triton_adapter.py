@@ -1,33 +1,46 @@
 """Python half of tjit's embedded Triton runtime.
 
 The C++ runtime (libtjit_python) executes this module inside its embedded interpreter and calls
-three functions: load_kernel, compile and run_interpreted. Everything that depends
-on Triton's Python API lives here, so a new Triton release means changing this file only.
-Supported: Triton >= 3.3 (signature keyed by parameter name, attributes through
-backend.parse_attr, two trailing scratch pointers in the launch).
+three functions: load_kernel, compile and run_interpreted (tjit's tests also call
+triton_specialization). Everything that depends on Triton's Python API lives here, so a new
+Triton release means changing this file only.
+
+Supported: Triton 3.4 to 3.9 (tests/compat/triton_compat.sh runs the version-sensitive tests
+against each). Where releases differ, the code says which versions need what, checked against
+each release's sources; _TRITON_VERSION is the installed one as (major, minor).
 """
 
 import ast
 import builtins
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import os
+import re
 import site
 import sys
 import sysconfig
 import threading
+from types import ModuleType
 
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource, make_backend
-from triton import knobs
-from triton.runtime.jit import JITFunction
 
-_MIN_VERSION = (3, 3)
-_version = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
-if _version < _MIN_VERSION:
-    raise ImportError(f"tjit needs triton >= 3.3, found {triton.__version__}")
+_SUPPORTED = "3.4 to 3.9"
+_match = re.match(r"(\d+)\.(\d+)", triton.__version__)
+_TRITON_VERSION = (int(_match[1]), int(_match[2])) if _match else (0, 0)
+# Checked before anything else is imported from triton: an older release lacks some of it (3.3 has
+# no triton.knobs), and the user should read this rather than an ImportError about a name.
+if _TRITON_VERSION < (3, 4):
+    raise ImportError(f"tjit supports Triton {_SUPPORTED}, but the Triton found is {triton.__version__} "
+                      f"({os.path.dirname(triton.__file__)}); install a supported one, e.g. "
+                      "pip install triton==3.6.0")
+
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource, make_backend  # noqa: E402
+from triton.compiler.errors import CompilationError  # noqa: E402
+from triton import knobs  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
 
 _lock = threading.Lock()
 # Interpreted runs and interpreted imports flip process-wide Triton state
@@ -195,6 +208,19 @@ def load_kernel(path, name):
         return len(_kernels) - 1, params, sources, triton.__version__
 
 
+def _with_reason(error):
+    # Triton 3.4: a call that fails inside a kernel (tl.arange(0, 3), a failing @jit helper) raises
+    # a CompilationError with no message of its own, the reason only in __cause__, which the C++
+    # side never shows. 3.5 and later put str(cause) into the message; do the same, down the chain.
+    cause = error.__cause__
+    if not isinstance(error, CompilationError) or error.error_message or cause is None:
+        return error
+    cause = _with_reason(cause)
+    explained = CompilationError(error.src, error.node, str(cause))
+    explained.__cause__ = cause
+    return explained
+
+
 def compile(handle, types, constexprs, divisible, target, options):
     """triton.compile for one specialisation; returns (cubin, metadata dict)."""
     fn = _kernels[handle][2]
@@ -206,7 +232,12 @@ def compile(handle, types, constexprs, divisible, target, options):
     attrs = {(i, ): backend.parse_attr("D") for i in divisible}
     opts = backend.parse_options(dict(options))
     with _mode_lock:
-        kernel = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
+        try:
+            kernel = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
+        except CompilationError as e:
+            if _TRITON_VERSION >= (3, 5):
+                raise
+            raise _with_reason(e) from e.__cause__
     md = kernel.metadata
     if getattr(md, "tensordesc_meta", None):
         raise NotImplementedError(f"{fn.__name__}: tensor descriptor arguments are not supported by tjit yet")
@@ -222,6 +253,63 @@ def compile(handle, types, constexprs, divisible, target, options):
         "launch_cooperative_grid": bool(getattr(md, "launch_cooperative_grid", False)),
         "launch_pdl": bool(getattr(md, "launch_pdl", False)),
     }
+
+
+@contextlib.contextmanager
+def _active_driver(stand_in):
+    from triton.runtime.driver import driver
+    # Triton 3.4 keeps the active driver in the attribute `active`; 3.5 and later in `_active`,
+    # behind a property whose first read creates the default driver (which fails without a GPU):
+    # save and restore the slot itself.
+    slot = "_active" if "_active" in vars(driver) else "active"
+    saved = vars(driver)[slot]
+    driver.set_active(stand_in)
+    try:
+        yield
+    finally:
+        setattr(driver, slot, saved)
+
+
+def triton_specialization(fn, args, target):
+    """What Python Triton itself derives for the launch fn[grid](*args) on target (backend, arch,
+    warp_size), as tjit's Specialization holds it: (types, [(index, constexpr value)], [indices
+    divisible by 16]). Runs Triton's own JITFunction.run (its binder, then the packing that feeds
+    triton.compile) with a stand-in driver that names the target, and stops it through
+    knobs.runtime.jit_cache_hook before it compiles, so no GPU is needed. tjit's tests compare the
+    C++ runtime's classification with it."""
+    gpu_target = GPUTarget(*target)
+
+    class TargetDriver:
+
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device=None):
+            return 0
+
+        def get_current_target(self):
+            return gpu_target
+
+    captured = {}
+
+    def stop_before_compiling(*, compile, **_):
+        captured.update(compile)
+        return True  # run() returns without compiling
+
+    saved_hook = knobs.runtime.jit_cache_hook
+    with _mode_lock, _active_driver(TargetDriver()):
+        knobs.runtime.jit_cache_hook = stop_before_compiling
+        try:
+            fn.run(*args, grid=(1, ), warmup=True)
+        finally:
+            knobs.runtime.jit_cache_hook = saved_hook
+    if not captured:
+        raise RuntimeError(f"{fn.__name__}: Triton's run() never reached its jit_cache_hook")
+    signature, constants, attrs = captured["signature"], captured["constants"], captured["configs"][0]
+    types = [signature[p.name] for p in fn.params]
+    constexprs = sorted((path[0], value) for path, value in constants.items())
+    divisible = sorted(path[0] for path, values in attrs.items() if ["tt.divisibility", 16] in values)
+    return types, constexprs, divisible
 
 
 _interpreting = threading.local()
@@ -245,9 +333,10 @@ JITFunction.__call__ = _call_jit_function
 
 
 def _restore_language_after_device_calls():
-    # Triton's InterpretedFunction.__call__ (a @jit helper called from an interpreted kernel)
-    # patches triton.language for the interpreter and never restores it: harmless when the whole
-    # process interprets, fatal here, where later compiles would see the patched language.
+    # Triton 3.6 to 3.9: InterpretedFunction.__call__ (a @jit helper called from an interpreted
+    # kernel) patches triton.language for the interpreter and drops the scope that would undo it:
+    # harmless when the whole process interprets, fatal here, where later compiles would see the
+    # patched language. (3.4 and 3.5 have no such scope: _LanguageSnapshot covers them.)
     from triton.runtime import interpreter
 
     def call(self, *args, **kwargs):
@@ -264,11 +353,37 @@ def _restore_language_after_device_calls():
     interpreter.InterpretedFunction.__call__ = call
 
 
+class _LanguageSnapshot:
+    """Triton 3.4 and 3.5 patch triton.language in place for every interpreted run (the grid and
+    each @jit helper call) and never undo it (3.6 added a restorable scope). This saves the
+    attributes of each object their _patch_lang writes to (checked against both releases) and
+    puts them back after the run, so later compiles in the process see the real language."""
+
+    def __init__(self):
+        import triton.language as tl
+        objects = (tl, tl.core, tl.math, tl.core.tensor, tl.core.dtype, tl.core.tensor_descriptor_base)
+        self._saved = [(obj, dict(vars(obj))) for obj in objects]
+
+    def restore(self):
+        missing = object()
+        for obj, saved in self._saved:
+            current = vars(obj)
+            # Added attributes go, except submodules first imported during the run: the parent's
+            # attribute is how they are reached, and a second import would not set it again.
+            for name in [n for n, v in current.items() if n not in saved and not isinstance(v, ModuleType)]:
+                delattr(obj, name)
+            for name, value in saved.items():
+                if current.get(name, missing) is not value:
+                    setattr(obj, name, value)
+
+
 def _fix_interpreter_scalar_index():
-    # Triton 3.6's interpreter turns a scalar tensor into a Python int with int(array) on a
-    # 1-element array (e.g. `for i in range(0, N, BLOCK)` with a runtime N); NumPy >= 2.4 rejects
-    # that. Convert through the element instead.
+    # Triton 3.4 to 3.6: the interpreter turns a scalar tensor into a Python int with int(array) on
+    # a 1-element array (e.g. `for i in range(0, N, BLOCK)` with a runtime N); NumPy >= 2.4 rejects
+    # that (triton-lang/triton#9171; 3.7 squeezes the array first). Convert through the element.
     import numpy as np
+    if _TRITON_VERSION >= (3, 7):
+        return
     try:
         int(np.array([1]))
         return
@@ -277,9 +392,13 @@ def _fix_interpreter_scalar_index():
     from triton.runtime import interpreter
     original = interpreter._patch_lang_tensor
 
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+    def patched(tensor, *scope):  # 3.6 passes the run's patch scope; 3.4 and 3.5 patch in place
+        original(tensor, *scope)
+        index = lambda self: int(self.handle.data.reshape(-1)[0])  # noqa: E731
+        if scope:
+            scope[0].set_attr(tensor, "__index__", index)
+        else:
+            tensor.__index__ = index
 
     interpreter._patch_lang_tensor = patched
 
@@ -291,7 +410,8 @@ def run_interpreted(handle, grid, num_warps, args):
     interpreted = _interpreted.get(handle)
     if interpreted is None:
         if not _interpreted:
-            _restore_language_after_device_calls()
+            if _TRITON_VERSION >= (3, 6):
+                _restore_language_after_device_calls()
             _fix_interpreter_scalar_index()
         path, name, _ = _kernels[handle]
         interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), name))
@@ -299,6 +419,7 @@ def run_interpreted(handle, grid, num_warps, args):
     values = [torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a for a in args]
     with _mode_lock:
         saved = knobs.runtime.interpret
+        snapshot = _LanguageSnapshot() if _TRITON_VERSION < (3, 6) else None
         knobs.runtime.interpret = True
         _interpreting.active = True
         try:
@@ -306,6 +427,8 @@ def run_interpreted(handle, grid, num_warps, args):
         finally:
             _interpreting.active = False
             knobs.runtime.interpret = saved
+            if snapshot is not None:
+                snapshot.restore()
 
 
 def _unwrap_interpreted(obj):

@@ -445,7 +445,9 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
     impl_->last_launched.store(k, std::memory_order_release);
   }
 
-  // Triton kernels take two scratch pointers after the arguments.
+  // Triton kernels take two scratch pointers after the arguments (global, profile). Those of
+  // Triton 3.4 take only the first: cuLaunchKernel reads as many parameters as the kernel's image
+  // declares, so the second is never read there and one layout serves every supported Triton.
   c10::DataPtr global_scratch =
       allocate_scratch(k->meta.global_scratch_size, grid, k->meta.num_ctas, device);
   c10::DataPtr profile_scratch =
