@@ -28,6 +28,7 @@
 //   tjit_bench_overhead [--kernel-file PATH/add.py] [--calls N] [--rounds R] [--n ELEMENTS]
 //                       [--device cuda|cpu] [--compile-check]
 
+#include <tjit/current_stream.h>
 #include <tjit/operators.h>
 #include <tjit/triton_jit_function.h>
 
@@ -248,7 +249,7 @@ JsonObject run_cuda(const Options& opt) {
   const at::Tensor expected = at::add(x, y);
 
   const c10::Stream stream = c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(device);
-  const tjit::Stream handle = stream.native_handle();
+  const tjit::Stream handle = tjit::current_stream(device);
   const auto sync = [&] { stream.synchronize(); };
   auto matches = [&](const at::Tensor& got) { return at::allclose(got, expected, 1e-6, 1e-6); };
 

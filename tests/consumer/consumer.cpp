@@ -2,12 +2,12 @@
 // each checked against ATen. Runs on CUDA when there is a GPU, else on the CPU through Triton's
 // interpreter. Prints "consumer passed" and exits 0, or names what differed and exits 1.
 
+#include <tjit/current_stream.h>
 #include <tjit/operators.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <cstdio>
 #include <exception>
@@ -39,9 +39,8 @@ int main() {
     at::Tensor out = at::full({n}, std::numeric_limits<float>::quiet_NaN(), options);
     auto& axpb = tjit::TritonJitFunction::get_instance(CONSUMER_KERNEL_FILE, "axpb_kernel");
     constexpr int64_t kBlock = 256;
-    // The current stream of the device, without CUDA headers (CPU launches take none).
-    const tjit::Stream stream =
-        device.is_cuda() ? c10::impl::VirtualGuardImpl(device.type()).getStream(device).native_handle() : nullptr;
+    // The current stream of the device, without CUDA headers (nullptr on the CPU).
+    const tjit::Stream stream = tjit::current_stream(device);
     axpb(stream, tjit::Grid(static_cast<uint32_t>((n + kBlock - 1) / kBlock)), tjit::LaunchOptions{}, x, out, n,
          2.5, -1.0, kBlock);
     expect_close("own kernel (axpb)", out, x * 2.5 - 1.0);

@@ -3,6 +3,7 @@
 
 #include "test_helpers.h"
 
+#include <tjit/current_stream.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/TensorOperators.h>
@@ -49,10 +50,7 @@ using tjit::TritonJitFunction;
 using tjit::testing::test_kernels;
 
 tjit::Stream stream_of(const at::Tensor& t) {
-  if (!t.is_cuda()) {
-    return nullptr;
-  }
-  return c10::impl::VirtualGuardImpl(t.device().type()).getStream(t.device()).native_handle();
+  return t.is_cuda() ? tjit::current_stream(t.device()) : nullptr;
 }
 
 void synchronize(const at::Tensor& t) {

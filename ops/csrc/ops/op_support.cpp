@@ -1,12 +1,12 @@
 #include "op_support.h"
 
+#include <tjit/current_stream.h>
 #include <tjit/device_properties.h>
 
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/Allocator.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
@@ -55,11 +55,7 @@ std::string kernel_path(std::string_view file_name) {
 }
 
 Stream current_stream(const c10::Device& device) {
-  if (device.is_cpu()) {
-    return nullptr;
-  }
-  const c10::impl::VirtualGuardImpl guard_impl(device.type());
-  return guard_impl.getStream(device).native_handle();
+  return tjit::current_stream(device);
 }
 
 void check_defined(const at::Tensor& t, const char* op, const char* arg) {
