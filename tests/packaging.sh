@@ -11,7 +11,8 @@
 # build/packaging); TJIT_PACKAGING_VENV_FLAGS (e.g. --system-site-packages where no package index
 # is reachable: the venv then takes torch and triton from PYTHON's environment).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+SCRIPT=$(realpath "$0")
+cd "$(dirname "$SCRIPT")/.."
 ROOT=$PWD
 PY=${PYTHON:-python3}
 WORK=${TJIT_PACKAGING_DIR:-$ROOT/build/packaging}
@@ -21,12 +22,13 @@ RESULTS=()
 
 log() { printf '[packaging] %s\n' "$*" >&2; }
 
-# step NAME LOG COMMAND...: runs COMMAND with output in $WORK/LOG; records the result and its time.
+# step NAME LOG FUNCTION: runs FUNCTION in a fresh shell (this script with --run), output in
+# $WORK/LOG, and records the result and its time. A fresh shell, because bash ignores `set -e` in a
+# function called where its status is tested: a failing command inside would not fail the step.
 step() {
   local name=$1 logfile=$WORK/$2 start=$SECONDS
-  shift 2
   log "$name"
-  if "$@" >"$logfile" 2>&1; then
+  if "$SCRIPT" --run "$3" >"$logfile" 2>&1; then
     RESULTS+=("$name: ok ($((SECONDS - start)) s)")
     return 0
   fi
@@ -37,20 +39,19 @@ step() {
   return 1
 }
 
-[[ -f build/CMakeCache.txt ]] || { log "no ./build: run ./run.sh test first"; exit 1; }
-rm -rf "$WORK"
-mkdir -p "$WORK"
-TORCH_VERSION=$("$PY" -c "import re, torch; print(re.match(r'[0-9.]+', torch.__version__).group(0).rstrip('.'))")
-TRITON_VERSION=$("$PY" -c "import triton; print(triton.__version__)")
 
 build_wheel() {
   "$PY" -m pip wheel --no-build-isolation --no-deps -w "$WORK/dist" .
 }
 
 make_venv() {
+  # The same torch and triton as the build's (the wheel's libraries are built for that torch).
+  local torch_version triton_version
+  torch_version=$("$PY" -c "import re, torch; print(re.match(r'[0-9]+(\.[0-9]+)*', torch.__version__).group(0))")
+  triton_version=$("$PY" -c "import triton; print(triton.__version__)")
   # shellcheck disable=SC2086  # flags are words
   "$PY" -m venv ${TJIT_PACKAGING_VENV_FLAGS:-} "$VENV"
-  "$VENV/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" "triton==$TRITON_VERSION" numpy pytest expecttest
+  "$VENV/bin/python" -m pip install --quiet "torch==$torch_version" "triton==$triton_version" numpy pytest expecttest
   "$VENV/bin/python" -m pip install --quiet "$WORK"/dist/tjit-*.whl
   # The package must come from the wheel, not from this checkout.
   (cd "$WORK" && "$VENV/bin/python" -c "
@@ -87,13 +88,33 @@ consumer_wheel_prefix() {
   grep -F "starting Python $VENV/bin/" "$WORK/consumer-wheel/stderr.log"
 }
 
+# FetchContent clones the committed HEAD of this checkout, as a project would clone tjit's
+# repository; with uncommitted changes (or no git), FETCHCONTENT_SOURCE_DIR_TJIT points it at the
+# working tree instead, CMake's own way of overriding a declared content's source.
 consumer_fetch_content() {
-  run_consumer "$WORK/consumer-fetch" "$PY" -DTJIT_CONSUMER_FETCH=ON \
-    -DTJIT_GIT_REPOSITORY="$ROOT" -DTJIT_GIT_TAG="$(git rev-parse HEAD)"
+  local source=(-DTJIT_GIT_REPOSITORY="$ROOT" -DTJIT_GIT_TAG=none)
+  if git -C "$ROOT" rev-parse --verify -q HEAD >/dev/null &&
+      [[ -z $(git -C "$ROOT" status --porcelain --untracked-files=no) ]]; then
+    source=(-DTJIT_GIT_REPOSITORY="$ROOT" -DTJIT_GIT_TAG="$(git -C "$ROOT" rev-parse HEAD)")
+    echo "FetchContent: git clone of $ROOT at $(git -C "$ROOT" rev-parse --short HEAD)"
+  else
+    source+=(-DFETCHCONTENT_SOURCE_DIR_TJIT="$ROOT")
+    echo "FetchContent: the working tree $ROOT (uncommitted changes)"
+  fi
+  run_consumer "$WORK/consumer-fetch" "$PY" -DTJIT_CONSUMER_FETCH=ON "${source[@]}"
 }
 
+if [[ ${1:-} == --run ]]; then
+  "$2"
+  exit
+fi
+
+[[ -f build/CMakeCache.txt ]] || { log "no ./build: run ./run.sh test first"; exit 1; }
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
 step "wheel build" wheel.log build_wheel &&
-  step "wheel in a fresh venv (torch $TORCH_VERSION, triton $TRITON_VERSION)" venv.log make_venv &&
+  step "wheel in a fresh venv" venv.log make_venv &&
   { step "pytest against the wheel" pytest.log pytest_against_wheel || true
     step "consumer: wheel's CMake prefix" consumer-wheel.log consumer_wheel_prefix || true; }
 step "consumer: installed prefix" consumer-prefix.log consumer_installed_prefix || true
