@@ -14,7 +14,8 @@ namespace {
 // torch before 2.10 has no device-generic way to a stream's native handle without CUDA headers.
 // Its CUDA builds export AOTInductor's C shim from libtorch_cuda.so (loaded with libtorch):
 // aoti_torch_get_current_cuda_stream(index, &handle) returns
-// at::cuda::getCurrentCUDAStream(index).stream(), 0 on success.
+// at::cuda::getCurrentCUDAStream(index).stream(), 0 on success. (This argument order is that of
+// torch 2.7 to 2.9, checked in their shim.h; an older one had (&handle, index).)
 Stream current_cuda_stream_from_shim(const c10::Device& device) {
   using ShimFn = int32_t (*)(int32_t, void**);
   static const ShimFn shim = []() -> ShimFn {
