@@ -16,7 +16,7 @@ namespace {
 // aoti_torch_get_current_cuda_stream(index, &handle) returns
 // at::cuda::getCurrentCUDAStream(index).stream(), 0 on success. (This argument order is that of
 // torch 2.7 to 2.9, checked in their shim.h; an older one had (&handle, index).)
-Stream current_cuda_stream_from_shim(const c10::Device& device) {
+[[maybe_unused]] Stream current_cuda_stream_from_shim(const c10::Device& device) {
   using ShimFn = int32_t (*)(int32_t, void**);
   static const ShimFn shim = []() -> ShimFn {
     void* lib = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
