@@ -221,9 +221,29 @@ def _with_reason(error):
     return explained
 
 
+class _SourceKeyedAST(ASTSource):
+    """Triton 3.4: the compile cache key (ASTSource.hash) leaves out the values of globals a kernel
+    reads from other modules (3.5 adds them), so after such a constant was edited triton.compile
+    returned the old binary from Triton's cache. Key on the fingerprints of every source file too."""
+
+    def __init__(self, fn, signature, constexprs, attrs, fingerprints):
+        super().__init__(fn, signature, constexprs, attrs)
+        self._fingerprints = fingerprints
+
+    def hash(self):
+        return hashlib.sha256((super().hash() + self._fingerprints).encode("utf-8")).hexdigest()
+
+
+def _ast_source(path, fn, signature, consts, attrs):
+    if _TRITON_VERSION >= (3, 5):
+        return ASTSource(fn, signature, consts, attrs)
+    fingerprints = "-".join(blob for _, blob in _sources.get(path, ()))
+    return _SourceKeyedAST(fn, signature, consts, attrs, fingerprints)
+
+
 def compile(handle, types, constexprs, divisible, target, options):
     """triton.compile for one specialisation; returns (cubin, metadata dict)."""
-    fn = _kernels[handle][2]
+    path, _, fn = _kernels[handle]
     backend_name, arch, warp_size = target
     gpu_target = GPUTarget(backend_name, arch, warp_size)
     backend = make_backend(gpu_target)
@@ -233,7 +253,8 @@ def compile(handle, types, constexprs, divisible, target, options):
     opts = backend.parse_options(dict(options))
     with _mode_lock:
         try:
-            kernel = triton.compile(ASTSource(fn, signature, consts, attrs), target=gpu_target, options=opts.__dict__)
+            kernel = triton.compile(_ast_source(path, fn, signature, consts, attrs), target=gpu_target,
+                                    options=opts.__dict__)
         except CompilationError as e:
             if _TRITON_VERSION >= (3, 5):
                 raise
