@@ -79,20 +79,11 @@ run_tests() {
     tee "$dir/ctest.log" | grep -vE '^\s+Start ' || status=1
   log "Python tests (pytest)"
   "$PY" -m pytest tests/python -ra -q --junitxml="$dir/pytest.xml" 2>&1 | tee "$dir/pytest.log" || status=1
-  "$PY" - "$dir/ctest.xml" "$dir/pytest.xml" <<'PYEOF'
-import sys, xml.etree.ElementTree as ET
-totals = {"passed": 0, "failed": 0, "skipped": 0}
-for path in sys.argv[1:]:
-    root = ET.parse(path).getroot()
-    for case in root.iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
-            totals["failed"] += 1
-        elif case.find("skipped") is not None or case.get("status") == "notrun":
-            totals["skipped"] += 1
-        else:
-            totals["passed"] += 1
-print(f"tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
-PYEOF
+  local passed=0 failed=0 skipped=0 p f s
+  while read -r p f s; do
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+  done < <("$PY" tests/junit_counts.py "$dir/ctest.xml" "$dir/pytest.xml")
+  echo "tests: $passed passed, $failed failed, $skipped skipped"
   return $status
 }
 

@@ -85,31 +85,11 @@ log "operator tests on CPU (pytest -k cpu)"
   tests/python/test_layer_norm.py -k cpu -q -p no:cacheprovider --junitxml="$logs/pytest.xml" 2>&1 |
   tee "$logs/pytest.log" || status=1
 
-summary=$("$PY" - "$logs/ctest.xml" "$logs/pytest.xml" <<'PYEOF'
-import sys, xml.etree.ElementTree as ET
-counts = []
-for path in sys.argv[1:]:
-    c = {"passed": 0, "failed": 0, "skipped": 0}
-    try:
-        cases = ET.parse(path).getroot().iter("testcase")
-    except (OSError, ET.ParseError):
-        cases = []
-    for case in cases:
-        if case.find("failure") is not None or case.find("error") is not None:
-            c["failed"] += 1
-        elif case.find("skipped") is not None or case.get("status") == "notrun":
-            c["skipped"] += 1
-        else:
-            c["passed"] += 1
-    counts.append(c)
-(cpp, py) = counts
-total = {k: cpp[k] + py[k] for k in cpp}
-print(cpp["passed"], py["passed"], total["failed"],
-      f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped "
-      f"(C++ {cpp['passed']}/{sum(cpp.values())}, Python CPU {py['passed']}/{sum(py.values())})")
-PYEOF
-)
-read -r cpp_passed py_passed failed counts <<<"$summary"
+{ read -r cpp_passed cpp_failed cpp_skipped; read -r py_passed py_failed py_skipped; } \
+  < <("$PY" tests/junit_counts.py "$logs/ctest.xml" "$logs/pytest.xml")
+failed=$((cpp_failed + py_failed))
+counts="$((cpp_passed + py_passed)) passed, $failed failed, $((cpp_skipped + py_skipped)) skipped \
+(C++ $cpp_passed/$((cpp_passed + cpp_failed + cpp_skipped)), Python CPU $py_passed/$((py_passed + py_failed + py_skipped)))"
 # A filter that matches nothing must not pass for a green run. (Skips are counted, not failed: one
 # CPU case skips by design, test_layer_norm.py's CUDA-sized backward plan.)
 if ((cpp_passed == 0 || py_passed == 0 || failed > 0)); then
