@@ -26,15 +26,16 @@ PACKAGE_DIR = ROOT / "ops"
 LIBRARIES = ("liboperators.so", "libtriton_jit.so", "libtjit_python.so")
 
 
-def _torch_and_triton():
+def _torch_version():
+    """The version of the torch to build against; both torch and triton must be installed."""
     try:
         import torch
-        import triton
+        import triton  # noqa: F401  (only that it is there: kernels compile with it)
     except ImportError as error:
         sys.exit(f"tjit: building needs torch and triton in this Python ({error}); install them "
                  "first (CPU: pip install torch==2.13.0 triton==3.6.0), then "
                  "pip install --no-build-isolation .")
-    return torch.__version__, triton.__version__
+    return torch.__version__
 
 
 def _cmake_build(editable):
@@ -83,7 +84,7 @@ def _release(version):
     return re.match(r"\d+(\.\d+)*", version).group(0)  # 2.13.0+cpu -> 2.13.0
 
 
-TORCH_VERSION, _ = _torch_and_triton()
+TORCH_VERSION = _torch_version()
 
 setup(
     name="tjit",

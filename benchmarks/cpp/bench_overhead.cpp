@@ -11,7 +11,7 @@
 //   tjit_add_impl              tjit::impl::add_triton(x, y, 1): tjit_add without the dispatcher
 //   at_empty_like              at::empty_like(x), for scale
 //   tjit_empty_output          tjit::detail::empty_output, the allocation every tjit wrapper makes
-//   tjit_current_stream        tjit::detail::current_stream, the stream lookup every wrapper makes
+//   tjit_current_stream        tjit::current_stream, the stream lookup every wrapper makes
 //   driver_cuCtxGetCurrent     the one driver call a TritonJitFunction launch makes besides the launch
 //
 // Each value is the median over rounds of (host time of `calls` back-to-back calls) / calls; the
@@ -355,7 +355,7 @@ JsonObject run_cuda(const Options& opt) {
   ms.push_back({"tjit_empty_output", [&] { (void)tjit::detail::empty_output(x.sizes(), x.options()); }, {}});
   volatile uintptr_t stream_sink = 0;
   ms.push_back({"tjit_current_stream",
-                [&] { stream_sink = reinterpret_cast<uintptr_t>(tjit::detail::current_stream(x.device())); }, {}});
+                [&] { stream_sink = reinterpret_cast<uintptr_t>(tjit::current_stream(x.device())); }, {}});
   ms.push_back({"driver_cuCtxGetCurrent", [&] {
                   CUcontext ctx = nullptr;
                   cu.cuCtxGetCurrent(&ctx);

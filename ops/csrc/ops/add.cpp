@@ -3,6 +3,7 @@
 #include "op_support.h"
 #include "operator_impls.h"
 
+#include <tjit/current_stream.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -149,7 +150,7 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
   const double alpha_d = alpha.toDouble();
   const float alpha_f = static_cast<float>(alpha_d);
   const double alpha_lo = self.scalar_type() == at::kDouble ? alpha_d - static_cast<double>(alpha_f) : 0.0;
-  const Stream stream = detail::current_stream(self.device());
+  const Stream stream = current_stream(self.device());
   const Grid grid(detail::blocks_for(n, kBlock, kOp));
   const LaunchOptions options{kNumWarps};
 

@@ -6,6 +6,7 @@
 #include "op_support.h"
 #include "operator_impls.h"
 
+#include <tjit/current_stream.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -119,7 +120,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_kernel");
   // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as the
   // double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten does).
-  kernel(detail::current_stream(input.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
+  kernel(current_stream(input.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
          out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(),
          plan.block_n, plan.single_pass, detail::needs_index64(x) || detail::needs_index64(out));
   return {out, mean, rstd};
@@ -195,7 +196,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     if (want_db) db.zero_();
     return {dx, dw, db};
   }
-  const Stream stream = detail::current_stream(input.device());
+  const Stream stream = current_stream(input.device());
   static const std::string file = detail::kernel_path("layer_norm.py");  // once: the hot path builds no paths
   const auto [x, xv] = detail::rows_of(input, cols);
   const auto [dy, dyv] = detail::rows_of(grad_out, cols);

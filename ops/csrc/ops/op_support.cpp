@@ -1,6 +1,5 @@
 #include "op_support.h"
 
-#include <tjit/current_stream.h>
 #include <tjit/device_properties.h>
 
 #include <ATen/Context.h>
@@ -52,10 +51,6 @@ fs::path find_kernel_dir() {
 std::string kernel_path(std::string_view file_name) {
   static const fs::path dir = find_kernel_dir();
   return (dir / file_name).string();
-}
-
-Stream current_stream(const c10::Device& device) {
-  return tjit::current_stream(device);
 }
 
 void check_defined(const at::Tensor& t, const char* op, const char* arg) {

@@ -20,10 +20,6 @@ namespace tjit::detail {
 // share/tjit/kernels_py of an installed prefix; the source tree tjit was built from.
 std::string kernel_path(std::string_view file_name);
 
-// torch's current stream on `device`: what a launch must use to be ordered with torch's work.
-// nullptr for CPU (the interpreter needs none).
-Stream current_stream(const c10::Device& device);
-
 void check_defined(const at::Tensor& t, const char* op, const char* arg);
 // `t` must be on `device`; names both arguments otherwise.
 void check_same_device(const at::Tensor& t, const char* arg, const at::Tensor& ref, const char* ref_arg,

@@ -5,6 +5,7 @@
 #include "op_support.h"
 #include "operator_impls.h"
 
+#include <tjit/current_stream.h>
 #include <tjit/device_properties.h>
 #include <tjit/triton_jit_function.h>
 
@@ -171,7 +172,7 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   }
   const auto [in, v] = detail::rows_of(dim_last(x, dim), cols);
   const bool index64 = detail::needs_index64(in) || detail::needs_index64(out_moved);
-  const Stream stream = detail::current_stream(x.device());
+  const Stream stream = current_stream(x.device());
   const RowPlan plan = plan_rows(v.rows, cols, x, 32768, /*backward=*/false);
   switch (plan.kind) {
     case RowPlan::Kind::ShortRows: {
@@ -236,7 +237,7 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
   const auto [g, gv] = detail::rows_of(dim_last(grad_output, dim), cols);
   const auto [y, yv] = detail::rows_of(dim_last(output, dim), cols);
   const bool index64 = detail::needs_index64(g) || detail::needs_index64(y) || detail::needs_index64(grad_in_moved);
-  const Stream stream = detail::current_stream(output.device());
+  const Stream stream = current_stream(output.device());
   const RowPlan plan = plan_rows(yv.rows, cols, grad_in_moved, 16384, /*backward=*/true);
   switch (plan.kind) {
     case RowPlan::Kind::ShortRows: {

@@ -4,6 +4,7 @@
 #include "op_support.h"
 #include "operator_impls.h"
 
+#include <tjit/current_stream.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -65,7 +66,7 @@ c10::SmallVector<T, 8> output_shape(c10::ArrayRef<T> sizes, const DimMask& mask,
 
 // out[m] = sum of row m of `in` viewed as [M, N] with `row_stride`.
 void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor& out, bool index64) {
-  const Stream stream = detail::current_stream(in.device());
+  const Stream stream = current_stream(in.device());
   const int sms = detail::planning_multiprocessors(in);
   static const std::string file = detail::kernel_path("reduce.py");  // once: the hot path builds no paths
   const bool few_long_rows = v.rows < 2 * sms && v.cols > 65536;
@@ -105,7 +106,7 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
 
 // out[m, k] = sum over r of in[m, r, k] for a contiguous input viewed as [M, R, K].
 void sum_middle(const at::Tensor& in, int64_t m, int64_t r, int64_t k, const at::Tensor& out, bool index64) {
-  const Stream stream = detail::current_stream(in.device());
+  const Stream stream = current_stream(in.device());
   static const std::string file = detail::kernel_path("reduce.py");  // once: the hot path builds no paths
   static auto& mid = TritonJitFunction::get_instance(file, "sum_mid_kernel");
   const int64_t block_k = std::min<int64_t>(detail::next_power_of_2(k), 256);
