@@ -92,8 +92,8 @@ setup(
     description="PyTorch operators written in Triton, launched from C++ by an embedded Triton JIT runtime",
     packages=["tjit"],
     package_dir={"tjit": "ops"},
-    package_data={"tjit": ["lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "include/tjit/*.h",
-                           "lib/cmake/tjit/*.cmake"]},
+    package_data={"tjit": ["lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "kernels_py/*.json", "include/tjit/*.h",
+                           "lib/cmake/tjit/*.cmake", "lib/cmake/tjit/*.in"]},
     python_requires=">=3.9",
     # The libraries are built against this torch's C++ ABI, which changes between releases.
     # Triton compiles kernels (a warm kernel store needs none); tjit supports 3.4 to 3.9.

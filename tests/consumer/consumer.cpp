@@ -1,18 +1,31 @@
 // A user's program: its own Triton kernel through tjit::TritonJitFunction, and tjit's operators,
 // each checked against ATen. Runs on CUDA when there is a GPU, else on the CPU through Triton's
 // interpreter. Prints "consumer passed" and exits 0, or names what differed and exits 1.
+//
+// Built as tjit_consumer_deployed (CONSUMER_DEPLOYED), it has its kernels embedded as a bundle
+// (tjit_add_kernel_bundle) and is meant to run with TJIT_JIT=0 where Python cannot be loaded. It
+// then also checks that every kernel came from the bundle, that a specialisation or an
+// architecture the bundle lacks gives the documented error and the program goes on, and that at
+// exit neither libpython nor Triton's libtriton is mapped into the process. Without a GPU it checks
+// what runs without one: the bundle's kernels through compile() for the bundle's targets.
 
 #include <tjit/current_stream.h>
+#include <tjit/kernel_bundle.h>
 #include <tjit/operators.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 
+#include <c10/util/Exception.h>
+
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -25,12 +38,96 @@ void expect_close(const char* what, const at::Tensor& actual, const at::Tensor& 
   failures += ok ? 0 : 1;
 }
 
+void expect(const char* what, bool ok) {
+  std::printf("%-24s %s\n", what, ok ? "ok" : "FAILED");
+  failures += ok ? 0 : 1;
+}
+
+// Runs `call`, which must throw a c10::Error whose message contains every one of `parts`.
+void expect_error(const char* what, const std::function<void()>& call, const std::vector<std::string>& parts) {
+  try {
+    call();
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    for (const std::string& part : parts) {
+      if (message.find(part) == std::string::npos) {
+        std::printf("%-24s FAILED: the error lacks '%s':\n%s\n", what, part.c_str(), message.c_str());
+        ++failures;
+        return;
+      }
+    }
+    std::printf("%-24s ok (%zu-character error)\n", what, message.size());
+    return;
+  }
+  std::printf("%-24s FAILED: no error\n", what);
+  ++failures;
+}
+
+// What of Python and Triton this process has mapped (nothing, for a deployed program).
+std::string python_or_triton_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  std::string found;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("libpython") != std::string::npos || line.find("/libtriton.so") != std::string::npos) {
+      found += line + "\n";
+    }
+  }
+  return found;
+}
+
+#ifdef CONSUMER_DEPLOYED
+// The checks only a deployed program makes; `x` and `out` are inputs of the own kernel.
+void check_deployment(const at::Tensor& x, at::Tensor& out, int64_t n, int64_t block) {
+  auto& axpb = tjit::TritonJitFunction::get_instance(CONSUMER_KERNEL_FILE, "axpb_kernel");
+  const auto target = tjit::CompileTarget::parse("cuda:90");
+  const tjit::Stream stream = tjit::current_stream(x.device());
+  const tjit::Grid grid(static_cast<uint32_t>((n + block - 1) / block));
+  if (!x.is_cuda()) {
+    // No GPU: the bundle's binary for a target, as a launch there would get it.
+    const tjit::CompiledKernel k = axpb.compile(target, tjit::LaunchOptions{}, x, out, n, 2.5, -1.0, block);
+    expect("own kernel from bundle", k.binary.size() > 4 && k.binary.compare(0, 4, "\x7f" "ELF") == 0);
+  }
+  // A specialisation the manifest never had (another BLOCK), then one for an architecture the
+  // bundle was not built for: clear errors, and the program goes on.
+  expect_error("missing specialisation", [&] {
+    if (x.is_cuda()) {
+      axpb(stream, grid, tjit::LaunchOptions{}, x, out, n, 2.5, -1.0, block / 2);
+    } else {
+      axpb.compile(target, tjit::LaunchOptions{}, x, out, n, 2.5, -1.0, block / 2);
+    }
+  }, {"axpb_kernel", "TJIT_JIT=0", "\"BLOCK\":" + std::to_string(block / 2), "python -m tjit aot build"});
+  expect_error("missing architecture", [&] {
+    axpb.compile(tjit::CompileTarget::parse("cuda:89"), tjit::LaunchOptions{}, x, out, n, 2.5, -1.0, block);
+  }, {"axpb_kernel", "only, not for cuda:89", "--target cuda:89"});
+  if (x.is_cuda()) {
+    out.fill_(std::numeric_limits<float>::quiet_NaN());
+    axpb(stream, grid, tjit::LaunchOptions{}, x, out, n, 2.5, -1.0, block);
+    expect_close("own kernel after errors", out, x * 2.5 - 1.0);
+  }
+  expect("nothing compiled", axpb.num_compiled() == 0);
+  expect("kernels from the bundle", axpb.num_loaded_from_bundles() >= 1);
+}
+#endif
+
 }  // namespace
 
 int main() {
   try {
     const at::Device device = at::hasCUDA() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
     std::printf("device: %s\n", device.str().c_str());
+#ifdef CONSUMER_DEPLOYED
+    for (const tjit::KernelBundleInfo& b : tjit::loaded_bundles()) {
+      std::string targets;
+      for (const std::string& t : b.targets) {
+        targets += " " + t;
+      }
+      std::printf("bundle %s%s: %zu kernels, %zu entries, targets%s, built by Triton %s\n", b.name.c_str(),
+                  b.embedded ? " (embedded)" : "", b.num_kernels, b.num_entries, targets.c_str(),
+                  b.triton_version.c_str());
+    }
+    expect("bundle embedded", !tjit::loaded_bundles().empty() && tjit::loaded_bundles().front().embedded);
+    expect("JIT off (TJIT_JIT=0)", !tjit::jit_enabled());
+#endif
     const auto options = at::TensorOptions().device(device).dtype(at::kFloat);
 
     // The program's own kernel, with a grid and launch options of its choosing.
@@ -41,6 +138,17 @@ int main() {
     constexpr int64_t kBlock = 256;
     // The current stream of the device, without CUDA headers (nullptr on the CPU).
     const tjit::Stream stream = tjit::current_stream(device);
+#ifdef CONSUMER_DEPLOYED
+    if (!x.is_cuda()) {
+      // CPU tensors run through Triton's interpreter, which a deployed program does not have.
+      check_deployment(x, out, n, kBlock);
+      const std::string mapped = python_or_triton_mapped();
+      expect("no Python, no Triton", mapped.empty());
+      std::printf("%s", mapped.c_str());
+      std::printf(failures == 0 ? "consumer passed (no GPU: bundle checks only)\n" : "consumer FAILED\n");
+      return failures == 0 ? 0 : 1;
+    }
+#endif
     axpb(stream, tjit::Grid(static_cast<uint32_t>((n + kBlock - 1) / kBlock)), tjit::LaunchOptions{}, x, out, n,
          2.5, -1.0, kBlock);
     expect_close("own kernel (axpb)", out, x * 2.5 - 1.0);
@@ -61,6 +169,12 @@ int main() {
     (tjit::softmax(tjit::layer_norm(leaf, {129}, w, bias), 1) * b).sum().backward();
     (at::softmax(at::layer_norm(ref_leaf, {129}, w, bias), 1) * b).sum().backward();
     expect_close("layer_norm+softmax grad", leaf.grad(), ref_leaf.grad());
+#ifdef CONSUMER_DEPLOYED
+    check_deployment(x, out, n, kBlock);
+    const std::string mapped = python_or_triton_mapped();
+    expect("no Python, no Triton", mapped.empty());
+    std::printf("%s", mapped.c_str());
+#endif
   } catch (const std::exception& e) {
     std::printf("consumer failed: %s\n", e.what());
     return 1;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tjit::detail {
@@ -18,6 +19,7 @@ constexpr size_t kChecksumSize = 40;
 constexpr size_t kFrameSize = kMagicSize + 4 + 4 + 8 + kChecksumSize;
 constexpr char kEntryMagic[] = "TJITKRNL";
 constexpr char kSignatureMagic[] = "TJITSIGN";
+constexpr char kBundleMagic[] = "TJITBNDL";
 
 template <typename T>
 void put_le(std::string& out, T value) {
@@ -27,7 +29,7 @@ void put_le(std::string& out, T value) {
 }
 
 template <typename T>
-T get_le(const std::string& in, size_t offset) {
+T get_le(std::string_view in, size_t offset) {
   uint64_t v = 0;
   for (size_t i = 0; i < sizeof(T); ++i) {
     v |= uint64_t(static_cast<unsigned char>(in[offset + i])) << (8 * i);
@@ -165,6 +167,39 @@ ConstexprValue constexpr_from_json(const json& j) {
   throw CorruptStoreFile("constexpr value " + j.dump() + " is not None, a bool, an int or a float");
 }
 
+Specialization specialization_from_json(const json& spec) {
+  Specialization s;
+  s.types = spec.at("types").get<std::vector<std::string>>();
+  for (const json& c : spec.at("constexprs")) {
+    s.constexprs.emplace_back(c.at(0).get<int>(), constexpr_from_json(c.at(1)));
+  }
+  s.divisible_by_16 = spec.at("divisible_by_16").get<std::vector<int>>();
+  // The runtime lists both by parameter index; a hand-made file may not.
+  std::sort(s.constexprs.begin(), s.constexprs.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(s.divisible_by_16.begin(), s.divisible_by_16.end());
+  return s;
+}
+
+LaunchOptions options_from_json(const json& o) {
+  LaunchOptions options;
+  options.num_warps = o.at("num_warps").get<int>();
+  options.num_stages = o.at("num_stages").get<int>();
+  options.num_ctas = o.at("num_ctas").get<int>();
+  options.enable_fp_fusion = o.at("enable_fp_fusion").get<bool>();
+  options.launch_cooperative_grid = o.at("launch_cooperative_grid").get<bool>();
+  options.launch_pdl = o.at("launch_pdl").get<bool>();
+  return options;
+}
+
+CompileTarget target_from_json(const json& t) {
+  CompileTarget target;
+  target.backend = t.at("backend").get<std::string>();
+  target.arch = t.at("arch").get<int>();
+  target.warp_size = t.at("warp_size").get<int>();
+  return target;
+}
+
 template <typename F>
 auto decoding(F&& f) {
   try {
@@ -220,24 +255,10 @@ KernelEntry decode_entry(const std::string& bytes) {
     KernelEntry e;
     e.key = j.at("key").get<std::string>();
     e.kernel = signature_from_json(j.at("kernel"));
-    const json& spec = j.at("specialization");
-    e.specialization.types = spec.at("types").get<std::vector<std::string>>();
-    for (const json& c : spec.at("constexprs")) {
-      e.specialization.constexprs.emplace_back(c.at(0).get<int>(), constexpr_from_json(c.at(1)));
-    }
-    e.specialization.divisible_by_16 = spec.at("divisible_by_16").get<std::vector<int>>();
-    const json& o = j.at("options");
-    e.options.num_warps = o.at("num_warps").get<int>();
-    e.options.num_stages = o.at("num_stages").get<int>();
-    e.options.num_ctas = o.at("num_ctas").get<int>();
-    e.options.enable_fp_fusion = o.at("enable_fp_fusion").get<bool>();
-    e.options.launch_cooperative_grid = o.at("launch_cooperative_grid").get<bool>();
-    e.options.launch_pdl = o.at("launch_pdl").get<bool>();
-    const json& t = j.at("target");
+    e.specialization = specialization_from_json(j.at("specialization"));
+    e.options = options_from_json(j.at("options"));
     CompiledKernel& c = e.compiled;
-    c.target.backend = t.at("backend").get<std::string>();
-    c.target.arch = t.at("arch").get<int>();
-    c.target.warp_size = t.at("warp_size").get<int>();
+    c.target = target_from_json(j.at("target"));
     const json& l = j.at("launch");
     c.name = l.at("symbol").get<std::string>();
     c.shared_memory = l.at("shared_memory").get<int>();
@@ -272,6 +293,77 @@ KernelSignature decode_signature(const std::string& bytes) {
   }
   const json j = parse_header(header);
   return decoding([&] { return signature_from_json(j); });
+}
+
+BundleIndex decode_bundle_index(std::string_view bytes) {
+  // Frame: magic (8) | format (u32 LE) | index bytes (u32 LE) | payload bytes (u64 LE) |
+  //        SHA-1 of the index (40 hex digits) | index (JSON) | payload
+  if (bytes.size() < kFrameSize) {
+    throw CorruptStoreFile("shorter (" + std::to_string(bytes.size()) + " bytes) than a bundle's frame");
+  }
+  if (std::memcmp(bytes.data(), kBundleMagic, kMagicSize) != 0) {
+    throw CorruptStoreFile("not a tjit kernel bundle (wrong magic)");
+  }
+  const auto format = get_le<uint32_t>(bytes, 8);
+  if (format != kBundleFormatVersion) {
+    throw CorruptStoreFile("bundle format " + std::to_string(format) + ", this tjit reads " +
+                           std::to_string(kBundleFormatVersion) + "; rebuild it with this tjit's python -m tjit aot build");
+  }
+  const uint64_t index_size = get_le<uint32_t>(bytes, 12);
+  const uint64_t payload_size = get_le<uint64_t>(bytes, 16);
+  if (payload_size > bytes.size() || kFrameSize + index_size + payload_size != bytes.size()) {
+    throw CorruptStoreFile("size " + std::to_string(bytes.size()) + " bytes, its frame says " +
+                           std::to_string(kFrameSize + index_size + payload_size));
+  }
+  const std::string index(bytes.substr(kFrameSize, index_size));
+  if (c10::sha1(index).str() != bytes.substr(kMagicSize + 16, kChecksumSize)) {
+    throw CorruptStoreFile("index checksum mismatch");
+  }
+  const json j = parse_header(index);
+  return decoding([&] {
+    BundleIndex b;
+    if (j.at("format").get<std::string>() != "tjit kernel bundle" || j.at("version").get<int>() != 1) {
+      throw CorruptStoreFile("its index is not a version 1 tjit kernel bundle index");
+    }
+    b.payload_offset = kFrameSize + index_size;
+    b.triton_version = j.at("created_by").at("triton").get<std::string>();
+    b.targets = j.at("targets").get<std::vector<std::string>>();
+    for (const json& k : j.at("kernels")) {
+      b.kernels.push_back({k.at("file_name").get<std::string>(), signature_from_json(k.at("signature"))});
+      if (b.kernels.back().signature.function != k.at("function").get<std::string>()) {
+        throw CorruptStoreFile("kernel " + k.at("function").dump() + " has the signature of another function");
+      }
+    }
+    for (const json& e : j.at("entries")) {
+      BundleIndex::Entry r;
+      r.kernel = e.at("kernel").get<size_t>();
+      r.offset = e.at("offset").get<uint64_t>();
+      r.size = e.at("size").get<uint64_t>();
+      r.specialization = specialization_from_json(e);
+      r.options = options_from_json(e.at("options"));
+      r.target = target_from_json(e.at("target"));
+      if (r.kernel >= b.kernels.size() || r.offset > payload_size || r.size > payload_size - r.offset ||
+          r.specialization.types.size() != b.kernels[r.kernel].signature.params.size()) {
+        throw CorruptStoreFile("entry " + std::to_string(b.entries.size()) + " of its index is inconsistent");
+      }
+      b.entries.push_back(std::move(r));
+    }
+    return b;
+  });
+}
+
+bool entry_matches_index(const KernelEntry& entry, const BundleIndex::Entry& record, const BundleIndex::Kernel& kernel) {
+  const auto& a = entry.specialization;
+  const auto& b = record.specialization;
+  const auto& o = entry.options;
+  const auto& p = record.options;
+  const auto& t = entry.compiled.target;
+  return entry.kernel.function == kernel.signature.function && entry.kernel.params == kernel.signature.params &&
+         a.types == b.types && a.constexprs == b.constexprs && a.divisible_by_16 == b.divisible_by_16 &&
+         o.num_warps == p.num_warps && o.num_stages == p.num_stages && o.num_ctas == p.num_ctas &&
+         o.enable_fp_fusion == p.enable_fp_fusion && o.launch_cooperative_grid == p.launch_cooperative_grid &&
+         o.launch_pdl == p.launch_pdl && t.backend == record.target.backend && t.arch == record.target.arch &&
+         t.warp_size == record.target.warp_size;
 }
 
 }  // namespace tjit::detail

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tjit::detail {
@@ -58,5 +59,36 @@ std::string encode_entry(const KernelEntry& entry);
 KernelEntry decode_entry(const std::string& bytes);  // throws CorruptStoreFile
 std::string encode_signature(const KernelSignature& signature);
 KernelSignature decode_signature(const std::string& bytes);  // throws CorruptStoreFile
+
+// A kernel bundle (tjit/kernel_bundle.h; written by ops/aot.py): magic, bundle format, index and
+// payload sizes, a SHA-1 of the index, the index (JSON), then the payload: kernel entries as
+// encode_entry writes them, each checked by its own SHA-1 when it is read.
+inline constexpr uint32_t kBundleFormatVersion = 1;
+
+struct BundleIndex {
+  struct Kernel {
+    std::string file_name;  // how the runtime matches it: with the function, by file name
+    KernelSignature signature;
+  };
+  struct Entry {
+    size_t kernel = 0;    // into `kernels`
+    uint64_t offset = 0;  // into the payload
+    uint64_t size = 0;
+    Specialization specialization;
+    LaunchOptions options;
+    CompileTarget target;
+  };
+  std::string triton_version;
+  std::vector<std::string> targets;
+  std::vector<Kernel> kernels;
+  std::vector<Entry> entries;
+  uint64_t payload_offset = 0;  // where the payload starts in the bundle's bytes
+};
+
+// Checks the frame and the index (every entry inside the payload); throws CorruptStoreFile.
+BundleIndex decode_bundle_index(std::string_view bytes);
+
+// Whether an entry read from a bundle is the one its index record describes.
+bool entry_matches_index(const KernelEntry& entry, const BundleIndex::Entry& record, const BundleIndex::Kernel& kernel);
 
 }  // namespace tjit::detail

@@ -1,7 +1,10 @@
+#include <tjit/kernel_store.h>
 #include <tjit/triton_jit_function.h>
 
 #include "cuda_driver.h"
+#include "kernel_bundle_detail.h"
 #include "kernel_store_detail.h"
+#include "manifest_recorder.h"
 #include "python_bridge.h"
 #include "python_gil.h"
 #include "source_fingerprint.h"
@@ -199,6 +202,7 @@ struct TritonJitFunction::Impl {
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<CachedKernel>>> kernels;
   std::atomic<size_t> num_compiled{0};
   std::atomic<size_t> num_loaded_from_store{0};
+  std::atomic<size_t> num_loaded_from_bundles{0};
 
   // The signature the process uses (from the store or from Python); fixed at construction.
   detail::KernelSignature signature;
@@ -302,12 +306,26 @@ TritonJitFunction::TritonJitFunction(std::string kernel_file, std::string functi
     : kernel_file_(std::move(kernel_file)),
       function_name_(std::move(function_name)),
       impl_(std::make_unique<Impl>()) {
-  if (auto stored = detail::load_stored_signature(kernel_file_, function_name_)) {
+  if (auto bundled = detail::find_bundled_signature(kernel_file_, function_name_)) {
+    impl_->signature = std::move(*bundled);
+  } else if (auto stored = detail::load_stored_signature(kernel_file_, function_name_)) {
     impl_->signature = std::move(*stored);
   } else {
     impl_->signature.file = kernel_file_;
     impl_->signature.function = function_name_;
-    impl_->load_python(/*known=*/false);
+    const std::string without_python =
+        "; the kernel store has no record of it either, so its parameters can only be read by Python. Build a "
+        "kernel bundle that contains it (python -m tjit aot build) and embed or load it";
+    TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " from ", kernel_file_, ": ",
+                detail::describe_bundle_coverage(kernel_file_, function_name_, {}, {}, {}),
+                ", and JIT is off (TJIT_JIT=0)", without_python);
+    try {
+      impl_->load_python(/*known=*/false);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "tjit: kernel ", function_name_, " from ", kernel_file_, ": ",
+                  detail::describe_bundle_coverage(kernel_file_, function_name_, {}, {}, {}), without_python,
+                  ". Loading it through Python failed: ", e.what_without_backtrace());
+    }
   }
   params_ = impl_->signature.params;
 }
@@ -316,6 +334,27 @@ TritonJitFunction::~TritonJitFunction() = default;
 
 size_t TritonJitFunction::num_compiled() const { return impl_->num_compiled.load(); }
 size_t TritonJitFunction::num_loaded_from_store() const { return impl_->num_loaded_from_store.load(); }
+size_t TritonJitFunction::num_loaded_from_bundles() const { return impl_->num_loaded_from_bundles.load(); }
+
+namespace {
+// -1 until read from TJIT_JIT; then 0 or 1.
+std::atomic<int> jit_state{-1};
+}  // namespace
+
+bool jit_enabled() {
+  int state = jit_state.load(std::memory_order_acquire);
+  if (state < 0) {
+    const char* v = std::getenv("TJIT_JIT");
+    const std::string value = v == nullptr ? "" : v;
+    state = (value == "0" || value == "off" || value == "OFF" || value == "false" || value == "no") ? 0 : 1;
+    int expected = -1;
+    jit_state.compare_exchange_strong(expected, state);
+    state = jit_state.load(std::memory_order_acquire);
+  }
+  return state == 1;
+}
+
+void set_jit_enabled(bool enabled) { jit_state.store(enabled ? 1 : 0, std::memory_order_release); }
 
 Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBase& pack) const {
   Specialization spec;
@@ -385,23 +424,37 @@ CompiledKernel TritonJitFunction::compile_packed(const CompileTarget& target, co
   options_word(options);  // validates
   const Specialization spec = specialization_of(pack);
   std::string key;
-  bool from_store = false;
-  return obtain(spec, target, options, describe(spec, target), /*use_store=*/true, key, from_store);
+  Origin origin = Origin::Compiled;
+  return obtain(spec, target, options, describe(spec, target), /*use_store=*/true, key, origin);
 }
 
 CompiledKernel TritonJitFunction::obtain(const Specialization& spec, const CompileTarget& target,
                                          const LaunchOptions& options, const std::string& description,
-                                         bool use_store, std::string& key, bool& from_store) const {
+                                         bool use_store, std::string& key, Origin& origin) const {
   key = detail::kernel_store_key(impl_->signature, spec, options, target);
   if (use_store) {
+    if (auto bundled = detail::find_bundled_kernel(kernel_file_, function_name_, spec, options, target)) {
+      impl_->num_loaded_from_bundles.fetch_add(1);
+      origin = Origin::Bundle;
+      return std::move(*bundled);
+    }
     if (auto entry = detail::load_stored_kernel(impl_->signature, key)) {
       impl_->num_loaded_from_store.fetch_add(1);
-      from_store = true;
+      origin = Origin::Store;
       return std::move(entry->compiled);
     }
   }
-  from_store = false;
-  const int64_t handle = impl_->ensure_python();
+  origin = Origin::Compiled;
+  if (!jit_enabled()) {
+    fail_without_compile(spec, target, options, description, "JIT compiles are off (TJIT_JIT=0)");
+  }
+  int64_t handle = -1;
+  try {
+    handle = impl_->ensure_python();
+  } catch (const c10::Error& e) {
+    fail_without_compile(spec, target, options, description,
+                         std::string("compiling it needs Python and Triton, which failed: ") + e.what_without_backtrace());
+  }
   CompiledKernel compiled;
   try {
     compiled = detail::python_bridge().compile(handle, spec, target, options);
@@ -411,6 +464,20 @@ CompiledKernel TritonJitFunction::obtain(const Specialization& spec, const Compi
   impl_->num_compiled.fetch_add(1);
   detail::store_kernel(detail::KernelEntry{key, impl_->compiled_signature, spec, options, compiled});
   return compiled;
+}
+
+void TritonJitFunction::fail_without_compile(const Specialization& spec, const CompileTarget& target,
+                                             const LaunchOptions& options, const std::string& description,
+                                             const std::string& why) const {
+  const auto store = kernel_store_directory();
+  TORCH_CHECK(false, "tjit: no compiled kernel for ", description, " with num_warps=", options.num_warps,
+              ", num_stages=", options.num_stages, ": ",
+              detail::describe_bundle_coverage(kernel_file_, function_name_, spec, options, target), "; ",
+              store ? "the kernel store (" + *store + ") has none" : std::string("the kernel store is off"), "; and ",
+              why, ". To ship it, add this entry to the manifest the bundle is built from (or record one with "
+              "TJIT_RECORD=<file> where Python and Triton are installed) and rebuild the bundle with "
+              "python -m tjit aot build --target ", target.backend, ":", target.arch, ":\n  ",
+              detail::manifest_entry_json(kernel_file_, function_name_, params_, spec, options));
 }
 
 std::string TritonJitFunction::describe(const Specialization& spec, const CompileTarget& target) const {
@@ -529,23 +596,24 @@ CachedKernel& TritonJitFunction::compile_and_load(uint64_t hash, const detail::A
   k.description = describe(spec, target) + " on device " + std::to_string(device);
   const auto start = std::chrono::steady_clock::now();
   std::string key;
-  bool from_store = false;
-  CompiledKernel compiled = obtain(spec, target, options, k.description, /*use_store=*/true, key, from_store);
+  Origin origin = Origin::Compiled;
+  CompiledKernel compiled = obtain(spec, target, options, k.description, /*use_store=*/true, key, origin);
   try {
     load_binary(k, compiled, device);
   } catch (const c10::Error& e) {
-    if (!from_store) {
+    if (origin != Origin::Store) {
       throw;
     }
     // Intact by its checksum, yet the driver refuses it: compile afresh, which replaces it.
     detail::report_unusable_stored_kernel(impl_->signature, key, e.what_without_backtrace());
-    compiled = obtain(spec, target, options, k.description, /*use_store=*/false, key, from_store);
+    compiled = obtain(spec, target, options, k.description, /*use_store=*/false, key, origin);
     load_binary(k, compiled, device);
   }
+  detail::note_launched_specialization(impl_->signature, spec, options);
   configure_function(k, compiled, device);
   compiled.binary = std::string();  // loaded; no need to keep the bytes
   k.meta = std::move(compiled);
-  if (!from_store && detail::compile_logging_enabled()) {
+  if (origin == Origin::Compiled && detail::compile_logging_enabled()) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[tjit] compiled %s (num_warps=%d, num_stages=%d) in %.0f ms\n", k.description.c_str(),
@@ -614,6 +682,10 @@ void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& optio
       case ArgKind::ConstexprBool: args.emplace_back(w1 != 0); break;
     }
   }
+  TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " from ", kernel_file_,
+              " got CPU tensors, which run through Triton's interpreter; that needs Python and Triton, and JIT is "
+              "off (TJIT_JIT=0)");
+  detail::note_launched_specialization(impl_->signature, specialization_of(pack), options);
   try {
     detail::python_bridge().run_interpreted(impl_->ensure_python(), grid, options, args);
   } catch (const c10::Error& e) {

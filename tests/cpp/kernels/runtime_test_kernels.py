@@ -40,3 +40,21 @@ def big_shared_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 def not_a_kernel(x):
     return x
+
+
+# Every kind of manifest value a bundle must keep apart (tests/cpp/test_kernel_bundle.cpp): a
+# float64 and an i64 argument, a None pointer, float, bool and None constexprs, and an int
+# specialised to 1.
+@triton.jit
+def variety_kernel(x_ptr, out_ptr, n, one, big: tl.int64, f64: tl.float64, maybe_ptr, C_FLOAT: tl.constexpr,
+                   C_BOOL: tl.constexpr, C_NONE: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask) * one + big % 3 + f64
+    if maybe_ptr is not None:
+        x += tl.load(maybe_ptr)
+    if C_BOOL:
+        x *= C_FLOAT
+    if C_NONE is not None:
+        x += 1.0
+    tl.store(out_ptr + offsets, x, mask=mask)

@@ -8,10 +8,11 @@
 // Arguments are classified exactly as Python Triton 3.6 classifies them (pointer dtype and
 // 16-byte alignment, i32/i64/u64 by value, `== 1` and divisible-by-16 integers,
 // do_not_specialize, constexprs). The first call of each specialisation looks the binary up in
-// tjit's kernel store (tjit/kernel_store.h) and otherwise compiles it through an embedded Python
-// interpreter calling triton.compile (then stores it); later calls only build a key on the
-// stack, look it up in memory and launch with the CUDA driver API. With a warm store a process
-// never starts Python. CPU tensors run the kernel through Triton's interpreter instead.
+// the kernel bundles the process has (tjit/kernel_bundle.h), then in tjit's kernel store
+// (tjit/kernel_store.h), and otherwise compiles it through an embedded Python interpreter calling
+// triton.compile (then stores it); later calls only build a key on the stack, look it up in
+// memory and launch with the CUDA driver API. With bundles or a warm store a process never starts
+// Python. CPU tensors run the kernel through Triton's interpreter instead.
 
 #include <tjit/argument_pack.h>
 #include <tjit/compiled_kernel.h>
@@ -76,9 +77,10 @@ class TritonJitFunction {
   const std::string& function_name() const { return function_name_; }
   const std::vector<KernelParam>& params() const { return params_; }
   // How many binaries this function compiled through Triton in this process, and how many it
-  // read from the kernel store instead (launches and compile() together).
+  // read from kernel bundles or the kernel store instead (launches and compile() together).
   size_t num_compiled() const;
   size_t num_loaded_from_store() const;
+  size_t num_loaded_from_bundles() const;
 
   ~TritonJitFunction();
   TritonJitFunction(const TritonJitFunction&) = delete;
@@ -96,11 +98,17 @@ class TritonJitFunction {
                           const detail::ArgumentPackBase& pack) const;
   CompiledKernel compile_packed(const CompileTarget& target, const LaunchOptions& options,
                                 detail::ArgumentPackBase& pack) const;
-  // The binary for a specialisation: from the store (unless use_store is false), else compiled
-  // and stored. `key` receives the store key; `from_store` whether the store had it.
+  enum class Origin { Bundle, Store, Compiled };
+  // The binary for a specialisation: from a bundle or the store (unless use_store is false),
+  // else compiled and stored. `key` receives the store key; `origin` where the binary came from.
   CompiledKernel obtain(const Specialization& spec, const CompileTarget& target, const LaunchOptions& options,
                         const std::string& description, bool use_store, std::string& key,
-                        bool& from_store) const;
+                        Origin& origin) const;
+  // Throws the error for a binary that only a compile could give when none can run: what the
+  // bundles and the store have, why there is no compile, and the manifest entry to add.
+  [[noreturn]] void fail_without_compile(const Specialization& spec, const CompileTarget& target,
+                                         const LaunchOptions& options, const std::string& description,
+                                         const std::string& why) const;
   Specialization specialization_of(const detail::ArgumentPackBase& pack) const;
   // "name(params) from file for target", for logs and errors.
   std::string describe(const Specialization& spec, const CompileTarget& target) const;
@@ -113,5 +121,13 @@ class TritonJitFunction {
 
 // The target to compile for when no GPU is asked: TJIT_TARGET (e.g. "cuda:90") if set.
 std::optional<CompileTarget> target_from_environment();
+
+// Whether tjit may start Python and Triton: to compile a kernel that neither a bundle nor the
+// kernel store has, to read a kernel's parameters, or to run CPU tensors through Triton's
+// interpreter. On unless TJIT_JIT=0. When off, such a need is a c10::Error that names the kernel,
+// the specialisation, the architecture and the manifest entry that would cover it; the process
+// can go on. set_jit_enabled replaces the environment's choice for the rest of the process.
+bool jit_enabled();
+void set_jit_enabled(bool enabled);
 
 }  // namespace tjit

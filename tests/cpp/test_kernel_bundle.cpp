@@ -1,0 +1,269 @@
+// Kernel bundles end to end, without a GPU: a manifest recorded from launches (CPU, Triton's
+// interpreter), a bundle built from it for cuda:80 and cuda:90 by tjit's builder (ctest fixtures,
+// tests/cpp/CMakeLists.txt), then, in processes with JIT off and no kernel store, the loader:
+// lookups through compile(), the errors for what the bundle lacks, damaged bundles, embedded
+// registration. Every test runs in its own process (ctest), so each starts with no bundle.
+//
+//   tjit_bundle_tests --record-manifest   the launches whose specialisations the bundle holds
+//   tjit_bundle_tests [gtest options]     the tests (TJIT_TEST_BUNDLE: the bundle built)
+
+#include "test_helpers.h"
+
+#include "kernel_entry.h"
+
+#include <tjit/kernel_bundle.h>
+#include <tjit/kernel_manifest.h>
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/randn.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using tjit::CompileTarget;
+using tjit::LaunchOptions;
+using tjit::TritonJitFunction;
+using tjit::testing::error_message;
+using tjit::testing::test_kernels;
+
+constexpr int64_t kN = 1000;
+constexpr int64_t kBlock = 256;
+
+// The arguments of the two recorded launches; the tests compile with the same ones.
+struct Inputs {
+  at::Tensor x = at::randn({kN});
+  at::Tensor out = at::empty({kN});
+};
+
+tjit::CompiledKernel compile_scale(const std::string& file, const Inputs& in, const CompileTarget& target,
+                                   int64_t block = kBlock) {
+  auto& fn = TritonJitFunction::get_instance(file, "scale_kernel");
+  return fn.compile(target, LaunchOptions{}, in.x, in.out, kN, 2.0, block);
+}
+
+// variety_kernel: every kind of value a manifest holds (float, bool and None constexprs, an int
+// specialised to 1, i64 and fp64 arguments, a None pointer), with non-default options.
+const LaunchOptions kVarietyOptions{2, 2};
+
+tjit::CompiledKernel compile_variety(const Inputs& in, const CompileTarget& target) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "variety_kernel");
+  return fn.compile(target, kVarietyOptions, in.x, in.out, kN, int64_t{1}, int64_t{5} << 40, 2.5,
+                    std::optional<at::Tensor>(), 0.5, true, std::nullopt, kBlock);
+}
+
+int record_manifest() {
+  Inputs in;
+  auto& scale = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  scale(nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), LaunchOptions{}, in.x, in.out, kN, 2.0, kBlock);
+  auto& variety = TritonJitFunction::get_instance(test_kernels(), "variety_kernel");
+  variety(nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), kVarietyOptions, in.x, in.out, kN, int64_t{1},
+          int64_t{5} << 40, 2.5, std::optional<at::Tensor>(), 0.5, true, std::nullopt, kBlock);
+  const auto recording = tjit::recording_manifest();
+  std::printf("recorded into %s\n", recording ? recording->c_str() : "(nothing: TJIT_RECORD is not set)");
+  return recording ? 0 : 1;
+}
+
+std::string bundle_path() {
+  const char* path = std::getenv("TJIT_TEST_BUNDLE");
+  return path != nullptr ? path : "";
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string write_copy(const std::string& bytes, const std::string& name) {
+  const fs::path path = fs::temp_directory_path() / ("tjit_bundle_test_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path.string();
+}
+
+bool is_elf(const std::string& binary) { return binary.size() > 4 && std::memcmp(binary.data(), "\x7f" "ELF", 4) == 0; }
+
+bool python_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("libpython") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+class Bundle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(bundle_path().empty()) << "TJIT_TEST_BUNDLE is not set (ctest sets it)";
+    ASSERT_FALSE(tjit::jit_enabled()) << "these tests run with TJIT_JIT=0";
+  }
+};
+
+TEST_F(Bundle, LoadsAndDescribesItself) {
+  const tjit::KernelBundleInfo info = tjit::load_bundle(bundle_path());
+  EXPECT_FALSE(info.embedded);
+  EXPECT_EQ(info.targets, (std::vector<std::string>{"cuda:80:32", "cuda:90:32"}));
+  EXPECT_EQ(info.num_kernels, 2u);
+  EXPECT_EQ(info.num_entries, 4u);  // two specialisations, two targets
+  EXPECT_FALSE(info.triton_version.empty());
+  tjit::load_bundle(bundle_path());  // again: the same bundle, not a second one
+  ASSERT_EQ(tjit::loaded_bundles().size(), 1u);
+  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 4u);
+}
+
+TEST_F(Bundle, CompilesFromTheBundleWithoutPython) {
+  tjit::load_bundle(bundle_path());
+  Inputs in;
+  for (int arch : {80, 90}) {
+    CompileTarget target;
+    target.arch = arch;
+    const tjit::CompiledKernel scale = compile_scale(test_kernels(), in, target);
+    EXPECT_TRUE(is_elf(scale.binary));
+    EXPECT_EQ(scale.target.arch, arch);
+    EXPECT_EQ(scale.num_warps, 4);
+    EXPECT_NE(scale.name.find("scale_kernel"), std::string::npos);
+    const tjit::CompiledKernel variety = compile_variety(in, target);
+    EXPECT_TRUE(is_elf(variety.binary));
+    EXPECT_EQ(variety.num_warps, 2);
+    EXPECT_NE(variety.binary, scale.binary);
+  }
+  const auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  EXPECT_EQ(fn.num_compiled(), 0u);
+  EXPECT_EQ(fn.num_loaded_from_bundles(), 2u);
+  EXPECT_EQ(fn.num_loaded_from_store(), 0u);
+  EXPECT_FALSE(python_mapped());
+}
+
+TEST_F(Bundle, MissingSpecialisationNamesTheManifestEntry) {
+  tjit::load_bundle(bundle_path());
+  Inputs in;
+  const std::string message = error_message([&] { compile_scale(test_kernels(), in, CompileTarget{}, 128); });
+  for (const char* part : {"no compiled kernel for scale_kernel", "cuda:90", "JIT compiles are off (TJIT_JIT=0)",
+                           "have scale_kernel but not this specialisation", "\"function\":\"scale_kernel\"",
+                           "\"BLOCK\":128", "\"x_ptr\":\"*fp32:16\"", "python -m tjit aot build --target cuda:90"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+  // The process goes on: the bundle's specialisation still works.
+  EXPECT_TRUE(is_elf(compile_scale(test_kernels(), in, CompileTarget{}).binary));
+}
+
+TEST_F(Bundle, MissingArchitectureSaysWhichTheBundleHas) {
+  tjit::load_bundle(bundle_path());
+  Inputs in;
+  const std::string message = error_message([&] { compile_scale(test_kernels(), in, CompileTarget::parse("cuda:89")); });
+  for (const char* part : {"for cuda:80:32, cuda:90:32 only, not for cuda:89:32", "--target cuda:89"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+}
+
+TEST_F(Bundle, KernelFileMayBeAbsent) {
+  tjit::load_bundle(bundle_path());
+  Inputs in;
+  const std::string elsewhere = "/nonexistent/deployed/" + fs::path(test_kernels()).filename().string();
+  EXPECT_TRUE(is_elf(compile_scale(elsewhere, in, CompileTarget{}).binary));
+}
+
+TEST_F(Bundle, EditedSourceIsNotUsed) {
+  tjit::load_bundle(bundle_path());
+  const fs::path folder = fs::temp_directory_path() / ("tjit_bundle_edit_" + std::to_string(::getpid()));
+  fs::create_directories(folder);
+  const fs::path edited = folder / fs::path(test_kernels()).filename();
+  std::ofstream(edited) << read_bytes(test_kernels()) << "\n# edited after the bundle was built\n";
+  const std::string message = error_message([&] { TritonJitFunction::get_instance(edited.string(), "scale_kernel"); });
+  fs::remove_all(folder);
+  for (const char* part : {"no kernel bundle", "has scale_kernel from a file named runtime_test_kernels.py built from its current source",
+                           "JIT is off (TJIT_JIT=0)"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+}
+
+TEST_F(Bundle, DamagedFilesAreRejected) {
+  const std::string good = read_bytes(bundle_path());
+  ASSERT_GT(good.size(), 200u);
+  std::string flipped_index = good;
+  flipped_index[70] ^= 0x20;
+  std::string wrong_magic = good;
+  wrong_magic[0] = 'X';
+  std::string newer = good;
+  newer[8] = 9;
+  const std::pair<std::string, const char*> cases[] = {
+      {flipped_index, "index checksum mismatch"},
+      {good.substr(0, good.size() - 1), "its frame says"},
+      {good.substr(0, 30), "shorter"},
+      {wrong_magic, "not a tjit kernel bundle"},
+      {newer, "bundle format 9"},
+  };
+  for (const auto& [bytes, reason] : cases) {
+    const std::string path = write_copy(bytes, "damaged.tjb");
+    const std::string message = error_message([&] { tjit::load_bundle(path); });
+    std::remove(path.c_str());
+    EXPECT_NE(message.find("cannot load the kernel bundle"), std::string::npos) << message;
+    EXPECT_NE(message.find(reason), std::string::npos) << "missing '" << reason << "' in:\n" << message;
+  }
+  EXPECT_TRUE(tjit::loaded_bundles().empty());
+}
+
+TEST_F(Bundle, DamagedEntryFailsItsLookup) {
+  // Entries are checked when first used: flip a byte inside every entry's binary.
+  std::string bytes = read_bytes(bundle_path());
+  const tjit::detail::BundleIndex index = tjit::detail::decode_bundle_index(bytes);
+  for (const auto& e : index.entries) {
+    bytes[index.payload_offset + e.offset + e.size - 100] ^= 0x01;
+  }
+  const std::string path = write_copy(bytes, "damaged_entry.tjb");
+  tjit::load_bundle(path);  // the index is intact
+  std::remove(path.c_str());
+  Inputs in;
+  const std::string message = error_message([&] { compile_scale(test_kernels(), in, CompileTarget{}); });
+  for (const char* part : {"is damaged: its entry for scale_kernel for cuda:90:32", "checksum mismatch"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+}
+
+TEST_F(Bundle, EmbeddedBundleIsRegisteredWithoutCopying) {
+  static const std::string bytes = read_bytes(bundle_path());
+  ASSERT_TRUE(tjit::register_embedded_bundle(bytes.data(), bytes.size(), "test bundle"));
+  const auto bundles = tjit::loaded_bundles();
+  ASSERT_EQ(bundles.size(), 1u);
+  EXPECT_TRUE(bundles[0].embedded);
+  EXPECT_EQ(bundles[0].name, "test bundle");
+  Inputs in;
+  EXPECT_TRUE(is_elf(compile_scale(test_kernels(), in, CompileTarget{}).binary));
+}
+
+TEST_F(Bundle, DamagedEmbeddedBundleIsNamed) {
+  static const std::string bytes = read_bytes(bundle_path()).substr(0, 100);
+  ASSERT_TRUE(tjit::register_embedded_bundle(bytes.data(), bytes.size(), "broken"));
+  const std::string message = error_message([] { tjit::loaded_bundles(); });
+  EXPECT_NE(message.find("the kernel bundle 'broken' embedded in this program is damaged"), std::string::npos)
+      << message;
+  Inputs in;
+  EXPECT_NE(error_message([&] { compile_scale(test_kernels(), in, CompileTarget{}); }).find("'broken'"),
+            std::string::npos);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--record-manifest") {
+    try {
+      return record_manifest();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "recording failed: %s\n", e.what());
+      return 1;
+    }
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
