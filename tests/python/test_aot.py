@@ -22,7 +22,6 @@ OPS = os.path.join(REPO, "ops")
 AOT_PY = os.path.join(OPS, "aot.py")
 ADD = os.path.join(OPS, "kernels_py", "add.py")
 TEST_KERNELS = os.path.join(REPO, "tests", "cpp", "kernels", "runtime_test_kernels.py")
-TARGETS = ["cuda:80", "cuda:90"]
 
 
 def _load_aot():
@@ -219,16 +218,19 @@ def built(tmp_path_factory):
     """A bundle of add_kernel fp32 and bf16 and everything_kernel (float and None constexprs) for
     cuda:80 and cuda:90, built through the API with 2 worker processes and a fresh Triton cache."""
     folder = tmp_path_factory.mktemp("built")
-    manifest = _manifest(folder / "m.json", [_entry(ADD, "add_kernel", ADD_FP32),
+    # Not in the bundle's order (kernels by name, then specialisation, then target), which the
+    # bundle must not depend on.
+    manifest = _manifest(folder / "m.json", [_entry(TEST_KERNELS, "everything_kernel", EVERYTHING,
+                                                    {"num_warps": 2, "num_stages": 2}),
                                              _entry(ADD, "add_kernel", ADD_BF16, {"num_warps": 8}),
-                                             _entry(TEST_KERNELS, "everything_kernel", EVERYTHING,
-                                                    {"num_warps": 2, "num_stages": 2})])
+                                             _entry(ADD, "add_kernel", ADD_FP32)])
     output, depfile = str(folder / "out" / "kernels.tjb"), str(folder / "kernels.tjb.d")
     lines = []
     saved = os.environ.get("TRITON_CACHE_DIR")
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton-cache")  # the workers compile for real
     try:
-        stats = aot.build_bundle([manifest], TARGETS, output, jobs=2, depfile=depfile, log=lines.append)
+        stats = aot.build_bundle([manifest], ["cuda:90", "cuda:80:32"], output, jobs=2, depfile=depfile,
+                                 log=lines.append)
     finally:
         if saved is None:
             del os.environ["TRITON_CACHE_DIR"]
@@ -275,7 +277,11 @@ def test_build(built):
     assert [e.target for e in everything] == ["cuda:80:32", "cuda:90:32"]  # sorted by arch within a specialisation
     assert everything[0].record["constexprs"] == [[5, 1], [10, None], [11, 7], [12, True], [13, 0.5], [14, None]]
     assert everything[0].options == dict(aot.OPTION_DEFAULTS, num_warps=2, num_stages=2)
-    assert [e.function for e in bundle.entries] == ["add_kernel"] * 4 + ["everything_kernel"] * 2
+    assert [(e.function, e.record["types"][0], e.target) for e in bundle.entries] == [
+        ("add_kernel", "*fp32", "cuda:80:32"), ("add_kernel", "*fp32", "cuda:90:32"),
+        ("add_kernel", "*bf16", "cuda:80:32"), ("add_kernel", "*bf16", "cuda:90:32"),
+        ("everything_kernel", "*fp32", "cuda:80:32"), ("everything_kernel", "*fp32", "cuda:90:32")]
+    assert [e.record["offset"] for e in bundle.entries] == [sum(e.size for e in bundle.entries[:i]) for i in range(6)]
     with open(built["depfile"]) as f:
         assert f.read() == f"{built['output']}: \\\n  {built['manifest']} \\\n  {ADD} \\\n  {TEST_KERNELS}\n"
     assert sorted(os.listdir(os.path.dirname(built["output"]))) == ["kernels.tjb"]  # no temporary left
