@@ -66,7 +66,7 @@ import struct
 import sys
 import time
 import types
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 TJIT_VERSION = "0.1.0"  # setup.py's and CMakeLists.txt's version; this module must not import tjit
 MANIFEST_VERSION = 1
@@ -128,14 +128,15 @@ class BuildError(RuntimeError):
 # Targets and types
 
 def parse_target(text: str) -> Tuple[str, int, int]:
-    """"cuda:90" or "cuda:90:32" -> ("cuda", 90, 32)."""
+    """A compile target: cuda:90 or cuda:90:32 (backend, arch, warp size; 32 by default) -> ("cuda", 90, 32)."""
     parts = str(text).split(":")
     try:
         if len(parts) not in (2, 3):
             raise ValueError
         backend, arch, warp_size = parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else 32
     except ValueError:
-        raise ValueError(f"cannot parse compile target {text!r}: expected BACKEND:ARCH[:WARP_SIZE], e.g. cuda:90") from None
+        raise ValueError(f"cannot parse compile target {text!r}: expected BACKEND:ARCH[:WARP_SIZE], "
+                         "e.g. cuda:90") from None
     if backend != "cuda":
         raise ValueError(f"compile target {text!r}: only the cuda backend is supported")
     if arch <= 0 or warp_size <= 0:

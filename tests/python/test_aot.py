@@ -208,6 +208,15 @@ def test_merge(tmp_path):
     again = str(tmp_path / "again.json")
     aot.merge_manifests([out, a], again)
     assert [s.key for s in aot.read_manifest(again)] == keys
+    # The command line (script form), run from elsewhere.
+    cli = str(tmp_path / "b" / "cli.json")
+    run = _script(["merge", a, b, "-o", cli], tmp_path / "a", _env(tmp_path / "unused"))
+    assert run.returncode == 0 and run.stderr == f"tjit aot: 3 entries from 2 manifests: {cli}\n", run.stderr
+    assert [s.key for s in aot.read_manifest(cli)] == keys
+    run = _script(["merge", a, str(tmp_path / "missing.json"), "-o", str(tmp_path / "no.json")], tmp_path,
+                  _env(tmp_path / "unused"))
+    assert run.returncode == 1 and "missing.json: cannot read the manifest" in run.stderr
+    assert not (tmp_path / "no.json").exists()
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,6 +369,15 @@ def test_failed_compile_writes_nothing(tmp_path):
     assert "BLOCK=1024" not in run.stderr
     assert output.read_bytes() == b"the previous bundle" and not depfile.exists()
     assert sorted(os.listdir(tmp_path)) == ["m.json", "out.tjb", "triton-cache"]
+
+
+def test_empty_manifest(tmp_path):
+    manifest = _manifest(tmp_path / "m.json", [])
+    stats = aot.build_bundle(manifest, ["cuda:90"], tmp_path / "empty.tjb")
+    assert (stats.entries, stats.kernels, stats.processes) == (0, 0, 1)
+    bundle = aot.read_bundle(tmp_path / "empty.tjb")
+    assert bundle.entries == [] and bundle.kernels == [] and bundle.targets == ["cuda:90:32"]
+    assert bundle.size == os.path.getsize(tmp_path / "empty.tjb")
 
 
 def test_one_file_name_and_function_per_bundle(tmp_path):
