@@ -461,10 +461,10 @@ def merge_manifests(inputs, output) -> dict:
 def _compile_task(task):
     """One (specialisation, target) compile: ("ok", cubin, metadata, sources) or ("error", message).
     Runs in worker processes, where this file is the module _WORKER_MODULE."""
-    file, function, types, constexprs, divisible, target, options = task
+    file, function, arg_types, constexprs, divisible, target, options = task
     try:
         kernel = _load_kernel(file, function)
-        cubin, metadata = _adapter().compile(kernel.handle, list(types), list(constexprs), list(divisible),
+        cubin, metadata = _adapter().compile(kernel.handle, list(arg_types), list(constexprs), list(divisible),
                                              tuple(target), dict(options))
         return "ok", bytes(cubin), dict(metadata), list(kernel.sources)
     except Exception as e:
@@ -510,12 +510,12 @@ def _main_module_hidden():
         sys.modules["__main__"] = saved
 
 
-def _compile_all(tasks, processes, done: Callable[[], None]):
+def _compile_all(tasks, processes, done: Callable[[tuple], None]):
     results = [None] * len(tasks)
     if processes <= 1:
         for i, task in enumerate(tasks):
             results[i] = _compile_task(task)
-            done()
+            done(results[i])
         return results
     import concurrent.futures
     import multiprocessing
@@ -532,7 +532,7 @@ def _compile_all(tasks, processes, done: Callable[[], None]):
                     results[futures[future]] = future.result()
                 except Exception as e:  # BrokenProcessPool: a worker died (or failed to start)
                     results[futures[future]] = ("error", f"the worker process failed: {type(e).__name__}: {e}")
-                done()
+                done(results[futures[future]])
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
@@ -560,18 +560,20 @@ class _Progress:
 
     def __init__(self, total, log, start, interval=2.0):
         self.total, self.log, self.start, self.interval = total, log, start, interval
-        self.done = 0
+        self.done = self.failed = 0
         self.last_time = start
         self.last_tenth = 0
 
-    def __call__(self):
+    def __call__(self, result):
         self.done += 1
+        self.failed += result[0] != "ok"
         if self.log is None:
             return
         now = time.monotonic()
         tenth = self.done * 10 // self.total
         if self.done == self.total or tenth > self.last_tenth or now - self.last_time >= self.interval:
-            self.log(f"compiled {self.done}/{self.total} ({now - self.start:.1f} s)")
+            failed = f", {self.failed} failed" if self.failed else ""
+            self.log(f"compiled {self.done}/{self.total} ({now - self.start:.1f} s{failed})")
             self.last_time, self.last_tenth = now, tenth
 
 

@@ -366,6 +366,7 @@ def test_failed_compile_writes_nothing(tmp_path):
            "alpha_lo: fp64, HAS_ALPHA=False, BLOCK=1000, INDEX_64=False) for cuda:90:32 " \
            f"({manifest}: entry 1 (add_kernel))" in run.stderr
     assert "power of 2" in run.stderr  # Triton's reason
+    assert "tjit aot: compiled 2/2 (" in run.stderr and " s, 1 failed)" in run.stderr
     assert "BLOCK=1024" not in run.stderr
     assert output.read_bytes() == b"the previous bundle" and not depfile.exists()
     assert sorted(os.listdir(tmp_path)) == ["m.json", "out.tjb", "triton-cache"]
