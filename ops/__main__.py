@@ -1,4 +1,4 @@
-"""tjit's command line: `python -m tjit cache {info,list,clear}`.
+"""tjit's command line: `python -m tjit cache {info,list,clear}` and `python -m tjit aot {build,list,merge}`.
 
     python -m tjit cache info                  where the kernel store is, how many kernels, entries, bytes
     python -m tjit cache list [--kernel NAME]  each entry: kernel, specialisation, options, target, Triton, size
@@ -6,6 +6,10 @@
 
 --dir DIR works on another store folder than the one the runtime would use (TJIT_CACHE_DIR, else
 $XDG_CACHE_HOME/tjit, else ~/.cache/tjit); --json prints machine-readable output.
+
+    python -m tjit aot build --manifest M.json --target cuda:90 -o OUT.tjb   compile a bundle (tjit.aot)
+    python -m tjit aot list OUT.tjb                                          a bundle's entries
+    python -m tjit aot merge A.json B.json -o C.json                         merge manifests
 """
 
 import argparse
@@ -69,6 +73,12 @@ def main(argv=None):
     cache.add_argument("--kernel", help="only this kernel: its function name or its file's path")
     cache.add_argument("--dir", help="the store folder (default: where the runtime looks)")
     cache.add_argument("--json", action="store_true", help="machine-readable output (info, list)")
+    tools.add_parser("aot", add_help=False,
+                     help="ahead-of-time kernel bundles: build, list, merge (python -m tjit aot --help)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "aot":  # its own command line (tjit.aot.main), which also runs as a plain script
+        from . import aot
+        return aot.main(argv[1:], prog="python -m tjit aot")
     args = parser.parse_args(argv)
     return _cache(args)
 

@@ -41,6 +41,19 @@ def directory() -> Optional[str]:
     return os.path.normpath(os.path.abspath(chosen))
 
 
+def encode(header: dict, binary: bytes, magic: bytes) -> bytes:
+    """A framed store file holding `header` (as compact JSON) and `binary`: the layout the C++
+    encode_entry and encode_signature write, which decode (and the C++ decoders) read back."""
+    if len(magic) != 8:
+        raise ValueError(f"a store file's magic is 8 bytes, got {magic!r}")
+    header_bytes = json.dumps(header, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    if len(header_bytes) >= 2**32:
+        raise ValueError(f"header of {len(header_bytes)} bytes does not fit the frame's u32 size")
+    contents = header_bytes + bytes(binary)
+    checksum = hashlib.sha1(contents).hexdigest().encode()
+    return _FRAME.pack(magic, FORMAT_VERSION, len(header_bytes), len(binary), checksum) + contents
+
+
 def decode(data: bytes, magic: bytes):
     """(header dict, binary bytes) of a framed store file; raises DamagedFile saying why."""
     if len(data) < _FRAME.size:

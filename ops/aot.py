@@ -1,0 +1,983 @@
+"""tjit's ahead-of-time bundle builder: a manifest of kernel specialisations in, one bundle file of
+compiled kernels for several GPU targets out, which the C++ runtime embeds in a program and loads
+without Python or Triton.
+
+    python -m tjit aot build --manifest M.json [--manifest M2.json ...] --target cuda:80 --target cuda:90
+                             -o OUT.tjb [-j N] [--depfile OUT.tjb.d]
+    python -m tjit aot list OUT.tjb [--json]
+    python -m tjit aot merge A.json B.json ... -o C.json
+
+The same module runs as a plain script, `python <tjit>/aot.py build ...`, without importing the
+`tjit` package (whose __init__ loads tjit's C++ library and torch): CMake builds bundles that way.
+It then loads kernel_store.py and triton_adapter.py from its own folder by path. Compiles go
+through triton_adapter (load_kernel, compile), in `spawn` worker processes (-j, default
+os.cpu_count()); nothing is written unless every compile succeeds.
+
+Manifest (JSON; written by hand, by `aot merge`, or by the C++ runtime under TJIT_RECORD=<file>):
+
+    {"tjit_manifest": 1,
+     "entries": [{"file": "add.py", "function": "add_kernel",
+                  "args": {"x_ptr": "*fp32:16", "n_elements": "i32", "BLOCK": 1024, ...},
+                  "options": {"num_warps": 4, "num_stages": 3}}]}
+
+- file: absolute, or relative to the manifest's folder.
+- args: every parameter of the kernel by name, no others. A string is a runtime type as Triton
+  writes it ("*fp32", "*kbf16" for a tl.const pointer, "i32", "i64", "u64", "u1", "fp32", ...),
+  ":16" appended when the argument is divisible by 16 (tt.divisibility). Any other JSON value
+  (integer, float, true/false, null) is a constexpr's value; a runtime parameter takes only null
+  (None) or 1 (Triton's ==1 specialisation) that way.
+- options: num_warps (4), num_stages (3), num_ctas (1), enable_fp_fusion (true),
+  launch_cooperative_grid (false), launch_pdl (false); missing ones take the default.
+Entries equal after resolving (file, function, args, options) count once.
+
+Bundle (.tjb), format 1:
+
+    0   magic b"TJITBNDL"
+    8   bundle format, u32 little-endian (1)
+    12  index size in bytes, u32 LE
+    16  payload size in bytes, u64 LE
+    24  SHA-1 of the index bytes, 40 lowercase hex digits
+    64  index: UTF-8 JSON
+    64+index size: payload: kernel-store entry files (TJITKRNL frames, kernel_store.encode), one after another
+
+Index: {"format": "tjit kernel bundle", "version": 1, "created_by": {"tjit", "triton"},
+"targets": ["cuda:80:32", ...], "kernels": [{"function", "file_name", "signature"}],
+"entries": [{"kernel", "offset", "size", "types", "constexprs", "divisible_by_16", "options",
+"target"}]}. A kernel's signature is the store's signature JSON (file, function, params, sources
+with fingerprints, triton); an entry's offset is relative to the payload. Entries are sorted by
+kernel (function, file name), then specialisation and options, then target, so the same inputs
+give the same bytes. The runtime tells bundle kernels apart by function and file name, so two
+files of one name defining one function cannot share a bundle.
+
+Python API: read_manifest, merge_manifests, build_bundle, read_bundle (raises
+kernel_store.DamagedFile, saying why, for a damaged bundle).
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import json
+import math
+import os
+import struct
+import sys
+import time
+import types
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+
+TJIT_VERSION = "0.1.0"  # setup.py's and CMakeLists.txt's version; this module must not import tjit
+MANIFEST_VERSION = 1
+BUNDLE_MAGIC = b"TJITBNDL"
+BUNDLE_VERSION = 1
+BUNDLE_FORMAT = "tjit kernel bundle"
+BUNDLE_ENTRY_KEY = "tjit bundle entry"  # an entry's store key; the bundle loader does not compare it
+_BUNDLE_FRAME = struct.Struct("<8sIIQ40s")  # magic, format, index bytes, payload bytes, SHA-1 of the index (hex)
+OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "enable_fp_fusion": True,
+                   "launch_cooperative_grid": False, "launch_pdl": False}
+_LAUNCH_FIELDS = {"symbol": str, "shared_memory": int, "num_warps": int, "num_ctas": int,
+                  "global_scratch_size": int, "global_scratch_align": int, "profile_scratch_size": int,
+                  "profile_scratch_align": int, "launch_cooperative_grid": bool, "launch_pdl": bool}
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_WORKER_MODULE = "_tjit_aot_worker"  # this file's name in worker processes (and for pickling their task function)
+
+
+def _sibling(name):
+    """tjit's module `name`: through the package when this module is tjit.aot, else (a script, or
+    a worker process) loaded from this file's folder by path, so `tjit/__init__` never runs."""
+    if __package__:
+        return importlib.import_module(f"{__package__}.{name}")
+    module_name = f"_tjit_aot_{name}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, os.path.join(_HERE, f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+    return module
+
+
+kernel_store = _sibling("kernel_store")
+DamagedFile = kernel_store.DamagedFile
+_triton_adapter = None
+
+
+def _adapter():
+    """triton_adapter, imported on first need (it imports triton; `list` and damaged-bundle checks don't)."""
+    global _triton_adapter
+    if _triton_adapter is None:
+        _triton_adapter = _sibling("triton_adapter")
+    return _triton_adapter
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be used; the message names the file, the entry and what is wrong."""
+
+
+class BuildError(RuntimeError):
+    """A bundle that could not be built (failed compiles, conflicting kernels, bad targets)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Targets and types
+
+def parse_target(text: str) -> Tuple[str, int, int]:
+    """A compile target: cuda:90 or cuda:90:32 (backend, arch, warp size; 32 by default) -> ("cuda", 90, 32)."""
+    parts = str(text).split(":")
+    try:
+        if len(parts) not in (2, 3):
+            raise ValueError
+        backend, arch, warp_size = parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else 32
+    except ValueError:
+        raise ValueError(f"cannot parse compile target {text!r}: expected BACKEND:ARCH[:WARP_SIZE], "
+                         "e.g. cuda:90") from None
+    if backend != "cuda":
+        raise ValueError(f"compile target {text!r}: only the cuda backend is supported")
+    if arch <= 0 or warp_size <= 0:
+        raise ValueError(f"compile target {text!r}: arch and warp size must be positive")
+    return backend, arch, warp_size
+
+
+def target_string(target) -> str:
+    if isinstance(target, dict):
+        target = (target["backend"], target["arch"], target["warp_size"])
+    return f"{target[0]}:{target[1]}:{target[2]}"
+
+
+_INTEGERS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+_FLOATS = ("fp16", "bf16", "fp32", "fp64", "fp8e4nv", "fp8e5", "fp8e4b15", "fp8e4b8", "fp8e5b16")
+_SCALARS = ("u1", ) + _INTEGERS + _FLOATS  # Triton's canonical names (triton._utils.type_canonicalisation_dict)
+
+
+def _parse_type(text: str) -> Tuple[str, bool]:
+    """A manifest type string -> (Triton type, divisible by 16); ValueError saying what is wrong."""
+    base, divisible = (text[:-3], True) if text.endswith(":16") else (text, False)
+    pointer = base.startswith("*")
+    element = base[2:] if base.startswith("*k") else base[1:] if pointer else base
+    if element not in _SCALARS:
+        if base == "constexpr":
+            raise ValueError("\"constexpr\" is not a runtime type: give the constexpr's value instead")
+        raise ValueError(f"{text!r} is not a Triton type: expected a scalar ({', '.join(_SCALARS)}) or a pointer "
+                         "to one (\"*fp32\"; \"*kfp32\" for a tl.const parameter), with \":16\" appended when "
+                         "divisible by 16")
+    if divisible and not (pointer or element in _INTEGERS):
+        raise ValueError(f"{text!r}: only pointers and integers are marked divisible by 16")
+    return base, divisible
+
+
+def _value_text(value) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return repr(value)
+
+
+def _canonical(value) -> str:
+    """JSON text that tells 1, 1.0 and true apart (Python's == does not)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def describe(param_names: Sequence[str], types, constexprs, divisible) -> str:
+    """A specialisation as the runtime describes it: "x_ptr: *fp32:16, n: i32, BLOCK=1024"."""
+    values = dict((int(i), v) for i, v in constexprs)
+    parts = []
+    for i, t in enumerate(types):
+        name = param_names[i] if i < len(param_names) else str(i)
+        if t != "constexpr":
+            parts.append(f"{name}: {t}" + (":16" if i in divisible else ""))
+        else:
+            parts.append(f"{name}={_value_text(values.get(i))}")
+    return ", ".join(parts)
+
+
+def options_text(options: dict) -> str:
+    """Launch options as the store's key writes them."""
+    return " ".join(f"{name}={int(options[name])}" for name in OPTION_DEFAULTS)
+
+
+# --------------------------------------------------------------------------------------------
+# Kernels (loaded through triton_adapter once per process)
+
+@dataclasses.dataclass
+class _Kernel:
+    file: str
+    function: str
+    handle: int
+    params: list  # (name, is_constexpr, is_const, do_not_specialize, do_not_specialize_on_alignment, annotation)
+    sources: list  # (path, fingerprint), the kernel file first
+    triton: str
+
+    def signature(self) -> dict:
+        """The store's signature JSON (signature_to_json in kernel_entry.cpp)."""
+        return {"file": self.file, "function": self.function,
+                "params": [{"name": name, "constexpr": is_constexpr, "const": is_const, "do_not_specialize": dns,
+                            "do_not_specialize_on_alignment": dnsoa, "annotation": annotation}
+                           for name, is_constexpr, is_const, dns, dnsoa, annotation in self.params],
+                "sources": [{"path": path, "fingerprint": fingerprint} for path, fingerprint in self.sources],
+                "triton": self.triton}
+
+
+_loaded = {}  # (file, function) -> _Kernel
+
+
+def _load_kernel(file: str, function: str) -> _Kernel:
+    kernel = _loaded.get((file, function))
+    if kernel is None:
+        handle, params, sources, triton_version = _adapter().load_kernel(file, function)
+        kernel = _Kernel(file, function, handle, [tuple(p) for p in params], [tuple(s) for s in sources],
+                         triton_version)
+        _loaded[(file, function)] = kernel
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests
+
+@dataclasses.dataclass(eq=False)
+class Spec:
+    """One manifest entry, resolved against its kernel: what one compile per target needs."""
+    file: str  # absolute, symbolic links resolved
+    function: str
+    args: Tuple[Tuple[str, object], ...]  # every parameter in the kernel's order: its manifest value
+    options: Tuple[Tuple[str, object], ...]  # all of OPTION_DEFAULTS, in that order
+    types: Tuple[str, ...]
+    constexprs: Tuple[Tuple[int, object], ...]
+    divisible: Tuple[int, ...]
+    origin: str  # "<manifest>: entry <i>", for messages
+
+    @property
+    def key(self) -> str:
+        """Identity for deduplication (JSON, so that 1, 1.0 and true differ)."""
+        return _canonical([self.file, self.function, [list(a) for a in self.args], [list(o) for o in self.options]])
+
+    def describe(self) -> str:
+        return f"{self.function}({describe([n for n, _ in self.args], self.types, self.constexprs, self.divisible)})"
+
+
+def _no_duplicate_keys(pairs):
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON (constexpr values must be finite numbers)")
+
+
+def _parse_options(options, fail):
+    if not isinstance(options, dict):
+        fail(f"options must be a JSON object, got {_canonical(options)}")
+    unknown = [name for name in options if name not in OPTION_DEFAULTS]
+    if unknown:
+        fail(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+             f"(options: {', '.join(OPTION_DEFAULTS)})")
+    resolved = dict(OPTION_DEFAULTS)
+    for name, value in options.items():
+        if isinstance(OPTION_DEFAULTS[name], bool):
+            if not isinstance(value, bool):
+                fail(f"option {name} must be true or false, got {_canonical(value)}")
+        elif type(value) is not int:
+            fail(f"option {name} must be an integer, got {_canonical(value)}")
+        resolved[name] = value
+    warps = resolved["num_warps"]
+    if not (1 <= warps <= 64 and warps & (warps - 1) == 0):
+        fail(f"option num_warps must be a power of two in [1, 64], got {warps}")
+    if not 0 <= resolved["num_stages"] < 256:
+        fail(f"option num_stages must be in [0, 255], got {resolved['num_stages']}")
+    if not 1 <= resolved["num_ctas"] <= 16:
+        fail(f"option num_ctas must be in [1, 16], got {resolved['num_ctas']}")
+    return tuple(resolved.items())
+
+
+def _parse_args(kernel: _Kernel, args, fail):
+    if not isinstance(args, dict):
+        fail(f"args must be a JSON object (parameter name -> type or value), got {_canonical(args)}")
+    names = [p[0] for p in kernel.params]
+    missing = [n for n in names if n not in args]
+    unknown = [n for n in args if n not in names]
+    if missing or unknown:
+        problems = ([f"missing {', '.join(missing)}"] if missing else []) + \
+                   ([f"unknown {', '.join(unknown)}"] if unknown else [])
+        fail(f"args must name every parameter of {kernel.function} once: {'; '.join(problems)} "
+             f"(its parameters: {', '.join(names)})")
+    types, constexprs, divisible = [], [], []
+    for index, (name, is_constexpr, is_const, dns, dnsoa, annotation) in enumerate(kernel.params):
+        value = args[name]
+        if isinstance(value, str):
+            if is_constexpr:
+                fail(f"{name} is a tl.constexpr parameter: give its value (a number, true/false or null), "
+                     f"not a type ({value!r})")
+            try:
+                triton_type, is_divisible = _parse_type(value)
+            except ValueError as e:
+                fail(f"{name}: {e}")
+            if annotation and triton_type != annotation:
+                fail(f"{name} is annotated {annotation}: its type is {annotation!r}, not {triton_type!r}")
+            if triton_type.startswith("*") and triton_type.startswith("*k") != is_const:
+                element = triton_type[2:] if triton_type.startswith("*k") else triton_type[1:]
+                fail(f"{name} is {'' if is_const else 'not '}a tl.const parameter: its pointer type is "
+                     f"{('*k' if is_const else '*') + element!r}, not {triton_type!r}")
+            if is_divisible and (dns or dnsoa):
+                fail(f"{name} is do_not_specialize{'_on_alignment' if dnsoa and not dns else ''}: Triton never "
+                     "marks it divisible by 16 (drop the \":16\")")
+            types.append(triton_type)
+            if is_divisible:
+                divisible.append(index)
+            continue
+        if isinstance(value, bool) or value is None:
+            pass
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                fail(f"{name}: constexpr {value} is not a finite number")
+        elif isinstance(value, int):
+            if not -2**63 <= value < 2**63:
+                fail(f"{name}: constexpr {value} does not fit in 64 bits")
+        else:
+            fail(f"{name}: {_canonical(value)} is neither a type string nor a constexpr value "
+                 "(integer, float, true/false, null)")
+        if not is_constexpr and not (value is None or (type(value) is int and value == 1 and not dns)):
+            fail(f"{name} is a runtime parameter: give its type (e.g. \"i32\", \"*fp32:16\"); as a value it takes "
+                 f"only null or 1 (Triton's ==1 specialisation{', which do_not_specialize turns off' if dns else ''}),"
+                 f" got {_canonical(value)}")
+        types.append("constexpr")
+        constexprs.append((index, value))
+    return tuple((name, args[name]) for name in names), tuple(types), tuple(constexprs), tuple(divisible)
+
+
+def _parse_entry(manifest: str, index: int, entry) -> Spec:
+    where = f"{manifest}: entry {index}"
+    if isinstance(entry, dict) and isinstance(entry.get("function"), str) and entry["function"]:
+        where += f" ({entry['function']})"
+
+    def fail(message):
+        raise ManifestError(f"{where}: {message}")
+
+    if not isinstance(entry, dict):
+        fail("an entry is a JSON object with file, function, args and (optionally) options")
+    unknown = [k for k in entry if k not in ("file", "function", "args", "options")]
+    if unknown:
+        fail(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+             "(an entry has file, function, args, options)")
+    missing = [k for k in ("file", "function", "args") if k not in entry]
+    if missing:
+        fail(f"missing {', '.join(missing)}")
+    for key in ("file", "function"):
+        if not isinstance(entry[key], str) or not entry[key]:
+            fail(f"{key} must be a non-empty string, got {_canonical(entry[key])}")
+    file = os.path.realpath(os.path.join(os.path.dirname(manifest), entry["file"]))
+    if not os.path.isfile(file):
+        fail(f"kernel file {file} does not exist")
+    options = _parse_options(entry.get("options", {}), fail)
+    try:
+        kernel = _load_kernel(file, entry["function"])
+    except Exception as e:  # the kernel file runs here: anything it raises is the entry's problem
+        fail(f"cannot load {entry['function']} from {file}: {type(e).__name__}: {e}")
+    args, types, constexprs, divisible = _parse_args(kernel, entry["args"], fail)
+    return Spec(file, entry["function"], args, options, types, constexprs, divisible, where)
+
+
+def read_manifest(path) -> List[Spec]:
+    """The manifest's entries, resolved and checked against their kernels (which this loads through
+    triton_adapter), duplicates dropped; raises ManifestError naming the file, entry and problem."""
+    path = os.path.abspath(os.fspath(path))
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as e:
+        raise ManifestError(f"{path}: cannot read the manifest: {e.strerror}") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+    except ValueError as e:  # UnicodeDecodeError too
+        raise ManifestError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: a manifest is a JSON object with \"tjit_manifest\": 1 and \"entries\"")
+    unknown = [k for k in data if k not in ("tjit_manifest", "entries")]
+    if unknown:
+        raise ManifestError(f"{path}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                            "(a manifest has tjit_manifest and entries)")
+    version = data.get("tjit_manifest")
+    if type(version) is not int or version != MANIFEST_VERSION:
+        raise ManifestError(f"{path}: \"tjit_manifest\" must be {MANIFEST_VERSION} (the manifest format), "
+                            f"got {_canonical(version) if 'tjit_manifest' in data else 'nothing'}")
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise ManifestError(f"{path}: \"entries\" must be a list, got "
+                            f"{_canonical(entries) if 'entries' in data else 'nothing'}")
+    return _deduplicate(_parse_entry(path, i, entry) for i, entry in enumerate(entries))
+
+
+def _deduplicate(specs: Iterable[Spec]) -> List[Spec]:
+    seen, result = set(), []
+    for spec in specs:
+        if spec.key not in seen:
+            seen.add(spec.key)
+            result.append(spec)
+    return result
+
+
+def read_manifests(paths) -> List[Spec]:
+    """Several manifests merged: their entries in order, each distinct one once."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return _deduplicate(spec for path in paths for spec in read_manifest(path))
+
+
+def manifest_json(specs: Sequence[Spec], folder: str) -> str:
+    """Manifest text for `specs`, kernel files relative to `folder`; one entry a line."""
+    lines = []
+    for spec in specs:
+        entry = {"file": os.path.relpath(spec.file, folder), "function": spec.function, "args": dict(spec.args),
+                 "options": dict(spec.options)}
+        lines.append("    " + json.dumps(entry, ensure_ascii=False, allow_nan=False))
+    body = ",\n".join(lines)
+    return "{\n  \"tjit_manifest\": %d,\n  \"entries\": [\n%s\n  ]\n}\n" % (MANIFEST_VERSION, body) if lines else \
+        "{\n  \"tjit_manifest\": %d,\n  \"entries\": []\n}\n" % MANIFEST_VERSION
+
+
+def merge_manifests(inputs, output) -> dict:
+    """Writes the entries of `inputs` (manifest paths), each distinct one once in first-seen order,
+    to the manifest `output`, kernel files relative to its folder. Returns counts."""
+    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    per_file = [read_manifest(path) for path in inputs]
+    specs = _deduplicate(spec for specs in per_file for spec in specs)
+    output = os.path.abspath(os.fspath(output))
+    _write_atomically(output, manifest_json(specs, os.path.dirname(output)).encode("utf-8"))
+    return {"manifests": len(inputs), "entries": len(specs), "output": output}
+
+
+# --------------------------------------------------------------------------------------------
+# Compiling (in worker processes, or in this one for -j 1)
+
+def _compile_task(task):
+    """One (specialisation, target) compile: ("ok", cubin, metadata, sources) or ("error", message).
+    Runs in worker processes, where this file is the module _WORKER_MODULE."""
+    file, function, arg_types, constexprs, divisible, target, options = task
+    try:
+        kernel = _load_kernel(file, function)
+        cubin, metadata = _adapter().compile(kernel.handle, list(arg_types), list(constexprs), list(divisible),
+                                             tuple(target), dict(options))
+        return "ok", bytes(cubin), dict(metadata), list(kernel.sources)
+    except Exception as e:
+        return "error", f"{type(e).__name__}: {e}"
+
+
+def _worker_start():
+    _adapter()  # imports triton while the pool starts, not on the first task
+
+
+_WORKER_BOOT = """\
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location({name!r}, {path!r})
+module = importlib.util.module_from_spec(spec)
+sys.modules[{name!r}] = module
+spec.loader.exec_module(module)
+module._worker_start()
+"""
+
+
+def _worker_module():
+    """This file loaded as _WORKER_MODULE in this process too, so its _compile_task pickles by a
+    name that the workers (which load the file the same way: _WORKER_BOOT) resolve."""
+    module = sys.modules.get(_WORKER_MODULE)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(_WORKER_MODULE, os.path.abspath(__file__))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_WORKER_MODULE] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def _main_module_hidden():
+    """A spawned process first runs its parent's __main__ again, unless that is a package's
+    __main__ (`python -m tjit`): the calling script, say, which the workers do not need and which
+    would start workers itself without an `if __name__ == "__main__"` guard. Hide it meanwhile."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = saved
+
+
+def _compile_all(tasks, processes, done: Callable[[tuple], None]):
+    results = [None] * len(tasks)
+    if processes <= 1:
+        for i, task in enumerate(tasks):
+            results[i] = _compile_task(task)
+            done(results[i])
+        return results
+    import concurrent.futures
+    import multiprocessing
+    worker = _worker_module()
+    boot = _WORKER_BOOT.format(name=_WORKER_MODULE, path=os.path.abspath(__file__))
+    # exec (a builtin, so it pickles by name) runs the boot code in each fresh interpreter.
+    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=exec, initargs=(boot, {})) as pool:
+        with _main_module_hidden():  # the workers start during the submits
+            futures = {pool.submit(worker._compile_task, task): i for i, task in enumerate(tasks)}
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                try:
+                    results[futures[future]] = future.result()
+                except Exception as e:  # BrokenProcessPool: a worker died (or failed to start)
+                    results[futures[future]] = ("error", f"the worker process failed: {type(e).__name__}: {e}")
+                done(results[futures[future]])
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# Bundles
+
+@dataclasses.dataclass
+class BuildStats:
+    output: str
+    size: int  # bytes of the bundle
+    entries: int  # compiled entries: specialisations x targets
+    specializations: int
+    kernels: int
+    targets: List[str]
+    seconds: float
+    processes: int  # worker processes (1: compiled in this process)
+    sources: List[str]  # every source file of every kernel (what the depfile lists after the manifests)
+
+
+class _Progress:
+    """A line on `log` at most every `interval` seconds or 10% of the compiles, and at the end."""
+
+    def __init__(self, total, log, start, interval=2.0):
+        self.total, self.log, self.start, self.interval = total, log, start, interval
+        self.done = self.failed = 0
+        self.last_time = start
+        self.last_tenth = 0
+
+    def __call__(self, result):
+        self.done += 1
+        self.failed += result[0] != "ok"
+        if self.log is None:
+            return
+        now = time.monotonic()
+        tenth = self.done * 10 // self.total
+        if self.done == self.total or tenth > self.last_tenth or now - self.last_time >= self.interval:
+            failed = f", {self.failed} failed" if self.failed else ""
+            self.log(f"compiled {self.done}/{self.total} ({now - self.start:.1f} s{failed})")
+            self.last_time, self.last_tenth = now, tenth
+
+
+def _write_atomically(path: str, data: bytes):
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _make_escape(path: str) -> str:
+    return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
+
+
+def encode_bundle(kernels: Sequence[dict], entries: Sequence[Tuple[dict, dict, bytes]], targets: Sequence[str],
+                  triton_version: str) -> bytes:
+    """Bundle bytes. kernels: [{"function", "file_name", "signature"}] in index order; entries:
+    [(index record without offset and size, entry header, binary)] in the order to store them."""
+    payload = bytearray()
+    records = []
+    for record, header, binary in entries:
+        data = kernel_store.encode(header, binary, kernel_store.ENTRY_MAGIC)
+        records.append({"kernel": record["kernel"], "offset": len(payload), "size": len(data),
+                        **{k: v for k, v in record.items() if k != "kernel"}})
+        payload += data
+    index = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION,
+             "created_by": {"tjit": TJIT_VERSION, "triton": triton_version},
+             "targets": list(targets), "kernels": list(kernels), "entries": records}
+    index_bytes = json.dumps(index, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    if len(index_bytes) >= 2**32:
+        raise BuildError(f"the bundle's index ({len(index_bytes)} bytes) does not fit its u32 size")
+    frame = _BUNDLE_FRAME.pack(BUNDLE_MAGIC, BUNDLE_VERSION, len(index_bytes), len(payload),
+                               hashlib.sha1(index_bytes).hexdigest().encode())
+    return frame + index_bytes + bytes(payload)
+
+
+def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile: Optional[str] = None,
+                 log: Optional[Callable[[str], None]] = None) -> BuildStats:
+    """Compiles every entry of `manifests` (paths) for every target ("cuda:90", "cuda:90:32" or
+    (backend, arch, warp_size)) in `jobs` processes (default os.cpu_count(); 1 compiles in this
+    process) and writes the bundle to `output` atomically, and a Makefile depfile when asked.
+    Raises ManifestError or BuildError (every failed compile listed) and then writes nothing.
+    `log` receives progress lines."""
+    start = time.monotonic()
+    if isinstance(targets, (str, tuple)):
+        targets = [targets]
+    try:
+        parsed = {parse_target(t) if isinstance(t, str) else parse_target(target_string(t)) for t in targets}
+    except ValueError as e:
+        raise BuildError(str(e)) from None
+    if not parsed:
+        raise BuildError("no compile target: give at least one, e.g. cuda:90")
+    target_list = sorted(parsed, key=lambda t: (t[0], t[1], t[2]))
+    manifests = [manifests] if isinstance(manifests, (str, os.PathLike)) else list(manifests)
+    manifests = [os.path.abspath(os.fspath(m)) for m in manifests]
+    specs = read_manifests(manifests)
+
+    # Kernels in index order; the runtime names a bundle kernel by function and file name.
+    kernel_keys = sorted({(s.function, os.path.basename(s.file), s.file) for s in specs})
+    by_name = {}
+    for function, file_name, file in kernel_keys:
+        other = by_name.setdefault((function, file_name), file)
+        if other != file:
+            raise BuildError(f"two kernel files named {file_name} both define {function} ({other} and {file}): "
+                             "a bundle tells its kernels apart by function and file name only")
+    kernel_index = {(file, function): i for i, (function, _, file) in enumerate(kernel_keys)}
+    kernels = [_load_kernel(file, function) for function, _, file in kernel_keys]
+
+    tasks, task_specs = [], []
+    for spec in specs:
+        for target in target_list:
+            tasks.append((spec.file, spec.function, spec.types, spec.constexprs, spec.divisible, target,
+                          spec.options))
+            task_specs.append((spec, target))
+    processes = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    if log and tasks:
+        log(f"compiling {_count(len(specs), 'specialisation')} x {_count(len(target_list), 'target')} = "
+            f"{_count(len(tasks), 'entry', 'entries')} in {_count(processes, 'process', 'processes')}")
+    results = _compile_all(tasks, processes, _Progress(len(tasks), log, start))
+
+    failures, entries = [], []
+    for (spec, target), result in zip(task_specs, results):
+        kernel = kernels[kernel_index[(spec.file, spec.function)]]
+        if result[0] == "ok" and [tuple(s) for s in result[3]] != kernel.sources:
+            result = ("error", f"a source file of {spec.function} changed during the build ({spec.file} or one "
+                      "it imports): build again")
+        if result[0] != "ok":
+            failures.append(f"{spec.describe()} for {target_string(target)} ({spec.origin}):\n    " +
+                            result[1].replace("\n", "\n    "))
+            continue
+        _, cubin, md, _ = result
+        specialization = {"types": list(spec.types), "constexprs": [[i, v] for i, v in spec.constexprs],
+                          "divisible_by_16": list(spec.divisible)}
+        options = dict(spec.options)
+        target_json = {"backend": target[0], "arch": target[1], "warp_size": target[2]}
+        header = {"key": BUNDLE_ENTRY_KEY, "kernel": kernel.signature(), "specialization": specialization,
+                  "options": options, "target": target_json,
+                  "launch": {"symbol": md["name"], "shared_memory": int(md["shared"]),
+                             "num_warps": int(md["num_warps"]), "num_ctas": int(md["num_ctas"]),
+                             "global_scratch_size": int(md["global_scratch_size"]),
+                             "global_scratch_align": int(md["global_scratch_align"]),
+                             "profile_scratch_size": int(md["profile_scratch_size"]),
+                             "profile_scratch_align": int(md["profile_scratch_align"]),
+                             "launch_cooperative_grid": bool(md["launch_cooperative_grid"]),
+                             "launch_pdl": bool(md["launch_pdl"])},
+                  "binary_format": "cubin"}
+        record = {"kernel": kernel_index[(spec.file, spec.function)], **specialization, "options": options,
+                  "target": target_json}
+        order = (spec.function, os.path.basename(spec.file), spec.file,
+                 _canonical({**specialization, "options": options}), target)
+        entries.append((order, record, header, cubin))
+    if failures:
+        raise BuildError(f"{len(failures)} of {len(tasks)} compiles failed; nothing written:\n  " +
+                         "\n  ".join(failures))
+
+    entries.sort(key=lambda e: e[0])
+    kernel_records = [{"function": k.function, "file_name": os.path.basename(k.file), "signature": k.signature()}
+                      for k in kernels]
+    triton_version = kernels[0].triton if kernels else _adapter().triton.__version__
+    data = encode_bundle(kernel_records, [(r, h, b) for _, r, h, b in entries],
+                         [target_string(t) for t in target_list], triton_version)
+    output = os.path.abspath(os.fspath(output))
+    sources = list(dict.fromkeys(path for k in kernels for path, _ in k.sources))
+    _write_atomically(output, data)
+    if depfile:
+        deps = " \\\n  ".join(_make_escape(p) for p in manifests + sources)
+        _write_atomically(os.path.abspath(depfile), f"{_make_escape(output)}: \\\n  {deps}\n".encode("utf-8"))
+    return BuildStats(output, len(data), len(entries), len(specs), len(kernels),
+                      [target_string(t) for t in target_list], time.monotonic() - start, processes, sources)
+
+
+@dataclasses.dataclass
+class BundleEntry:
+    """One entry of a bundle: its index record, its kernel's index record, its decoded store entry."""
+    record: dict
+    kernel: dict
+    header: dict
+    binary: bytes
+
+    @property
+    def function(self) -> str:
+        return self.kernel["function"]
+
+    @property
+    def file_name(self) -> str:
+        return self.kernel["file_name"]
+
+    @property
+    def target(self) -> str:
+        return target_string(self.record["target"])
+
+    @property
+    def options(self) -> dict:
+        return self.record["options"]
+
+    @property
+    def launch(self) -> dict:
+        return self.header["launch"]
+
+    @property
+    def size(self) -> int:
+        return self.record["size"]
+
+    @property
+    def signature(self) -> str:
+        """The specialisation: "x_ptr: *fp32:16, n: i32, BLOCK=1024"."""
+        names = [p["name"] for p in self.kernel["signature"]["params"]]
+        return describe(names, self.record["types"], self.record["constexprs"], self.record["divisible_by_16"])
+
+    def as_dict(self) -> dict:
+        return {"function": self.function, "file_name": self.file_name, "signature": self.signature,
+                "types": self.record["types"], "constexprs": self.record["constexprs"],
+                "divisible_by_16": self.record["divisible_by_16"], "options": self.options, "target": self.target,
+                "offset": self.record["offset"], "size": self.size, "binary_bytes": len(self.binary),
+                "launch": self.launch}
+
+
+@dataclasses.dataclass
+class Bundle:
+    path: Optional[str]
+    size: int
+    index: dict
+    entries: List[BundleEntry]
+
+    @property
+    def created_by(self) -> dict:
+        return self.index["created_by"]
+
+    @property
+    def targets(self) -> List[str]:
+        return self.index["targets"]
+
+    @property
+    def kernels(self) -> List[dict]:
+        return self.index["kernels"]
+
+
+def _damaged(condition, message):
+    if not condition:
+        raise DamagedFile(message)
+
+
+def _is_int(value) -> bool:
+    return type(value) is int
+
+
+_KIND_NAMES = {int: "an integer", list: "a list", dict: "a JSON object"}
+
+
+def _check_index(index):
+    _damaged(isinstance(index, dict), "index is not a JSON object")
+    _damaged(index.get("format") == BUNDLE_FORMAT, f"index format is {_canonical(index.get('format'))}, "
+             f"not {BUNDLE_FORMAT!r}")
+    _damaged(index.get("version") == BUNDLE_VERSION and _is_int(index.get("version")),
+             f"index version is {_canonical(index.get('version'))}, this tjit reads {BUNDLE_VERSION}")
+    created = index.get("created_by")
+    _damaged(isinstance(created, dict) and isinstance(created.get("tjit"), str) and
+             isinstance(created.get("triton"), str), "index: created_by misses tjit or triton")
+    _damaged(isinstance(index.get("targets"), list) and all(isinstance(t, str) for t in index["targets"]),
+             "index: targets is not a list of strings")
+    kernels = index.get("kernels")
+    _damaged(isinstance(kernels, list), "index: kernels is not a list")
+    for i, k in enumerate(kernels):
+        _damaged(isinstance(k, dict) and isinstance(k.get("function"), str) and isinstance(k.get("file_name"), str)
+                 and isinstance(k.get("signature"), dict), f"index: kernel {i} misses function, file_name or signature")
+        signature = k["signature"]
+        _damaged(signature.get("function") == k["function"] and isinstance(signature.get("file"), str) and
+                 os.path.basename(signature["file"]) == k["file_name"] and isinstance(signature.get("params"), list),
+                 f"index: kernel {i} ({k['function']}): its signature names another kernel or has no params")
+    entries = index.get("entries")
+    _damaged(isinstance(entries, list), "index: entries is not a list")
+    for i, e in enumerate(entries):
+        _damaged(isinstance(e, dict), f"index: entry {i} is not a JSON object")
+        for name, kind in (("kernel", int), ("offset", int), ("size", int), ("types", list), ("constexprs", list),
+                           ("divisible_by_16", list), ("options", dict), ("target", dict)):
+            _damaged(isinstance(e.get(name), kind) and not isinstance(e.get(name), bool),
+                     f"index: entry {i}: {name} is missing or not {_KIND_NAMES[kind]}")
+        _damaged(0 <= e["kernel"] < len(kernels), f"index: entry {i}: kernel {e['kernel']} does not exist")
+        _damaged(e["size"] >= 0 and e["offset"] >= 0, f"index: entry {i}: negative offset or size")
+        _damaged(len(e["types"]) == len(kernels[e["kernel"]]["signature"]["params"]),
+                 f"index: entry {i}: {len(e['types'])} types for a kernel of "
+                 f"{len(kernels[e['kernel']]['signature']['params'])} parameters")
+        try:
+            target_string(e["target"])
+        except KeyError as missing:
+            raise DamagedFile(f"index: entry {i}: target misses {missing}") from None
+
+
+def _check_entry(where: str, header: dict, binary: bytes, record: dict, kernel: dict):
+    """That a decoded store entry is complete (what decode_entry requires) and agrees with its index record."""
+    for name in ("key", "kernel", "specialization", "options", "target", "launch", "binary_format"):
+        _damaged(name in header, f"{where}: its header misses {name!r}")
+    _damaged(_canonical(header["kernel"]) == _canonical(kernel["signature"]),
+             f"{where}: its header's kernel differs from the index's {kernel['function']} ({kernel['file_name']})")
+    for name, expected in (("specialization", {n: record[n] for n in ("types", "constexprs", "divisible_by_16")}),
+                           ("options", record["options"]), ("target", record["target"])):
+        _damaged(_canonical(header[name]) == _canonical(expected),
+                 f"{where}: its header's {name} differs from its index record")
+    launch = header["launch"]
+    _damaged(isinstance(launch, dict), f"{where}: launch is not a JSON object")
+    for name, kind in _LAUNCH_FIELDS.items():
+        value = launch.get(name)
+        _damaged(isinstance(value, kind) and (kind is bool or not isinstance(value, bool)),
+                 f"{where}: launch.{name} is missing or mistyped")
+    _damaged(header["binary_format"] == "cubin", f"{where}: binary format {_canonical(header['binary_format'])} "
+             "is not cubin")
+    _damaged(launch["symbol"] and binary and launch["num_warps"] > 0 and launch["num_ctas"] > 0 and
+             launch["shared_memory"] >= 0, f"{where}: inconsistent launch metadata")
+
+
+def decode_bundle(data: bytes, path: Optional[str] = None) -> Bundle:
+    """A bundle's index and entries, every check made; raises DamagedFile saying why."""
+    data = bytes(data)
+    if len(data) < _BUNDLE_FRAME.size:
+        raise DamagedFile(f"shorter ({len(data)} bytes) than a bundle's {_BUNDLE_FRAME.size}-byte frame")
+    magic, version, index_size, payload_size, checksum = _BUNDLE_FRAME.unpack_from(data)
+    _damaged(magic == BUNDLE_MAGIC, f"not a tjit kernel bundle (wrong magic {magic!r})")
+    _damaged(version == BUNDLE_VERSION, f"bundle format {version}, this tjit reads {BUNDLE_VERSION}")
+    expected = _BUNDLE_FRAME.size + index_size + payload_size
+    _damaged(expected == len(data), f"size {len(data)} bytes, its frame says {expected}")
+    index_bytes = data[_BUNDLE_FRAME.size:_BUNDLE_FRAME.size + index_size]
+    _damaged(hashlib.sha1(index_bytes).hexdigest().encode() == checksum, "index checksum mismatch")
+    try:
+        index = json.loads(index_bytes.decode("utf-8"))
+    except ValueError as e:
+        raise DamagedFile(f"index is not valid JSON: {e}") from None
+    _check_index(index)
+    payload = memoryview(data)[_BUNDLE_FRAME.size + index_size:]
+    entries, offset = [], 0
+    for i, record in enumerate(index["entries"]):
+        kernel = index["kernels"][record["kernel"]]
+        where = f"entry {i} ({kernel['function']} for {target_string(record['target'])})"
+        _damaged(record["offset"] == offset, f"{where}: at offset {record['offset']} of the payload, the entries "
+                 f"before it end at {offset}")
+        _damaged(offset + record["size"] <= payload_size, f"{where}: its {record['size']} bytes at offset {offset} "
+                 f"run past the payload's {payload_size}")
+        try:
+            header, binary = kernel_store.decode(bytes(payload[offset:offset + record["size"]]),
+                                                 kernel_store.ENTRY_MAGIC)
+        except DamagedFile as e:
+            raise DamagedFile(f"{where}: {e}") from None
+        _check_entry(where, header, binary, record, kernel)
+        entries.append(BundleEntry(record, kernel, header, binary))
+        offset += record["size"]
+    _damaged(offset == payload_size, f"the entries end at {offset} bytes, the payload has {payload_size}")
+    return Bundle(path, len(data), index, entries)
+
+
+def read_bundle(path) -> Bundle:
+    """The bundle file at `path`, checked: raises kernel_store.DamagedFile saying why it is damaged."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        return decode_bundle(f.read(), path)
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _count(n, word, plural=None):
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def _say(message):
+    print(f"tjit aot: {message}", file=sys.stderr, flush=True)
+
+
+def _build(args):
+    stats = build_bundle(args.manifest, args.target, args.output, jobs=args.jobs, depfile=args.depfile, log=_say)
+    _say(f"{_count(stats.entries, 'entry', 'entries')} "
+         f"({_count(stats.specializations, 'specialisation')} of {_count(stats.kernels, 'kernel')} x "
+         f"{_count(len(stats.targets), 'target')}: {', '.join(stats.targets)}) in {stats.seconds:.1f} s with "
+         f"{_count(stats.processes, 'process', 'processes')}: {stats.output} ({_size(stats.size)})")
+    return 0
+
+
+def _list(args):
+    bundle = read_bundle(args.bundle)
+    if args.json:
+        print(json.dumps({"path": os.path.abspath(args.bundle), "bytes": bundle.size, "created_by": bundle.created_by,
+                          "targets": bundle.targets,
+                          "kernels": [{"function": k["function"], "file_name": k["file_name"],
+                                       "file": k["signature"]["file"]} for k in bundle.kernels],
+                          "entries": [e.as_dict() for e in bundle.entries]}, indent=2))
+        return 0
+    print(f"{args.bundle}: tjit {bundle.created_by['tjit']}, triton {bundle.created_by['triton']}; targets "
+          f"{', '.join(bundle.targets) or 'none'}; {_count(len(bundle.kernels), 'kernel')}, "
+          f"{_count(len(bundle.entries), 'entry', 'entries')}, {_size(bundle.size)}")
+    for e in bundle.entries:
+        print(f"{e.function}({e.signature}) {options_text(e.options)} {e.target} {_size(e.size)}")
+    return 0
+
+
+def _merge(args):
+    result = merge_manifests(args.manifests, args.output)
+    _say(f"{_count(result['entries'], 'entry', 'entries')} from {_count(result['manifests'], 'manifest')}: "
+         f"{result['output']}")
+    return 0
+
+
+def main(argv=None, prog=None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="tjit's ahead-of-time bundle builder.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build", help="compile a manifest's entries for each target into a bundle")
+    build.add_argument("--manifest", action="append", required=True, help="a manifest (repeat to merge several)")
+    build.add_argument("--target", action="append", required=True, help="cuda:ARCH[:WARP_SIZE] (repeatable)")
+    build.add_argument("-o", "--output", required=True, help="the bundle file to write")
+    build.add_argument("-j", "--jobs", type=int, help="compile processes (default: os.cpu_count())")
+    build.add_argument("--depfile", help="also write a Makefile depfile (for CMake's DEPFILE)")
+    listing = commands.add_parser("list", help="a bundle's entries")
+    listing.add_argument("bundle")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    merge = commands.add_parser("merge", help="merge manifests, each distinct entry once")
+    merge.add_argument("manifests", nargs="+")
+    merge.add_argument("-o", "--output", required=True)
+    args = parser.parse_args(argv)
+    if args.command == "build" and args.jobs is not None and args.jobs < 1:
+        parser.error("-j must be at least 1")
+    try:
+        return {"build": _build, "list": _list, "merge": _merge}[args.command](args)
+    except DamagedFile as e:
+        _say(f"{args.bundle} is damaged: {e}")
+    except (ManifestError, BuildError) as e:
+        _say(str(e))
+    except OSError as e:
+        _say(f"{e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,499 @@
+"""The ahead-of-time bundle builder (ops/aot.py): manifests, merging, building bundles for GPU
+targets without a GPU, reading them back, and damaged bundles.
+
+Needs neither a GPU nor tjit's C++ library: aot.py is loaded by path, as CMake runs it. Where tjit
+is not built, run this file alone with `pytest --noconftest tests/python/test_aot.py` (conftest.py
+imports tjit)."""
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OPS = os.path.join(REPO, "ops")
+AOT_PY = os.path.join(OPS, "aot.py")
+ADD = os.path.join(OPS, "kernels_py", "add.py")
+TEST_KERNELS = os.path.join(REPO, "tests", "cpp", "kernels", "runtime_test_kernels.py")
+
+
+def _load_aot():
+    spec = importlib.util.spec_from_file_location("tjit_aot_under_test", AOT_PY)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+aot = _load_aot()
+DamagedFile = aot.kernel_store.DamagedFile
+
+ADD_FP32 = {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n_elements": "i32",
+            "alpha": "fp32", "alpha_lo": "fp64", "HAS_ALPHA": False, "BLOCK": 1024, "INDEX_64": False}
+ADD_BF16 = dict(ADD_FP32, x_ptr="*bf16:16", y_ptr="*bf16:16", out_ptr="*bf16", HAS_ALPHA=True)
+EVERYTHING = {"ptr": "*fp32:16", "ptr_dnsoa": "*fp32", "const_ptr": "*kfp32:16", "n": "i32:16", "n_dns": "i32",
+              "n_dnsoa": 1, "n_i64": "i64", "f": "fp32", "f64": "fp64", "flag": "u1", "maybe_ptr": None,
+              "C_INT": 7, "C_BOOL": True, "C_FLOAT": 0.5, "C_NONE": None}
+
+
+def _entry(file, function, args, options=None):
+    entry = {"file": file, "function": function, "args": args}
+    if options is not None:
+        entry["options"] = options
+    return entry
+
+
+def _write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(data if isinstance(data, str) else json.dumps(data, indent=1))
+    return str(path)
+
+
+def _manifest(path, entries):
+    return _write(path, {"tjit_manifest": 1, "entries": entries})
+
+
+def _env(cache_dir):
+    """A child environment: no PYTHONPATH, Triton's cache in cache_dir (so it really compiles)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TRITON_CACHE_DIR"] = str(cache_dir)
+    return env
+
+
+def _script(args, cwd, env, extra_flags=()):
+    return subprocess.run([sys.executable, *extra_flags, AOT_PY, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests
+
+def test_parse_target():
+    assert aot.parse_target("cuda:90") == ("cuda", 90, 32)
+    assert aot.parse_target("cuda:80:64") == ("cuda", 80, 64)
+    for bad, message in (("hip:90", "only the cuda backend"), ("cuda", "BACKEND:ARCH"), ("cuda:x", "BACKEND:ARCH"),
+                         ("cuda:90:32:1", "BACKEND:ARCH"), ("cuda:0", "positive")):
+        with pytest.raises(ValueError, match=message):
+            aot.parse_target(bad)
+
+
+def test_manifest_values_paths_and_defaults(tmp_path):
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    shutil.copy(ADD, kernels / "add.py")
+    path = _manifest(tmp_path / "sub" / "m.json", [
+        _entry("../kernels/add.py", "add_kernel", ADD_FP32),  # relative to the manifest's folder
+        _entry(TEST_KERNELS, "everything_kernel", EVERYTHING, {"num_warps": 2, "launch_pdl": True}),
+        # the same entry again, arguments in another order and a default option spelled out: dropped
+        _entry(str(kernels / "add.py"), "add_kernel", dict(reversed(list(ADD_FP32.items()))), {"num_stages": 3}),
+        # 1, 1.0 and true are different constexprs
+        _entry(TEST_KERNELS, "everything_kernel", dict(EVERYTHING, C_FLOAT=1)),
+        _entry(TEST_KERNELS, "everything_kernel", dict(EVERYTHING, C_FLOAT=1.0)),
+        _entry(TEST_KERNELS, "everything_kernel", dict(EVERYTHING, C_FLOAT=True)),
+    ])
+    specs = aot.read_manifest(path)
+    assert len(specs) == 5
+    add, everything = specs[0], specs[1]
+    assert add.file == os.path.realpath(kernels / "add.py") and add.function == "add_kernel"
+    assert add.types == ("*fp32", "*fp32", "*fp32", "i32", "fp32", "fp64", "constexpr", "constexpr", "constexpr")
+    assert add.constexprs == ((6, False), (7, 1024), (8, False))
+    assert [type(v) for _, v in add.constexprs] == [bool, int, bool]
+    assert add.divisible == (0, 1, 2)
+    assert dict(add.options) == {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "enable_fp_fusion": True,
+                                 "launch_cooperative_grid": False, "launch_pdl": False}
+    assert everything.file == TEST_KERNELS
+    assert everything.types == ("*fp32", "*fp32", "*kfp32", "i32", "i32", "constexpr", "i64", "fp32", "fp64", "u1",
+                                "constexpr", "constexpr", "constexpr", "constexpr", "constexpr")
+    assert everything.constexprs == ((5, 1), (10, None), (11, 7), (12, True), (13, 0.5), (14, None))
+    assert [type(v) for _, v in everything.constexprs] == [int, type(None), int, bool, float, type(None)]
+    assert everything.divisible == (0, 2, 3)
+    assert dict(everything.options) == dict(aot.OPTION_DEFAULTS, num_warps=2, launch_pdl=True)
+    assert [type(dict(s.constexprs)[13]) for s in specs[2:]] == [int, float, bool]
+    assert everything.describe().startswith("everything_kernel(ptr: *fp32:16, ptr_dnsoa: *fp32, const_ptr: *kfp32:16")
+    assert everything.describe().endswith("C_INT=7, C_BOOL=True, C_FLOAT=0.5, C_NONE=None)")
+
+
+def _error_cases():
+    ok = _entry(ADD, "add_kernel", ADD_FP32)
+    entry = lambda **changes: dict(ok, **changes)  # noqa: E731
+    args = lambda **changes: entry(args=dict(ADD_FP32, **changes))  # noqa: E731
+    every = lambda **changes: _entry(TEST_KERNELS, "everything_kernel", dict(EVERYTHING, **changes))  # noqa: E731
+    top = "top"  # errors about the whole manifest: no entry named
+    return [
+        ("unknown top-level key", {"tjit_manifest": 1, "entries": [], "extra": 1}, top, "unknown key 'extra'"),
+        ("no version", {"entries": []}, top, "\"tjit_manifest\" must be 1"),
+        ("version 2", {"tjit_manifest": 2, "entries": []}, top, "\"tjit_manifest\" must be 1"),
+        ("entries not a list", {"tjit_manifest": 1, "entries": {}}, top, "\"entries\" must be a list"),
+        ("not JSON", "{\"tjit_manifest\": 1,", top, "not valid JSON"),
+        ("duplicate key", "{\"tjit_manifest\": 1, \"entries\": [], \"entries\": []}", top, "duplicate key 'entries'"),
+        ("NaN", "{\"tjit_manifest\": 1, \"entries\": [%s]}" % json.dumps(args(BLOCK=float("nan"))), top,
+         "NaN is not JSON"),
+        ("unknown entry key", [entry(grid=[1])], 0, "unknown key 'grid'"),
+        ("missing args", [{"file": ADD, "function": "add_kernel"}], 0, "missing args"),
+        ("file not a string", [entry(file=3)], 0, "file must be a non-empty string"),
+        ("no such file", [entry(file="nowhere/add.py")], 0, "nowhere/add.py does not exist"),
+        ("no such function", [entry(function="mul_kernel")], 0, "defines no function named 'mul_kernel'"),
+        ("unknown option", [entry(options={"num_warp": 4})], 0, "unknown option 'num_warp'"),
+        ("option type", [entry(options={"num_warps": "4"})], 0, "option num_warps must be an integer"),
+        ("option bool", [entry(options={"launch_pdl": 1})], 0, "option launch_pdl must be true or false"),
+        ("num_warps 3", [entry(options={"num_warps": 3})], 0, "power of two"),
+        ("missing parameter", [entry(args={k: v for k, v in ADD_FP32.items() if k != "alpha"})], 0,
+         "missing alpha"),
+        ("extra parameter", [args(beta="fp32")], 0, "unknown beta"),
+        ("bad type", [args(x_ptr="*fp33")], 0, "x_ptr: '*fp33' is not a Triton type"),
+        ("uncanonical type", [args(alpha="float32")], 0, "alpha: 'float32' is not a Triton type"),
+        ("constexpr as a type", [args(HAS_ALPHA="constexpr")], 0, "HAS_ALPHA is a tl.constexpr parameter"),
+        ("type for a constexpr", [args(BLOCK="i32")], 0, "BLOCK is a tl.constexpr parameter"),
+        ("float divisible", [args(alpha="fp32:16")], 0, "only pointers and integers"),
+        ("value for a runtime parameter", [args(n_elements=4096)], 0, "n_elements is a runtime parameter"),
+        ("list value", [args(BLOCK=[1024])], 0, "neither a type string nor a constexpr value"),
+        ("huge int", [args(BLOCK=2**64)], 0, "does not fit in 64 bits"),
+        ("const pointer", [every(const_ptr="*fp32")], 0, "const_ptr is a tl.const parameter: its pointer type is "
+         "'*kfp32'"),
+        ("non-const pointer", [every(ptr="*kfp32")], 0, "ptr is not a tl.const parameter"),
+        ("annotation", [every(n_i64="i32")], 0, "n_i64 is annotated i64"),
+        ("do_not_specialize divisible", [every(n_dns="i32:16")], 0, "n_dns is do_not_specialize"),
+        ("do_not_specialize one", [every(n_dns=1)], 0, "which do_not_specialize turns off"),
+        ("second entry", [ok, entry(options=[])], 1, "options must be a JSON object"),
+    ]
+
+
+@pytest.mark.parametrize("data, entry, message", [case[1:] for case in _error_cases()],
+                         ids=[case[0] for case in _error_cases()])
+def test_manifest_errors(tmp_path, data, entry, message):
+    if isinstance(data, list):
+        data = {"tjit_manifest": 1, "entries": data}
+    path = _write(tmp_path / "bad.json", data)
+    with pytest.raises(aot.ManifestError) as error:
+        aot.read_manifest(path)
+    text = str(error.value)
+    assert text.startswith(path + ": "), text
+    assert message in text, text
+    if entry != "top":
+        function = data["entries"][entry]["function"] if isinstance(data, dict) else "add_kernel"
+        assert f": entry {entry} ({function}): " in text, text
+
+
+def test_merge(tmp_path):
+    shutil.copy(ADD, tmp_path / "add.py")
+    a = _manifest(tmp_path / "a" / "m.json", [_entry("../add.py", "add_kernel", ADD_FP32),
+                                              _entry(TEST_KERNELS, "everything_kernel", EVERYTHING)])
+    b = _manifest(tmp_path / "b" / "deeper" / "m.json", [
+        _entry(TEST_KERNELS, "everything_kernel", EVERYTHING, {"num_warps": 4}),  # the same as a's second
+        _entry("../../add.py", "add_kernel", ADD_BF16),
+        _entry("../../add.py", "add_kernel", ADD_FP32),  # the same as a's first
+    ])
+    out = str(tmp_path / "out" / "merged.json")
+    result = aot.merge_manifests([a, b], out)
+    assert result["entries"] == 3
+    with open(out) as f:
+        merged = json.load(f)
+    assert set(merged) == {"tjit_manifest", "entries"} and merged["tjit_manifest"] == 1
+    assert [(e["file"], e["function"], e["args"]) for e in merged["entries"]] == [
+        ("../add.py", "add_kernel", ADD_FP32),
+        (os.path.relpath(TEST_KERNELS, tmp_path / "out"), "everything_kernel", EVERYTHING),
+        ("../add.py", "add_kernel", ADD_BF16)]
+    assert all(e["options"] == aot.OPTION_DEFAULTS for e in merged["entries"])
+    # The merged manifest means the same entries (merging it again changes nothing).
+    keys = [s.key for s in aot.read_manifests([a, b])]
+    assert [s.key for s in aot.read_manifest(out)] == keys
+    again = str(tmp_path / "again.json")
+    aot.merge_manifests([out, a], again)
+    assert [s.key for s in aot.read_manifest(again)] == keys
+    # The command line (script form), run from elsewhere.
+    cli = str(tmp_path / "b" / "cli.json")
+    run = _script(["merge", a, b, "-o", cli], tmp_path / "a", _env(tmp_path / "unused"))
+    assert run.returncode == 0 and run.stderr == f"tjit aot: 3 entries from 2 manifests: {cli}\n", run.stderr
+    assert [s.key for s in aot.read_manifest(cli)] == keys
+    run = _script(["merge", a, str(tmp_path / "missing.json"), "-o", str(tmp_path / "no.json")], tmp_path,
+                  _env(tmp_path / "unused"))
+    assert run.returncode == 1 and "missing.json: cannot read the manifest" in run.stderr
+    assert not (tmp_path / "no.json").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A bundle of add_kernel fp32 and bf16 and everything_kernel (float and None constexprs) for
+    cuda:80 and cuda:90, built through the API with 2 worker processes and a fresh Triton cache."""
+    folder = tmp_path_factory.mktemp("built")
+    # Not in the bundle's order (kernels by name, then specialisation, then target), which the
+    # bundle must not depend on.
+    manifest = _manifest(folder / "m.json", [_entry(TEST_KERNELS, "everything_kernel", EVERYTHING,
+                                                    {"num_warps": 2, "num_stages": 2}),
+                                             _entry(ADD, "add_kernel", ADD_BF16, {"num_warps": 8}),
+                                             _entry(ADD, "add_kernel", ADD_FP32)])
+    output, depfile = str(folder / "out" / "kernels.tjb"), str(folder / "kernels.tjb.d")
+    lines = []
+    saved = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton-cache")  # the workers compile for real
+    try:
+        stats = aot.build_bundle([manifest], ["cuda:90", "cuda:80:32"], output, jobs=2, depfile=depfile,
+                                 log=lines.append)
+    finally:
+        if saved is None:
+            del os.environ["TRITON_CACHE_DIR"]
+        else:
+            os.environ["TRITON_CACHE_DIR"] = saved
+    return {"folder": folder, "manifest": manifest, "output": output, "depfile": depfile, "stats": stats,
+            "log": lines}
+
+
+def test_build(built):
+    stats = built["stats"]
+    assert (stats.entries, stats.specializations, stats.kernels, stats.processes) == (6, 3, 2, 2)
+    assert stats.targets == ["cuda:80:32", "cuda:90:32"] and stats.size == os.path.getsize(built["output"])
+    assert built["log"][-1].startswith("compiled 6/6 (")
+    bundle = aot.read_bundle(built["output"])
+    assert bundle.created_by == {"tjit": aot.TJIT_VERSION, "triton": aot._adapter().triton.__version__}
+    assert bundle.targets == ["cuda:80:32", "cuda:90:32"]
+    assert [(k["function"], k["file_name"]) for k in bundle.kernels] == [("add_kernel", "add.py"),
+                                                                      ("everything_kernel",
+                                                                       "runtime_test_kernels.py")]
+    assert bundle.kernels[1]["signature"]["file"] == TEST_KERNELS
+    assert bundle.kernels[1]["signature"]["sources"][0]["path"] == TEST_KERNELS
+    params = {p["name"]: p for p in bundle.kernels[1]["signature"]["params"]}
+    assert params["const_ptr"]["const"] and params["n_dns"]["do_not_specialize"] and params["C_NONE"]["constexpr"]
+    assert params["n_i64"]["annotation"] == "i64" and params["C_INT"]["annotation"] == ""
+    assert len(bundle.entries) == 6
+    seen = set()
+    for e in bundle.entries:
+        assert e.binary.startswith(b"\x7fELF")
+        assert e.launch["symbol"] == e.function  # Triton names the cubin's kernel after the function
+        assert e.launch["num_warps"] == e.options["num_warps"] and e.launch["num_ctas"] == 1
+        assert e.header["target"]["arch"] == e.record["target"]["arch"] in (80, 90)
+        assert e.header["kernel"] == bundle.kernels[e.record["kernel"]]["signature"]
+        assert e.header["key"] == "tjit bundle entry" and e.header["binary_format"] == "cubin"
+        # Every field the C++ decode_entry reads.
+        assert set(e.header) == {"key", "kernel", "specialization", "options", "target", "launch", "binary_format"}
+        assert set(e.header["launch"]) == set(aot._LAUNCH_FIELDS)
+        assert set(e.header["options"]) == set(aot.OPTION_DEFAULTS)
+        assert set(e.header["specialization"]) == {"types", "constexprs", "divisible_by_16"}
+        assert set(e.header["kernel"]) == {"file", "function", "params", "sources", "triton"}
+        seen.add((e.function, e.signature, e.target))
+    assert len(seen) == 6
+    everything = [e for e in bundle.entries if e.function == "everything_kernel"]
+    assert [e.target for e in everything] == ["cuda:80:32", "cuda:90:32"]  # sorted by arch within a specialisation
+    assert everything[0].record["constexprs"] == [[5, 1], [10, None], [11, 7], [12, True], [13, 0.5], [14, None]]
+    assert everything[0].options == dict(aot.OPTION_DEFAULTS, num_warps=2, num_stages=2)
+    assert [(e.function, e.record["types"][0], e.target) for e in bundle.entries] == [
+        ("add_kernel", "*fp32", "cuda:80:32"), ("add_kernel", "*fp32", "cuda:90:32"),
+        ("add_kernel", "*bf16", "cuda:80:32"), ("add_kernel", "*bf16", "cuda:90:32"),
+        ("everything_kernel", "*fp32", "cuda:80:32"), ("everything_kernel", "*fp32", "cuda:90:32")]
+    assert [e.record["offset"] for e in bundle.entries] == [sum(e.size for e in bundle.entries[:i]) for i in range(6)]
+    with open(built["depfile"]) as f:
+        assert f.read() == f"{built['output']}: \\\n  {built['manifest']} \\\n  {ADD} \\\n  {TEST_KERNELS}\n"
+    assert sorted(os.listdir(os.path.dirname(built["output"]))) == ["kernels.tjb"]  # no temporary left
+
+
+def test_script_form_is_reproducible(built, tmp_path):
+    """`python ops/aot.py build` from elsewhere, without PYTHONPATH, imports neither tjit nor torch
+    (in the workers neither) and, compiling afresh, writes the same bytes as the API build."""
+    output = str(tmp_path / "again.tjb")
+    run = _script(["build", "--manifest", built["manifest"], "--target", "cuda:90", "--target", "cuda:80:32",
+                   "-o", output, "-j", "2"], tmp_path, _env(tmp_path / "triton-cache"), ["-X", "importtime"])
+    assert run.returncode == 0, run.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")]
+    assert imported.count("triton") == 3  # the check sees the imports of the two workers too
+    assert not {m for m in imported if m.split(".")[0] in ("tjit", "torch")}
+    messages = [line for line in run.stderr.splitlines() if line.startswith("tjit aot: ")]
+    assert messages[-1].startswith("tjit aot: 6 entries (3 specialisations of 2 kernels x 2 targets: "
+                                   "cuda:80:32, cuda:90:32) in ")
+    assert f"with 2 processes: {output} (" in messages[-1]
+    assert "tjit aot: compiled 6/6 (" in messages[-2]
+    with open(output, "rb") as a, open(built["output"], "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_list(built):
+    run = _script(["list", built["output"]], REPO, _env(built["folder"] / "unused"))
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith(f"{built['output']}: tjit {aot.TJIT_VERSION}, triton ")
+    assert "targets cuda:80:32, cuda:90:32; 2 kernels, 6 entries" in lines[0]
+    assert len(lines) == 7
+    assert lines[1].startswith("add_kernel(x_ptr: *fp32:16, y_ptr: *fp32:16, out_ptr: *fp32:16, n_elements: i32, "
+                               "alpha: fp32, alpha_lo: fp64, HAS_ALPHA=False, BLOCK=1024, INDEX_64=False) "
+                               "num_warps=4 num_stages=3 num_ctas=1 enable_fp_fusion=1 "
+                               "launch_cooperative_grid=0 launch_pdl=0 cuda:80:32 ")
+    assert "C_FLOAT=0.5, C_NONE=None) num_warps=2 num_stages=2" in lines[6] and " cuda:90:32 " in lines[6]
+    listed = json.loads(_script(["list", "--json", built["output"]], REPO, os.environ).stdout)
+    assert len(listed["entries"]) == 6 and listed["entries"][0]["launch"]["symbol"] == "add_kernel"
+
+
+def test_package_command_line(built, tmp_path):
+    """`python -m tjit aot` goes through ops/__main__.py (here with a stand-in `tjit` package, since
+    the real one loads the C++ library); `cache` still works."""
+    code = textwrap.dedent(f"""\
+        import sys, types
+        package = types.ModuleType("tjit")
+        package.__path__ = [{OPS!r}]
+        sys.modules["tjit"] = package
+        from tjit import __main__
+        sys.exit(__main__.main(sys.argv[1:]))
+        """)
+    run = subprocess.run([sys.executable, "-c", code, "aot", "list", built["output"]], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0].endswith("2 kernels, 6 entries, " + aot._size(built["stats"].size))
+    run = subprocess.run([sys.executable, "-c", code, "aot", "build", "--manifest", built["manifest"], "--target",
+                          "hip:90", "-o", str(tmp_path / "x.tjb")], capture_output=True, text=True)
+    assert run.returncode == 1 and "only the cuda backend is supported" in run.stderr
+    run = subprocess.run([sys.executable, "-c", code, "cache", "info", "--dir", str(tmp_path)], capture_output=True,
+                         text=True)
+    assert run.returncode == 0 and "0 entries of 0 kernels" in run.stdout, run.stderr
+
+
+def test_failed_compile_writes_nothing(tmp_path):
+    manifest = _manifest(tmp_path / "m.json", [_entry(ADD, "add_kernel", ADD_FP32),
+                                               _entry(ADD, "add_kernel", dict(ADD_FP32, BLOCK=1000))])
+    output, depfile = tmp_path / "out.tjb", tmp_path / "out.d"
+    output.write_bytes(b"the previous bundle")
+    run = _script(["build", "--manifest", manifest, "--target", "cuda:90", "-o", str(output), "--depfile",
+                   str(depfile), "-j", "2"], tmp_path, _env(tmp_path / "triton-cache"))
+    assert run.returncode == 1
+    assert "1 of 2 compiles failed; nothing written" in run.stderr
+    assert "add_kernel(x_ptr: *fp32:16, y_ptr: *fp32:16, out_ptr: *fp32:16, n_elements: i32, alpha: fp32, " \
+           "alpha_lo: fp64, HAS_ALPHA=False, BLOCK=1000, INDEX_64=False) for cuda:90:32 " \
+           f"({manifest}: entry 1 (add_kernel))" in run.stderr
+    assert "power of 2" in run.stderr  # Triton's reason
+    assert "tjit aot: compiled 2/2 (" in run.stderr and " s, 1 failed)" in run.stderr
+    assert "BLOCK=1024" not in run.stderr
+    assert output.read_bytes() == b"the previous bundle" and not depfile.exists()
+    assert sorted(os.listdir(tmp_path)) == ["m.json", "out.tjb", "triton-cache"]
+
+
+def test_empty_manifest(tmp_path):
+    manifest = _manifest(tmp_path / "m.json", [])
+    stats = aot.build_bundle(manifest, ["cuda:90"], tmp_path / "empty.tjb")
+    assert (stats.entries, stats.kernels, stats.processes) == (0, 0, 1)
+    bundle = aot.read_bundle(tmp_path / "empty.tjb")
+    assert bundle.entries == [] and bundle.kernels == [] and bundle.targets == ["cuda:90:32"]
+    assert bundle.size == os.path.getsize(tmp_path / "empty.tjb")
+
+
+def test_one_file_name_and_function_per_bundle(tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(ADD, tmp_path / folder / "add.py")
+    manifest = _manifest(tmp_path / "m.json", [_entry("a/add.py", "add_kernel", ADD_FP32),
+                                               _entry("b/add.py", "add_kernel", ADD_FP32)])
+    with pytest.raises(aot.BuildError, match="two kernel files named add.py both define add_kernel"):
+        aot.build_bundle(manifest, "cuda:90", tmp_path / "out.tjb", jobs=1)
+    assert not (tmp_path / "out.tjb").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Reading bundles
+
+def test_read_bundle_round_trip(built):
+    with open(built["output"], "rb") as f:
+        data = f.read()
+    bundle = aot.decode_bundle(data)
+    records = [({k: v for k, v in e.record.items() if k not in ("offset", "size")}, e.header, e.binary)
+               for e in bundle.entries]
+    assert aot.encode_bundle(bundle.kernels, records, bundle.targets, bundle.created_by["triton"]) == data
+    for e in bundle.entries:  # each entry is a store entry file of its own
+        start = 64 + struct.unpack_from("<I", data, 12)[0] + e.record["offset"]
+        header, binary = aot.kernel_store.decode(data[start:start + e.size], aot.kernel_store.ENTRY_MAGIC)
+        assert header == e.header and binary == e.binary
+
+
+def test_kernel_store_encode_matches_decode():
+    header = {"key": "k", "values": [1, 1.0, True, None, "é"]}
+    data = aot.kernel_store.encode(header, b"\x7fELF\x00", aot.kernel_store.ENTRY_MAGIC)
+    assert data[:8] == b"TJITKRNL" and struct.unpack_from("<IIQ", data, 8) == (1, len(data) - 64 - 5, 5)
+    assert data[24:64] == hashlib.sha1(data[64:]).hexdigest().encode()
+    decoded, binary = aot.kernel_store.decode(data, aot.kernel_store.ENTRY_MAGIC)
+    assert decoded == header and [type(v) for v in decoded["values"]] == [int, float, bool, type(None), str]
+    assert binary == b"\x7fELF\x00"
+
+
+def _reframe(data, index=None, payload=None, version=1):
+    """A bundle with its index (dict or bytes) or payload replaced and a correct frame."""
+    index_size = struct.unpack_from("<I", data, 12)[0]
+    index_bytes = data[64:64 + index_size] if index is None else \
+        index if isinstance(index, bytes) else json.dumps(index).encode()
+    payload = data[64 + index_size:] if payload is None else payload
+    return (struct.pack("<8sIIQ40s", b"TJITBNDL", version, len(index_bytes), len(payload),
+                        hashlib.sha1(index_bytes).hexdigest().encode()) + index_bytes + payload)
+
+
+def _damage_cases():
+    def flip(offset_of):
+        def damage(data):
+            data = bytearray(data)
+            data[offset_of(data)] ^= 0x20
+            return bytes(data)
+        return damage
+
+    def index_of(data):
+        return json.loads(data[64:64 + struct.unpack_from("<I", data, 12)[0]])
+
+    def entry_start(data, i):
+        return 64 + struct.unpack_from("<I", data, 12)[0] + index_of(data)["entries"][i]["offset"]
+
+    def cubin_byte(data):  # a byte in the middle of entry 2's cubin
+        start = entry_start(data, 2)
+        header_size = struct.unpack_from("<I", data, start + 12)[0]
+        return start + 64 + header_size + 100
+
+    def other_record(data):  # entry 0's record claims what entry 2 holds: each is intact on its own
+        index = index_of(data)
+        index["entries"][0]["types"], index["entries"][2]["types"] = \
+            index["entries"][2]["types"], index["entries"][0]["types"]
+        return _reframe(data, index=index)
+
+    def moved_entry(data):
+        index = index_of(data)
+        index["entries"][1]["offset"] += 1
+        return _reframe(data, index=index)
+
+    def short_payload(data):  # the payload one byte longer than its entries
+        index_size = struct.unpack_from("<I", data, 12)[0]
+        return _reframe(data, payload=data[64 + index_size:] + b"\0")
+
+    return [
+        ("flipped index byte", flip(lambda d: 64 + 10), "index checksum mismatch"),
+        ("truncated", lambda d: d[:-1000], "its frame says"),
+        ("empty", lambda d: b"", "shorter (0 bytes) than a bundle's 64-byte frame"),
+        ("wrong magic", lambda d: b"TJITKRNL" + d[8:], "wrong magic"),
+        ("version 2", lambda d: _reframe(d, version=2), "bundle format 2, this tjit reads 1"),
+        ("flipped cubin byte", flip(cubin_byte), "entry 2 (add_kernel for cuda:80:32): checksum mismatch"),
+        ("index not JSON", lambda d: _reframe(d, index=b"{\"format\":"), "index is not valid JSON"),
+        ("index of another format", lambda d: _reframe(d, index=dict(index_of(d), version=2)), "index version is 2"),
+        ("header disagrees with its record", other_record,
+         "entry 0 (add_kernel for cuda:80:32): its header's specialization differs from its index record"),
+        ("entries not contiguous", moved_entry, "entry 1 (add_kernel for cuda:90:32): at offset"),
+        ("payload longer than its entries", short_payload, "the entries end at"),
+    ]
+
+
+@pytest.mark.parametrize("damage, reason", [c[1:] for c in _damage_cases()], ids=[c[0] for c in _damage_cases()])
+def test_damaged_bundle(built, tmp_path, damage, reason):
+    with open(built["output"], "rb") as f:
+        data = f.read()
+    damaged = damage(data)
+    assert damaged != data
+    path = tmp_path / "damaged.tjb"
+    path.write_bytes(damaged)
+    with pytest.raises(DamagedFile) as error:
+        aot.read_bundle(path)
+    assert reason in str(error.value)
+
+
+def test_list_damaged_bundle(built, tmp_path):
+    path = tmp_path / "damaged.tjb"
+    with open(built["output"], "rb") as f:
+        path.write_bytes(f.read()[:-1])
+    run = _script(["list", str(path)], tmp_path, os.environ)
+    assert run.returncode == 1 and f"tjit aot: {path} is damaged: size" in run.stderr
