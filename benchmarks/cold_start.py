@@ -8,6 +8,8 @@ pass fills it), so they differ only in what tjit does:
                  triton.compile (a Triton cache hit): what a process paid before the store
     cold_store   an empty store folder per run: the same compiles, plus writing the store
     warm_store   a store filled by an earlier process: no Python, no Triton
+    bundle       TJIT_JIT=0 and TJIT_CACHE=0, every kernel from the bundle embedded in liboperators
+                 (only when it was built with -DTJIT_EMBED_KERNELS=ON): a Python-free deployment
 
 Python Triton's first calls of the same kernels (benchmarks/triton_wrappers.py, python_baselines.py)
 in a fresh process on a warm Triton cache are measured beside them. Times are host milliseconds
@@ -113,10 +115,13 @@ print(json.dumps({"context_ms": context_ms, "import_ms": import_ms, "first_call_
 """
 
 
-def _run(cmd, store, timeout):
+def _run(cmd, store, timeout, jit=True):
     """One fresh process; its JSON, or {"error": ...}."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TJIT_CACHE", "TJIT_CACHE_DIR", "TRITON_INTERPRET")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TJIT_CACHE", "TJIT_CACHE_DIR", "TRITON_INTERPRET", "TJIT_JIT", "TJIT_RECORD")}
     env["TJIT_LOG_COMPILES"] = "0"
+    if not jit:
+        env["TJIT_JIT"] = "0"
     if store is None:
         env["TJIT_CACHE"] = "0"
     else:
@@ -146,6 +151,8 @@ def _summarise(samples):
     if "import_ms" in good[0]:
         out["import_ms"] = statistics.median(s["import_ms"] for s in good)
     out["correct"] = all(all(s["correct"].values()) for s in good)
+    if "bundles" in good[0]:
+        out["bundles"] = good[-1]["bundles"]
     for flag in ("libpython_mapped", "libtriton_mapped", "triton_imported"):
         if flag in good[0]:
             out[flag] = [bool(s[flag]) for s in good]
@@ -178,18 +185,22 @@ def run_cold_start(device, smoke, binary=None, runs=None, log=print, timeout=600
         for name, cmd in kinds.items():
             _run(cmd, warm, timeout)
         _run(python + [PYTHON_TRITON, HERE], None, timeout)
+        probe = _run(kinds["cpp"], None, timeout, jit=False) if path else {}
+        embedded = any(b.get("embedded") for b in probe.get("bundles", []))
+        scenarios = SCENARIOS + (("bundle",) if embedded else ())
+        results["config"]["embedded_bundle"] = probe.get("bundles", []) if embedded else None
         for name, cmd in kinds.items():
             results[name] = {}
-            for scenario in SCENARIOS:
+            for scenario in scenarios:
                 samples = []
                 for r in range(runs):
-                    if scenario == "jit":
+                    if scenario in ("jit", "bundle"):
                         store = None
                     elif scenario == "cold_store":
                         store = os.path.join(workdir, f"cold-{name}-{r}")
                     else:
                         store = warm
-                    samples.append(_run(cmd, store, timeout))
+                    samples.append(_run(cmd, store, timeout, jit=scenario != "bundle"))
                 results[name][scenario] = _summarise(samples)
                 s = results[name][scenario]
                 log(f"  {name:6s} {scenario:10s} " + (

@@ -15,6 +15,8 @@ Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range)
     cold start, C++, warm kernel store      every operator's first call <= 50 ms, libpython never mapped
     cold start, Python, warm kernel store   every first torch.ops.tjit call <= 20 ms, triton never imported
     cold start, empty kernel store          all first calls <= 1.10 x the same without a store (C++, Python)
+    cold start, C++, embedded bundle        every first call <= 5 ms, neither libpython nor libtriton mapped
+                                            (measured when liboperators is built with TJIT_EMBED_KERNELS=ON)
 """
 
 import argparse
@@ -55,6 +57,9 @@ TARGETS = [
             "(value: ms), triton never imported", "le", 20.0),
     _target("cold_store_vs_jit", "Empty store: all first calls <= 1.10x the same without a store (C++, Python)",
             "le", 1.10),
+    _target("cold_cpp_bundle", "C++ fresh process, kernels from liboperators' embedded bundle, TJIT_JIT=0: each "
+            "op's first call <= 5 ms after CUDA context creation (value: ms), libpython and libtriton never mapped",
+            "le", 5.0),
 ]
 
 
@@ -73,14 +78,18 @@ def _cold_start_target(cold, tid):
             return None, None, "not measured", False
         kind = max(ratios, key=ratios.get)
         return ratios[kind], f"{kind}, all first calls", None, False
-    kind, flag = ("cpp", "libpython_mapped") if tid == "cold_cpp_warm_store" else ("python", "triton_imported")
-    s = (cold.get(kind) or {}).get("warm_store") or {}
+    kind, flag = ("cpp", "libpython_mapped") if tid.startswith("cold_cpp") else ("python", "triton_imported")
+    scenario = "bundle" if tid == "cold_cpp_bundle" else "warm_store"
+    s = (cold.get(kind) or {}).get(scenario) or {}
+    if tid == "cold_cpp_bundle" and not s:
+        return None, None, "no embedded bundle (build with -DTJIT_EMBED_KERNELS=ON to measure)", False
     if "max_first_call_ms" not in s:
         return None, None, "; ".join(s.get("errors", [])) or f"{kind} not measured", bool(s.get("errors"))
     slowest = max(s["first_call_ms"], key=s["first_call_ms"].get)
     problems = []
-    if any(s.get(flag, [])):
-        problems.append(f"{flag.replace('_', ' ')} in {sum(s[flag])} of {len(s[flag])} runs")
+    for f in (flag, "libtriton_mapped") if scenario == "bundle" else (flag,):
+        if any(s.get(f, [])):
+            problems.append(f"{f.replace('_', ' ')} in {sum(s[f])} of {len(s[f])} runs")
     if not s.get("correct", False):
         problems.append("results differ from aten")
     return s["max_first_call_ms"], f"{slowest}, median of {s['runs']} processes", "; ".join(problems) or None, bool(problems)
@@ -327,7 +336,8 @@ def write_markdown(results, path, plots=()):
     return path
 
 
-COLD_START_SCENARIOS = (("jit", "no store (JIT)"), ("cold_store", "empty store"), ("warm_store", "warm store"))
+COLD_START_SCENARIOS = (("jit", "no store (JIT)"), ("cold_store", "empty store"), ("warm_store", "warm store"),
+                        ("bundle", "embedded bundle"))
 
 
 def cold_start_rows(cold):
@@ -358,7 +368,8 @@ def cold_start_markdown(cold):
              f"processes per column; {cold['config']['shape']} {cold['config']['dtype']}); Triton's cache warm in "
              "every column. No store: every kernel compiled through the embedded interpreter (a Triton cache "
              "hit), as before the store existed. Empty store: the same plus writing the store. Warm store: "
-             "filled by an earlier process. See benchmarks/cold_start.py.", ""]
+             "filled by an earlier process. Embedded bundle (when liboperators was built with TJIT_EMBED_KERNELS=ON): "
+             "TJIT_JIT=0, no store, every kernel from the bundle. See benchmarks/cold_start.py.", ""]
     lines += _table(*cold_start_rows(cold)) + [""]
     for kind in ("cpp", "python"):
         for scenario, name in COLD_START_SCENARIOS:

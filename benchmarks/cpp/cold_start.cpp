@@ -1,12 +1,14 @@
 // tjit_bench_cold_start: a fresh C++ process's first call of each tjit operator (benchmarks/
-// cold_start.py runs it in new processes with an empty, a warm or no kernel store).
+// cold_start.py runs it in new processes with an empty, a warm or no kernel store, and, when
+// liboperators was built with TJIT_EMBED_KERNELS, from its embedded bundle with TJIT_JIT=0).
 //
 // Creates the CUDA context and every input first, then times each operator's first call
 // (launch to completion, one synchronize) and checks its result against ATen. Prints one JSON
 // line: the context creation time, each first call in ms, whether libpython and libtriton are
-// mapped into the process at the end, and the kernel store's counters. Without CUDA it prints
+// mapped into the process at the end, the kernel store's counters and the kernel bundles. Without CUDA it prints
 // {"skipped": true, ...} and exits 0.
 
+#include <tjit/kernel_bundle.h>
 #include <tjit/kernel_store.h>
 #include <tjit/operators.h>
 
@@ -119,7 +121,12 @@ int main() {
   out["first_call_ms"] = first_call_ms;
   out["correct"] = correct;
   out["libpython_mapped"] = mapped("libpython");
-  out["libtriton_mapped"] = mapped("libtriton");
+  out["libtriton_mapped"] = mapped("/libtriton.so");  // Triton's, not tjit's libtriton_jit.so
+  nlohmann::json bundles = nlohmann::json::array();
+  for (const tjit::KernelBundleInfo& b : tjit::loaded_bundles()) {
+    bundles.push_back({{"name", b.name}, {"embedded", b.embedded}, {"targets", b.targets}, {"entries", b.num_entries}});
+  }
+  out["bundles"] = bundles;
   const auto c = tjit::kernel_store_counters();
   out["store"] = {{"directory", tjit::kernel_store_directory().value_or("(off)")},
                   {"signature_hits", c.signature_hits},

@@ -4,11 +4,14 @@
 // lookups through compile(), the errors for what the bundle lacks, damaged bundles, embedded
 // registration. Every test runs in its own process (ctest), so each starts with no bundle.
 //
-//   tjit_bundle_tests --record-manifest   the launches whose specialisations the bundle holds
-//   tjit_bundle_tests [gtest options]     the tests (TJIT_TEST_BUNDLE: the bundle built)
+//   tjit_bundle_tests --record-manifest      the launches whose specialisations the bundle holds
+//   tjit_bundle_tests [gtest options]        the tests (TJIT_TEST_BUNDLE: the bundle built)
+//   tjit_bundle_tests --check-bundle FILE    loads FILE and looks every entry of its index up
+//                                            through the runtime's lookup (tests/deploy/suite_bundle.sh)
 
 #include "test_helpers.h"
 
+#include "kernel_bundle_detail.h"
 #include "kernel_entry.h"
 
 #include <tjit/kernel_bundle.h>
@@ -253,9 +256,40 @@ TEST_F(Bundle, DamagedEmbeddedBundleIsNamed) {
             std::string::npos);
 }
 
+// Every entry of the bundle at `path`, looked up as a launch would look it up: prints how many,
+// exits 1 (naming it) at the first that is missing, damaged or not a cubin.
+int check_bundle(const std::string& path) {
+  const tjit::KernelBundleInfo info = tjit::load_bundle(path);
+  const tjit::detail::BundleIndex index = tjit::detail::decode_bundle_index(read_bytes(path));
+  size_t checked = 0;
+  for (const auto& e : index.entries) {
+    const auto& kernel = index.kernels[e.kernel].signature;
+    const auto found = tjit::detail::find_bundled_kernel(kernel.file, kernel.function, e.specialization, e.options,
+                                                         e.target);
+    if (!found || !is_elf(found->binary) || found->name.empty() || found->target.arch != e.target.arch) {
+      std::fprintf(stderr, "check-bundle: entry %zu (%s for %s) %s\n", checked, kernel.function.c_str(),
+                   e.target.to_string().c_str(), found ? "is not a usable cubin" : "was not found");
+      return 1;
+    }
+    ++checked;
+  }
+  std::printf("check-bundle: %zu of %zu entries found through the runtime's lookup (%zu kernels)\n", checked,
+              info.num_entries, info.num_kernels);
+  return checked == info.num_entries ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--check-bundle") {
+    tjit::set_jit_enabled(false);
+    try {
+      return check_bundle(argv[2]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "check-bundle: %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc == 2 && std::string(argv[1]) == "--record-manifest") {
     try {
       return record_manifest();

@@ -78,7 +78,7 @@ def test_smoke_writes_json_and_markdown(smoke_run):
         assert check.get("skipped") is True, check
 
     targets = results["targets"]
-    assert len(targets) == 15
+    assert len(targets) == 16
     for t in targets:
         assert {"target", "ratio", "status", "worst_at"} <= set(t)
         assert t["status"] in ("PASS", "MISS", "N/A")
