@@ -22,6 +22,10 @@
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -280,7 +284,18 @@ int check_bundle(const std::string& path) {
 
 }  // namespace
 
+// A crash names its frames (this binary is run by ctest, where no debugger is attached).
+void print_backtrace_and_die(int signal) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // what ran before a crash is in the log
+  std::signal(SIGSEGV, print_backtrace_and_die);
   if (argc == 3 && std::string(argv[1]) == "--check-bundle") {
     tjit::set_jit_enabled(false);
     try {
