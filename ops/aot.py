@@ -37,20 +37,27 @@ Bundle (.tjb), format 1:
     12  index size in bytes, u32 LE
     16  payload size in bytes, u64 LE
     24  SHA-1 of the index bytes, 40 lowercase hex digits
-    64  index: UTF-8 JSON
+    64  index:
+          u32 LE  JSON size
+          JSON    (UTF-8)
+          u32 LE  entry count N
+          N records: u32 LE kernel | u32 LE key size K | u64 LE offset | u64 LE size | K bytes key (UTF-8)
     64+index size: payload: kernel-store entry files (TJITKRNL frames, kernel_store.encode), one after another
 
-Index: {"format": "tjit kernel bundle", "version": 1, "created_by": {"tjit", "triton"},
-"targets": ["cuda:80:32", ...], "kernels": [{"function", "file_name", "signature"}],
-"entries": [{"kernel", "offset", "size", "types", "constexprs", "divisible_by_16", "options",
-"target"}]}. A kernel's signature is the store's signature JSON (file, function, params, sources
-with fingerprints, triton); an entry's offset is relative to the payload. Entries are sorted by
+The index is exactly its JSON size, count and records. Its JSON: {"format": "tjit kernel bundle",
+"version": 1, "created_by": {"tjit", "triton"}, "targets": ["cuda:80:32", ...], "kernels":
+[{"function", "file_name", "signature"}]}; a kernel's signature is the store's signature JSON (file,
+function, params, sources with fingerprints, triton). A record names its entry's kernel (an index
+into "kernels"), where the entry lies (offset relative to the payload, size) and its lookup key,
+bundle_key() of the entry's kernel and of its header's specialisation, options and target: the
+C++ runtime builds the same key from a launch and finds the entry by it without reading any entry
+(nor JSON per entry). Everything else about an entry is in its header. Entries are sorted by
 kernel (function, file name), then specialisation and options, then target, so the same inputs
-give the same bytes. The runtime tells bundle kernels apart by function and file name, so two
-files of one name defining one function cannot share a bundle.
+give the same bytes; they lie one after another. The runtime tells bundle kernels apart by
+function and file name, so two files of one name defining one function cannot share a bundle.
 
 Python API: read_manifest, merge_manifests, build_bundle, read_bundle (raises
-kernel_store.DamagedFile, saying why, for a damaged bundle).
+kernel_store.DamagedFile, saying why, for a damaged bundle), bundle_key.
 """
 
 import argparse
@@ -75,6 +82,8 @@ BUNDLE_VERSION = 1
 BUNDLE_FORMAT = "tjit kernel bundle"
 BUNDLE_ENTRY_KEY = "tjit bundle entry"  # an entry's store key; the bundle loader does not compare it
 _BUNDLE_FRAME = struct.Struct("<8sIIQ40s")  # magic, format, index bytes, payload bytes, SHA-1 of the index (hex)
+_U32 = struct.Struct("<I")  # the index's JSON size and entry count
+_RECORD = struct.Struct("<IIQQ")  # an index record before its key: kernel, key bytes, offset, size
 OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "enable_fp_fusion": True,
                    "launch_cooperative_grid": False, "launch_pdl": False}
 _LAUNCH_FIELDS = {"symbol": str, "shared_memory": int, "num_warps": int, "num_ctas": int,
@@ -200,6 +209,67 @@ def describe(param_names: Sequence[str], types, constexprs, divisible) -> str:
 def options_text(options: dict) -> str:
     """Launch options as the store's key writes them."""
     return " ".join(f"{name}={int(options[name])}" for name in OPTION_DEFAULTS)
+
+
+def _key_integer(value, what) -> int:
+    if type(value) is not int:
+        raise ValueError(f"{what} is {value!r}, not an integer")
+    return value
+
+
+def _key_flag(value, what) -> int:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} is {value!r}, not true or false")
+    return int(value)
+
+
+def _key_value(value) -> str:
+    """A constexpr's value in a bundle key (bool before int: True is an int in Python)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "bool:1" if value else "bool:0"
+    if isinstance(value, int):
+        return f"int:{value}"
+    if isinstance(value, float):
+        return f"float:{struct.unpack('<Q', struct.pack('<d', value))[0]}"  # the IEEE-754 bits, in decimal
+    raise ValueError(f"constexpr value {value!r} is not null, a boolean, an integer or a float")
+
+
+def bundle_key(function: str, file_name: str, types, constexprs, divisible_by_16, options: dict, target) -> str:
+    """An entry's lookup key, as the C++ runtime's bundle_key builds it from a launch: one line each
+    for function, file name, types, constexprs (by parameter index), parameters divisible by 16,
+    options and target. constexprs: (index, value) pairs; options and target: as an entry header
+    has them ({"num_warps": 4, ...}, {"backend": "cuda", "arch": 90, "warp_size": 32}; a target
+    may also be a (backend, arch, warp size) tuple). Raises ValueError for values a key cannot hold.
+
+        add_kernel\\nadd.py\\n*fp32,*fp32,*fp32,i32,constexpr,\\n4=int:1024,\\n0,1,2,\\n4,3,1,1,0,0,\\ncuda:90:32"""
+    for what, text in (("function", function), ("file name", file_name)):
+        if not isinstance(text, str):
+            raise ValueError(f"{what} is {text!r}, not a string")
+    for t in types:
+        if not isinstance(t, str):
+            raise ValueError(f"type {t!r} is not a string")
+    pairs = []
+    for pair in constexprs:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"constexpr {pair!r} is not an (index, value) pair")
+        pairs.append((_key_integer(pair[0], "a constexpr's index"), pair[1]))
+    divisible = sorted(_key_integer(i, "a divisible parameter's index") for i in divisible_by_16)
+    if isinstance(target, dict):
+        target = (target.get("backend"), target.get("arch"), target.get("warp_size"))
+    backend, arch, warp_size = target
+    if not isinstance(backend, str):
+        raise ValueError(f"target backend is {backend!r}, not a string")
+    launch = [_key_integer(options.get(name), f"option {name}") for name in ("num_warps", "num_stages", "num_ctas")] + \
+        [_key_flag(options.get(name), f"option {name}")
+         for name in ("enable_fp_fusion", "launch_cooperative_grid", "launch_pdl")]
+    return (f"{function}\n{file_name}\n" +
+            "".join(t + "," for t in types) + "\n" +
+            "".join(f"{i}={_key_value(v)}," for i, v in sorted(pairs, key=lambda p: p[0])) + "\n" +
+            "".join(f"{i}," for i in divisible) + "\n" +
+            "".join(f"{x}," for x in launch) + "\n" +
+            f"{backend}:{_key_integer(arch, 'target arch')}:{_key_integer(warp_size, 'target warp size')}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -598,23 +668,40 @@ def _make_escape(path: str) -> str:
     return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
 
 
-def encode_bundle(kernels: Sequence[dict], entries: Sequence[Tuple[dict, dict, bytes]], targets: Sequence[str],
+def entry_key(kernel: dict, header: dict) -> str:
+    """bundle_key of an entry: its kernel's index record ({"function", "file_name", ...}) and its header."""
+    specialization = header["specialization"]
+    return bundle_key(kernel["function"], kernel["file_name"], specialization["types"], specialization["constexprs"],
+                      specialization["divisible_by_16"], header["options"], header["target"])
+
+
+def encode_bundle(kernels: Sequence[dict], entries: Sequence[Tuple[int, dict, bytes]], targets: Sequence[str],
                   triton_version: str) -> bytes:
     """Bundle bytes. kernels: [{"function", "file_name", "signature"}] in index order; entries:
-    [(index record without offset and size, entry header, binary)] in the order to store them."""
+    [(index of the entry's kernel, entry header, binary)] in the order to store them."""
     payload = bytearray()
-    records = []
-    for record, header, binary in entries:
+    records = [_U32.pack(len(entries))]
+    seen = {}
+    for i, (kernel, header, binary) in enumerate(entries):
+        if not (type(kernel) is int and 0 <= kernel < len(kernels)):
+            raise BuildError(f"entry {i}: kernel {kernel!r} is not an index into the {len(kernels)} kernels")
+        key = entry_key(kernels[kernel], header)
+        if key in seen:
+            raise BuildError(f"entries {seen[key]} and {i} have the same key {key!r}")
+        seen[key] = i
         data = kernel_store.encode(header, binary, kernel_store.ENTRY_MAGIC)
-        records.append({"kernel": record["kernel"], "offset": len(payload), "size": len(data),
-                        **{k: v for k, v in record.items() if k != "kernel"}})
+        key_bytes = key.encode("utf-8")
+        records.append(_RECORD.pack(kernel, len(key_bytes), len(payload), len(data)) + key_bytes)
         payload += data
     index = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION,
              "created_by": {"tjit": TJIT_VERSION, "triton": triton_version},
-             "targets": list(targets), "kernels": list(kernels), "entries": records}
-    index_bytes = json.dumps(index, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
-    if len(index_bytes) >= 2**32:
-        raise BuildError(f"the bundle's index ({len(index_bytes)} bytes) does not fit its u32 size")
+             "targets": list(targets), "kernels": list(kernels)}
+    index_json = json.dumps(index, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    index_size = _U32.size + len(index_json) + sum(len(r) for r in records)
+    if index_size >= 2**32:
+        raise BuildError(f"the bundle's index ({index_size} bytes: {len(index_json)} of JSON, {len(entries)} records) "
+                         "does not fit its u32 size")
+    index_bytes = _U32.pack(len(index_json)) + index_json + b"".join(records)
     frame = _BUNDLE_FRAME.pack(BUNDLE_MAGIC, BUNDLE_VERSION, len(index_bytes), len(payload),
                                hashlib.sha1(index_bytes).hexdigest().encode())
     return frame + index_bytes + bytes(payload)
@@ -690,11 +777,9 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
                              "launch_cooperative_grid": bool(md["launch_cooperative_grid"]),
                              "launch_pdl": bool(md["launch_pdl"])},
                   "binary_format": "cubin"}
-        record = {"kernel": kernel_index[(spec.file, spec.function)], **specialization, "options": options,
-                  "target": target_json}
         order = (spec.function, os.path.basename(spec.file), spec.file,
                  _canonical({**specialization, "options": options}), target)
-        entries.append((order, record, header, cubin))
+        entries.append((order, kernel_index[(spec.file, spec.function)], header, cubin))
     if failures:
         raise BuildError(f"{len(failures)} of {len(tasks)} compiles failed; nothing written:\n  " +
                          "\n  ".join(failures))
@@ -703,7 +788,7 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
     kernel_records = [{"function": k.function, "file_name": os.path.basename(k.file), "signature": k.signature()}
                       for k in kernels]
     triton_version = kernels[0].triton if kernels else _adapter().triton.__version__
-    data = encode_bundle(kernel_records, [(r, h, b) for _, r, h, b in entries],
+    data = encode_bundle(kernel_records, [(k, h, b) for _, k, h, b in entries],
                          [target_string(t) for t in target_list], triton_version)
     output = os.path.abspath(os.fspath(output))
     sources = list(dict.fromkeys(path for k in kernels for path, _ in k.sources))
@@ -717,7 +802,8 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
 
 @dataclasses.dataclass
 class BundleEntry:
-    """One entry of a bundle: its index record, its kernel's index record, its decoded store entry."""
+    """One entry of a bundle: its index record ({"kernel", "key", "offset", "size"}), its kernel's
+    index record ({"function", "file_name", "signature"}), its decoded store entry."""
     record: dict
     kernel: dict
     header: dict
@@ -732,16 +818,29 @@ class BundleEntry:
         return self.kernel["file_name"]
 
     @property
+    def key(self) -> str:
+        return self.record["key"]
+
+    @property
+    def specialization(self) -> dict:
+        """{"types", "constexprs", "divisible_by_16"}, from the entry's header."""
+        return self.header["specialization"]
+
+    @property
     def target(self) -> str:
-        return target_string(self.record["target"])
+        return target_string(self.header["target"])
 
     @property
     def options(self) -> dict:
-        return self.record["options"]
+        return self.header["options"]
 
     @property
     def launch(self) -> dict:
         return self.header["launch"]
+
+    @property
+    def offset(self) -> int:
+        return self.record["offset"]
 
     @property
     def size(self) -> int:
@@ -751,21 +850,22 @@ class BundleEntry:
     def signature(self) -> str:
         """The specialisation: "x_ptr: *fp32:16, n: i32, BLOCK=1024"."""
         names = [p["name"] for p in self.kernel["signature"]["params"]]
-        return describe(names, self.record["types"], self.record["constexprs"], self.record["divisible_by_16"])
+        s = self.specialization
+        return describe(names, s["types"], s["constexprs"], s["divisible_by_16"])
 
     def as_dict(self) -> dict:
+        s = self.specialization
         return {"function": self.function, "file_name": self.file_name, "signature": self.signature,
-                "types": self.record["types"], "constexprs": self.record["constexprs"],
-                "divisible_by_16": self.record["divisible_by_16"], "options": self.options, "target": self.target,
-                "offset": self.record["offset"], "size": self.size, "binary_bytes": len(self.binary),
-                "launch": self.launch}
+                "types": s["types"], "constexprs": s["constexprs"], "divisible_by_16": s["divisible_by_16"],
+                "options": self.options, "target": self.target, "offset": self.offset, "size": self.size,
+                "binary_bytes": len(self.binary), "launch": self.launch}
 
 
 @dataclasses.dataclass
 class Bundle:
     path: Optional[str]
     size: int
-    index: dict
+    index: dict  # the index's JSON
     entries: List[BundleEntry]
 
     @property
@@ -790,10 +890,39 @@ def _is_int(value) -> bool:
     return type(value) is int
 
 
-_KIND_NAMES = {int: "an integer", list: "a list", dict: "a JSON object"}
+def _split_index(index: bytes) -> Tuple[bytes, List[dict]]:
+    """The index region's JSON bytes and records ({"kernel", "key", "offset", "size"}); it must
+    consist of exactly its JSON size, JSON, entry count and records."""
+    def need(position, size, what):
+        _damaged(position + size <= len(index), f"index: {what} runs past the index's {len(index)} bytes")
+
+    need(0, _U32.size, "its JSON size")
+    json_size, = _U32.unpack_from(index, 0)
+    position = _U32.size
+    need(position, json_size, f"its {json_size}-byte JSON")
+    json_bytes = index[position:position + json_size]
+    position += json_size
+    need(position, _U32.size, "its entry count")
+    count, = _U32.unpack_from(index, position)
+    position += _U32.size
+    records = []
+    for i in range(count):
+        need(position, _RECORD.size, f"record {i} of {count}")
+        kernel, key_size, offset, size = _RECORD.unpack_from(index, position)
+        position += _RECORD.size
+        need(position, key_size, f"record {i}'s {key_size}-byte key")
+        try:
+            key = index[position:position + key_size].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DamagedFile(f"index: record {i}'s key is not UTF-8 ({e.reason} at byte {e.start})") from None
+        position += key_size
+        records.append({"kernel": kernel, "key": key, "offset": offset, "size": size})
+    _damaged(position == len(index), f"index: {len(index) - position} bytes after its {count} records")
+    return json_bytes, records
 
 
 def _check_index(index):
+    """The index's JSON."""
     _damaged(isinstance(index, dict), "index is not a JSON object")
     _damaged(index.get("format") == BUNDLE_FORMAT, f"index format is {_canonical(index.get('format'))}, "
              f"not {BUNDLE_FORMAT!r}")
@@ -811,37 +940,37 @@ def _check_index(index):
                  and isinstance(k.get("signature"), dict), f"index: kernel {i} misses function, file_name or signature")
         signature = k["signature"]
         _damaged(signature.get("function") == k["function"] and isinstance(signature.get("file"), str) and
-                 os.path.basename(signature["file"]) == k["file_name"] and isinstance(signature.get("params"), list),
+                 os.path.basename(signature["file"]) == k["file_name"] and isinstance(signature.get("params"), list)
+                 and all(isinstance(p, dict) and isinstance(p.get("name"), str) for p in signature["params"]),
                  f"index: kernel {i} ({k['function']}): its signature names another kernel or has no params")
-    entries = index.get("entries")
-    _damaged(isinstance(entries, list), "index: entries is not a list")
-    for i, e in enumerate(entries):
-        _damaged(isinstance(e, dict), f"index: entry {i} is not a JSON object")
-        for name, kind in (("kernel", int), ("offset", int), ("size", int), ("types", list), ("constexprs", list),
-                           ("divisible_by_16", list), ("options", dict), ("target", dict)):
-            _damaged(isinstance(e.get(name), kind) and not isinstance(e.get(name), bool),
-                     f"index: entry {i}: {name} is missing or not {_KIND_NAMES[kind]}")
-        _damaged(0 <= e["kernel"] < len(kernels), f"index: entry {i}: kernel {e['kernel']} does not exist")
-        _damaged(e["size"] >= 0 and e["offset"] >= 0, f"index: entry {i}: negative offset or size")
-        _damaged(len(e["types"]) == len(kernels[e["kernel"]]["signature"]["params"]),
-                 f"index: entry {i}: {len(e['types'])} types for a kernel of "
-                 f"{len(kernels[e['kernel']]['signature']['params'])} parameters")
-        try:
-            target_string(e["target"])
-        except KeyError as missing:
-            raise DamagedFile(f"index: entry {i}: target misses {missing}") from None
 
 
 def _check_entry(where: str, header: dict, binary: bytes, record: dict, kernel: dict):
-    """That a decoded store entry is complete (what decode_entry requires) and agrees with its index record."""
+    """That a decoded store entry is complete (what decode_entry requires) and agrees with its index
+    record: the record's kernel is the header's, and the record's key is the header's."""
     for name in ("key", "kernel", "specialization", "options", "target", "launch", "binary_format"):
         _damaged(name in header, f"{where}: its header misses {name!r}")
     _damaged(_canonical(header["kernel"]) == _canonical(kernel["signature"]),
-             f"{where}: its header's kernel differs from the index's {kernel['function']} ({kernel['file_name']})")
-    for name, expected in (("specialization", {n: record[n] for n in ("types", "constexprs", "divisible_by_16")}),
-                           ("options", record["options"]), ("target", record["target"])):
-        _damaged(_canonical(header[name]) == _canonical(expected),
-                 f"{where}: its header's {name} differs from its index record")
+             f"{where} disagrees with its index record: its header's kernel is not the record's kernel "
+             f"{record['kernel']}, {kernel['function']} ({kernel['file_name']})")
+    specialization = header["specialization"]
+    _damaged(isinstance(specialization, dict) and all(isinstance(specialization.get(name), list) for name in
+                                                      ("types", "constexprs", "divisible_by_16")),
+             f"{where}: its header's specialization misses types, constexprs or divisible_by_16")
+    types, params = specialization["types"], kernel["signature"]["params"]
+    _damaged(len(types) == len(params), f"{where}: {len(types)} types for a kernel of {len(params)} parameters")
+    for name, value in (("options", header["options"]), ("target", header["target"])):
+        _damaged(isinstance(value, dict), f"{where}: its header's {name} is not a JSON object")
+    for name, default in OPTION_DEFAULTS.items():
+        value = header["options"].get(name)
+        _damaged(isinstance(value, type(default)) and (type(default) is bool or not isinstance(value, bool)),
+                 f"{where}: option {name} is missing or mistyped")
+    try:
+        key = entry_key(kernel, header)
+    except (ValueError, TypeError) as e:
+        raise DamagedFile(f"{where}: its header makes no key: {e}") from None
+    _damaged(key == record["key"], f"{where} disagrees with its index record: key {record['key']!r} in the record, "
+             f"{key!r} from its header")
     launch = header["launch"]
     _damaged(isinstance(launch, dict), f"{where}: launch is not a JSON object")
     for name, kind in _LAUNCH_FIELDS.items():
@@ -866,20 +995,28 @@ def decode_bundle(data: bytes, path: Optional[str] = None) -> Bundle:
     _damaged(expected == len(data), f"size {len(data)} bytes, its frame says {expected}")
     index_bytes = data[_BUNDLE_FRAME.size:_BUNDLE_FRAME.size + index_size]
     _damaged(hashlib.sha1(index_bytes).hexdigest().encode() == checksum, "index checksum mismatch")
+    json_bytes, records = _split_index(index_bytes)
     try:
-        index = json.loads(index_bytes.decode("utf-8"))
-    except ValueError as e:
+        index = json.loads(json_bytes.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError too
         raise DamagedFile(f"index is not valid JSON: {e}") from None
     _check_index(index)
+    kernels, keys = index["kernels"], {}
+    for i, record in enumerate(records):
+        _damaged(record["kernel"] < len(kernels), f"index: record {i}: kernel {record['kernel']} does not exist "
+                 f"(the index has {len(kernels)})")
+        other = keys.setdefault(record["key"], i)
+        _damaged(other == i, f"index: records {other} and {i} have the same key")
     payload = memoryview(data)[_BUNDLE_FRAME.size + index_size:]
     entries, offset = [], 0
-    for i, record in enumerate(index["entries"]):
-        kernel = index["kernels"][record["kernel"]]
-        where = f"entry {i} ({kernel['function']} for {target_string(record['target'])})"
+    for i, record in enumerate(records):
+        kernel = kernels[record["kernel"]]
+        # The target (the key's last line) for messages; whether the key is right shows once the entry is read.
+        where = f"entry {i} ({kernel['function']} for {record['key'].rsplit(chr(10), 1)[-1]})"
+        _damaged(record["offset"] + record["size"] <= payload_size, f"{where}: its {record['size']} bytes at offset "
+                 f"{record['offset']} run past the payload's {payload_size}")
         _damaged(record["offset"] == offset, f"{where}: at offset {record['offset']} of the payload, the entries "
                  f"before it end at {offset}")
-        _damaged(offset + record["size"] <= payload_size, f"{where}: its {record['size']} bytes at offset {offset} "
-                 f"run past the payload's {payload_size}")
         try:
             header, binary = kernel_store.decode(bytes(payload[offset:offset + record["size"]]),
                                                  kernel_store.ENTRY_MAGIC)

@@ -74,6 +74,43 @@ def _script(args, cwd, env, extra_flags=()):
 
 
 # --------------------------------------------------------------------------------------------
+# Bundle keys (byte for byte the C++ runtime's bundle_key)
+
+CUDA_90 = {"backend": "cuda", "arch": 90, "warp_size": 32}
+
+
+def test_bundle_key():
+    key = aot.bundle_key("add_kernel", "add.py", ["*fp32", "*fp32", "*fp32", "i32", "constexpr"], [[4, 1024]],
+                         [0, 1, 2], dict(aot.OPTION_DEFAULTS), CUDA_90)
+    assert key == "add_kernel\nadd.py\n*fp32,*fp32,*fp32,i32,constexpr,\n4=int:1024,\n0,1,2,\n4,3,1,1,0,0,\ncuda:90:32"
+    # Every kind of constexpr value (bool before int), constexprs by index (10 after 9: numbers, not text),
+    # divisible parameters sorted, every option, a (backend, arch, warp size) target.
+    key = aot.bundle_key("k", "k.py", ["*kfp32"] + ["constexpr"] * 10,
+                         [(10, -7), (1, 0.5), (2, True), (3, False), (4, None), (5, -1.5), (6, 0.0), (7, -0.0),
+                          (8, 1), (9, 1.0)],
+                         [3, 0, 12], {"num_warps": 8, "num_stages": 2, "num_ctas": 2, "enable_fp_fusion": False,
+                                      "launch_cooperative_grid": True, "launch_pdl": True}, ("cuda", 80, 64))
+    assert key.split("\n") == [
+        "k", "k.py", "*kfp32," + "constexpr," * 10,
+        "1=float:4602678819172646912,2=bool:1,3=bool:0,4=none,5=float:13832806255468478464,6=float:0,"
+        "7=float:9223372036854775808,8=int:1,9=float:4607182418800017408,10=int:-7,",
+        "0,3,12,", "8,2,2,0,1,1,", "cuda:80:64"]
+    assert struct.unpack("<Q", struct.pack("<d", -1.5))[0] == 13832806255468478464
+    assert aot.bundle_key("k", "k.py", [], [], [], dict(aot.OPTION_DEFAULTS), CUDA_90) == \
+        "k\nk.py\n\n\n\n4,3,1,1,0,0,\ncuda:90:32"
+    for constexprs, options, message in (([(0, "x")], {}, "is not null, a boolean, an integer or a float"),
+                                         ([(0, [1])], {}, "is not null, a boolean, an integer or a float"),
+                                         ([("0", 1)], {}, "a constexpr's index"),
+                                         ([(0, 1, 2)], {}, "not an (index, value) pair"),
+                                         ([], {"num_warps": 4.0}, "option num_warps"),
+                                         ([], {"num_warps": True}, "option num_warps"),
+                                         ([], {"launch_pdl": 0}, "option launch_pdl"),
+                                         ([], {"num_ctas": None}, "option num_ctas")):
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            aot.bundle_key("k", "k.py", ["constexpr"], constexprs, [], dict(aot.OPTION_DEFAULTS, **options), CUDA_90)
+
+
+# --------------------------------------------------------------------------------------------
 # Manifests
 
 def test_parse_target():
@@ -271,8 +308,10 @@ def test_build(built):
         assert e.binary.startswith(b"\x7fELF")
         assert e.launch["symbol"] == e.function  # Triton names the cubin's kernel after the function
         assert e.launch["num_warps"] == e.options["num_warps"] and e.launch["num_ctas"] == 1
-        assert e.header["target"]["arch"] == e.record["target"]["arch"] in (80, 90)
+        assert e.header["target"]["arch"] == int(e.target.split(":")[1]) in (80, 90)
         assert e.header["kernel"] == bundle.kernels[e.record["kernel"]]["signature"]
+        assert set(e.record) == {"kernel", "key", "offset", "size"}
+        assert e.key == aot.entry_key(bundle.kernels[e.record["kernel"]], e.header)
         assert e.header["key"] == "tjit bundle entry" and e.header["binary_format"] == "cubin"
         # Every field the C++ decode_entry reads.
         assert set(e.header) == {"key", "kernel", "specialization", "options", "target", "launch", "binary_format"}
@@ -284,9 +323,10 @@ def test_build(built):
     assert len(seen) == 6
     everything = [e for e in bundle.entries if e.function == "everything_kernel"]
     assert [e.target for e in everything] == ["cuda:80:32", "cuda:90:32"]  # sorted by arch within a specialisation
-    assert everything[0].record["constexprs"] == [[5, 1], [10, None], [11, 7], [12, True], [13, 0.5], [14, None]]
+    assert everything[0].specialization["constexprs"] == [[5, 1], [10, None], [11, 7], [12, True], [13, 0.5],
+                                                          [14, None]]
     assert everything[0].options == dict(aot.OPTION_DEFAULTS, num_warps=2, num_stages=2)
-    assert [(e.function, e.record["types"][0], e.target) for e in bundle.entries] == [
+    assert [(e.function, e.specialization["types"][0], e.target) for e in bundle.entries] == [
         ("add_kernel", "*fp32", "cuda:80:32"), ("add_kernel", "*fp32", "cuda:90:32"),
         ("add_kernel", "*bf16", "cuda:80:32"), ("add_kernel", "*bf16", "cuda:90:32"),
         ("everything_kernel", "*fp32", "cuda:80:32"), ("everything_kernel", "*fp32", "cuda:90:32")]
@@ -328,7 +368,21 @@ def test_list(built):
                                "launch_cooperative_grid=0 launch_pdl=0 cuda:80:32 ")
     assert "C_FLOAT=0.5, C_NONE=None) num_warps=2 num_stages=2" in lines[6] and " cuda:90:32 " in lines[6]
     listed = json.loads(_script(["list", "--json", built["output"]], REPO, os.environ).stdout)
+    assert set(listed) == {"path", "bytes", "created_by", "targets", "kernels", "entries"}
+    assert listed["kernels"][1] == {"function": "everything_kernel", "file_name": "runtime_test_kernels.py",
+                                    "file": TEST_KERNELS}
     assert len(listed["entries"]) == 6 and listed["entries"][0]["launch"]["symbol"] == "add_kernel"
+    first, last = listed["entries"][0], listed["entries"][5]
+    assert set(first) == {"function", "file_name", "signature", "types", "constexprs", "divisible_by_16", "options",
+                          "target", "offset", "size", "binary_bytes", "launch"}
+    assert (first["function"], first["file_name"], first["target"], first["offset"]) == \
+        ("add_kernel", "add.py", "cuda:80:32", 0)
+    assert first["types"][:4] == ["*fp32", "*fp32", "*fp32", "i32"] and first["divisible_by_16"] == [0, 1, 2]
+    assert first["constexprs"] == [[6, False], [7, 1024], [8, False]] and first["options"] == aot.OPTION_DEFAULTS
+    assert first["signature"] == lines[1].split("(", 1)[1].split(") num_warps=")[0]
+    assert last["constexprs"][4] == [13, 0.5] and last["target"] == "cuda:90:32"
+    assert last["options"] == dict(aot.OPTION_DEFAULTS, num_warps=2, num_stages=2)
+    assert sum(e["size"] for e in listed["entries"]) == last["offset"] + last["size"]
 
 
 def test_package_command_line(built, tmp_path):
@@ -399,13 +453,82 @@ def test_read_bundle_round_trip(built):
     with open(built["output"], "rb") as f:
         data = f.read()
     bundle = aot.decode_bundle(data)
-    records = [({k: v for k, v in e.record.items() if k not in ("offset", "size")}, e.header, e.binary)
-               for e in bundle.entries]
-    assert aot.encode_bundle(bundle.kernels, records, bundle.targets, bundle.created_by["triton"]) == data
+    entries = [(e.record["kernel"], e.header, e.binary) for e in bundle.entries]
+    assert aot.encode_bundle(bundle.kernels, entries, bundle.targets, bundle.created_by["triton"]) == data
     for e in bundle.entries:  # each entry is a store entry file of its own
         start = 64 + struct.unpack_from("<I", data, 12)[0] + e.record["offset"]
         header, binary = aot.kernel_store.decode(data[start:start + e.size], aot.kernel_store.ENTRY_MAGIC)
         assert header == e.header and binary == e.binary
+
+
+def _split(data):
+    """A bundle's parts: (index JSON bytes, records [[kernel, key bytes, offset, size]], payload), read
+    by the layout alone."""
+    index_size = struct.unpack_from("<I", data, 12)[0]
+    index = data[64:64 + index_size]
+    json_size = struct.unpack_from("<I", index, 0)[0]
+    count = struct.unpack_from("<I", index, 4 + json_size)[0]
+    position, records = 8 + json_size, []
+    for _ in range(count):
+        kernel, key_size, offset, size = struct.unpack_from("<IIQQ", index, position)
+        records.append([kernel, index[position + 24:position + 24 + key_size], offset, size])
+        position += 24 + key_size
+    assert position == len(index)
+    return index[4:4 + json_size], records, data[64 + index_size:]
+
+
+def _join(json_bytes, records, count=None):
+    """An index region of that JSON and records (count: the entry count to write, if not theirs)."""
+    count = len(records) if count is None else count
+    return (struct.pack("<I", len(json_bytes)) + json_bytes + struct.pack("<I", count) +
+            b"".join(struct.pack("<IIQQ", k, len(key), offset, size) + key for k, key, offset, size in records))
+
+
+EVERYTHING_KEY_90 = (b"everything_kernel\nruntime_test_kernels.py\n"  # the built bundle's last entry
+                     b"*fp32,*fp32,*kfp32,i32,i32,constexpr,i64,fp32,fp64,u1,"
+                     b"constexpr,constexpr,constexpr,constexpr,constexpr,\n"
+                     b"5=int:1,10=none,11=int:7,12=bool:1,13=float:4602678819172646912,14=none,\n"
+                     b"0,2,3,\n2,2,1,1,0,0,\ncuda:90:32")
+
+
+def test_bundle_layout(built):
+    with open(built["output"], "rb") as f:
+        data = f.read()
+    magic, version, index_size, payload_size, checksum = struct.unpack_from("<8sIIQ40s", data)
+    assert (magic, version, 64 + index_size + payload_size) == (b"TJITBNDL", 1, len(data))
+    assert checksum == hashlib.sha1(data[64:64 + index_size]).hexdigest().encode()
+    json_bytes, records, payload = _split(data)
+    assert _join(json_bytes, records) == data[64:64 + index_size]
+    index = json.loads(json_bytes)
+    assert list(index) == ["format", "version", "created_by", "targets", "kernels"]  # no "entries"
+    assert (index["format"], index["version"]) == ("tjit kernel bundle", 1)
+    bundle = aot.decode_bundle(data)
+    assert bundle.index == index
+    assert [r[0] for r in records] == [0, 0, 0, 0, 1, 1]
+    assert [r[2] for r in records] == [sum(r[3] for r in records[:i]) for i in range(6)]
+    assert sum(r[3] for r in records) == len(payload) == payload_size
+    for (kernel, key, offset, size), e in zip(records, bundle.entries):
+        assert e.record == {"kernel": kernel, "key": key.decode(), "offset": offset, "size": size}
+        s = e.header["specialization"]
+        assert key.decode() == aot.bundle_key(e.function, e.file_name, s["types"], s["constexprs"],
+                                              s["divisible_by_16"], e.header["options"], e.header["target"])
+    assert records[0][1] == (b"add_kernel\nadd.py\n*fp32,*fp32,*fp32,i32,fp32,fp64,constexpr,constexpr,constexpr,\n"
+                             b"6=bool:0,7=int:1024,8=bool:0,\n0,1,2,\n4,3,1,1,0,0,\ncuda:80:32")
+    assert records[3][1].startswith(b"add_kernel\nadd.py\n*bf16,*bf16,*bf16,i32,")
+    assert records[3][1].endswith(b"\n6=bool:1,7=int:1024,8=bool:0,\n0,1,\n8,3,1,1,0,0,\ncuda:90:32")
+    assert records[5][1] == EVERYTHING_KEY_90
+
+
+def test_encode_bundle_errors(built):
+    bundle = aot.read_bundle(built["output"])
+    e = bundle.entries[0]
+    encode = lambda entries: aot.encode_bundle(bundle.kernels, entries, bundle.targets, "3.6.0")  # noqa: E731
+    with pytest.raises(aot.BuildError, match="entries 0 and 1 have the same key"):
+        encode([(0, e.header, e.binary), (0, e.header, e.binary)])
+    with pytest.raises(aot.BuildError, match="kernel 2 is not an index into the 2 kernels"):
+        encode([(2, e.header, e.binary)])
+    with pytest.raises(ValueError, match="constexpr value 'x'"):
+        encode([(0, dict(e.header, specialization=dict(e.specialization, constexprs=[[6, "x"]])), e.binary)])
 
 
 def test_kernel_store_encode_matches_decode():
@@ -419,13 +542,36 @@ def test_kernel_store_encode_matches_decode():
 
 
 def _reframe(data, index=None, payload=None, version=1):
-    """A bundle with its index (dict or bytes) or payload replaced and a correct frame."""
+    """A bundle with its index region (bytes) or payload replaced and a correct frame."""
     index_size = struct.unpack_from("<I", data, 12)[0]
-    index_bytes = data[64:64 + index_size] if index is None else \
-        index if isinstance(index, bytes) else json.dumps(index).encode()
+    index = data[64:64 + index_size] if index is None else index
     payload = data[64 + index_size:] if payload is None else payload
-    return (struct.pack("<8sIIQ40s", b"TJITBNDL", version, len(index_bytes), len(payload),
-                        hashlib.sha1(index_bytes).hexdigest().encode()) + index_bytes + payload)
+    return (struct.pack("<8sIIQ40s", b"TJITBNDL", version, len(index), len(payload),
+                        hashlib.sha1(index).hexdigest().encode()) + index + payload)
+
+
+def _with_index(data, json_change=None, records_change=None, count=None, extra=b""):
+    """A bundle with its index JSON (bytes -> bytes) or records (changed in place) changed, a correct frame."""
+    json_bytes, records, _ = _split(data)
+    if json_change:
+        json_bytes = json_change(json_bytes)
+    if records_change:
+        records_change(records)
+    return _reframe(data, index=_join(json_bytes, records, count) + extra)
+
+
+def _with_header(data, i, change):
+    """A bundle whose entry i has its header changed (change(header) in place) and is encoded again, the
+    records and frame adjusted: it is intact, and its record's key is the old header's."""
+    json_bytes, records, payload = _split(data)
+    start, size = records[i][2], records[i][3]
+    header, binary = aot.kernel_store.decode(payload[start:start + size], aot.kernel_store.ENTRY_MAGIC)
+    change(header)
+    entry = aot.kernel_store.encode(header, binary, aot.kernel_store.ENTRY_MAGIC)
+    for record in records[i + 1:]:
+        record[2] += len(entry) - size
+    records[i][3] = len(entry)
+    return _reframe(data, index=_join(json_bytes, records), payload=payload[:start] + entry + payload[start + size:])
 
 
 def _damage_cases():
@@ -436,45 +582,99 @@ def _damage_cases():
             return bytes(data)
         return damage
 
-    def index_of(data):
-        return json.loads(data[64:64 + struct.unpack_from("<I", data, 12)[0]])
-
-    def entry_start(data, i):
-        return 64 + struct.unpack_from("<I", data, 12)[0] + index_of(data)["entries"][i]["offset"]
-
     def cubin_byte(data):  # a byte in the middle of entry 2's cubin
-        start = entry_start(data, 2)
+        start = 64 + struct.unpack_from("<I", data, 12)[0] + _split(data)[1][2][2]
         header_size = struct.unpack_from("<I", data, start + 12)[0]
         return start + 64 + header_size + 100
 
-    def other_record(data):  # entry 0's record claims what entry 2 holds: each is intact on its own
-        index = index_of(data)
-        index["entries"][0]["types"], index["entries"][2]["types"] = \
-            index["entries"][2]["types"], index["entries"][0]["types"]
-        return _reframe(data, index=index)
+    def index_json(change):  # the index JSON, parsed, changed and written again
+        return lambda d: _with_index(d, json_change=lambda j: json.dumps(change(json.loads(j))).encode())
 
-    def moved_entry(data):
-        index = index_of(data)
-        index["entries"][1]["offset"] += 1
-        return _reframe(data, index=index)
+    def records(change):
+        return lambda d: _with_index(d, records_change=change)
+
+    def swap_keys(r):  # entry 0's record claims what entry 2 holds: each is intact on its own
+        r[0][1], r[2][1] = r[2][1], r[0][1]
+
+    def resize_index(d, size):  # the index region cut or padded to `size` bytes
+        index = d[64:64 + struct.unpack_from("<I", d, 12)[0]]
+        return _reframe(d, index=index[:size] + b"\0" * (size - len(index)))
+
+    def set_json_size(d, size):
+        index = d[64:64 + struct.unpack_from("<I", d, 12)[0]]
+        return _reframe(d, index=struct.pack("<I", size) + index[4:])
 
     def short_payload(data):  # the payload one byte longer than its entries
         index_size = struct.unpack_from("<I", data, 12)[0]
         return _reframe(data, payload=data[64 + index_size:] + b"\0")
 
+    def options(**changes):
+        return lambda header: header["options"].update(changes)
+
+    def constexpr(index, value):
+        def change(header):
+            header["specialization"]["constexprs"] = [[i, value if i == index else v]
+                                                      for i, v in header["specialization"]["constexprs"]]
+        return change
+
     return [
+        # The frame
         ("flipped index byte", flip(lambda d: 64 + 10), "index checksum mismatch"),
+        ("flipped record byte", flip(lambda d: 64 + struct.unpack_from("<I", d, 12)[0] - 3), "index checksum mismatch"),
         ("truncated", lambda d: d[:-1000], "its frame says"),
         ("empty", lambda d: b"", "shorter (0 bytes) than a bundle's 64-byte frame"),
         ("wrong magic", lambda d: b"TJITKRNL" + d[8:], "wrong magic"),
         ("version 2", lambda d: _reframe(d, version=2), "bundle format 2, this tjit reads 1"),
-        ("flipped cubin byte", flip(cubin_byte), "entry 2 (add_kernel for cuda:80:32): checksum mismatch"),
-        ("index not JSON", lambda d: _reframe(d, index=b"{\"format\":"), "index is not valid JSON"),
-        ("index of another format", lambda d: _reframe(d, index=dict(index_of(d), version=2)), "index version is 2"),
-        ("header disagrees with its record", other_record,
-         "entry 0 (add_kernel for cuda:80:32): its header's specialization differs from its index record"),
-        ("entries not contiguous", moved_entry, "entry 1 (add_kernel for cuda:90:32): at offset"),
+        # The index region: JSON size, JSON, count and records must add up to its size
+        ("no JSON size", lambda d: _reframe(d, index=b"\0\0"), "index: its JSON size runs past the index's 2 bytes"),
+        ("JSON size past the index", lambda d: set_json_size(d, struct.unpack_from("<I", d, 12)[0]),
+         "-byte JSON runs past the index's"),
+        ("no entry count", lambda d: resize_index(d, 4 + len(_split(d)[0]) + 3),
+         "index: its entry count runs past the index's"),
+        ("count one more", lambda d: _with_index(d, count=7), "index: record 6 of 7 runs past the index's"),
+        ("count one fewer", lambda d: _with_index(d, count=5), "bytes after its 5 records"),
+        ("byte after the records", lambda d: _with_index(d, extra=b"\0"), "index: 1 bytes after its 6 records"),
+        ("last key cut short", lambda d: resize_index(d, struct.unpack_from("<I", d, 12)[0] - 1),
+         f"index: record 5's {len(EVERYTHING_KEY_90)}-byte key runs past the index's"),
+        ("key not UTF-8", records(lambda r: r[2].__setitem__(1, b"\xff" + r[2][1][1:])),
+         "index: record 2's key is not UTF-8"),
+        ("index not JSON", lambda d: _with_index(d, json_change=lambda j: b"{\"format\":"), "index is not valid JSON"),
+        ("index of another format", index_json(lambda i: dict(i, version=2)), "index version is 2"),
+        ("kernel without a signature", index_json(lambda i: dict(i, kernels=[i["kernels"][0], {"function": "f"}])),
+         "index: kernel 1 misses function, file_name or signature"),
+        # Records
+        ("kernel out of range", records(lambda r: r[3].__setitem__(0, 2)),
+         "index: record 3: kernel 2 does not exist (the index has 2)"),
+        ("same key twice", records(lambda r: r[1].__setitem__(1, r[0][1])), "index: records 0 and 1 have the same key"),
+        ("entries not contiguous", records(lambda r: r[1].__setitem__(2, r[1][2] + 1)),
+         "entry 1 (add_kernel for cuda:90:32): at offset"),
+        ("entry past the payload", records(lambda r: r[5].__setitem__(3, r[5][3] + 1)),
+         "run past the payload's"),
+        ("offset past the payload", records(lambda r: r[5].__setitem__(2, 2**40)), f"at offset {2**40} run past"),
         ("payload longer than its entries", short_payload, "the entries end at"),
+        # Entries against their records
+        ("flipped cubin byte", flip(cubin_byte), "entry 2 (add_kernel for cuda:80:32): checksum mismatch"),
+        ("keys swapped", records(swap_keys), "entry 0 (add_kernel for cuda:80:32) disagrees with its index record: "
+         "key 'add_kernel\\nadd.py\\n*bf16,"),
+        ("record names another kernel", records(lambda r: r[0].__setitem__(0, 1)),
+         "entry 0 (everything_kernel for cuda:80:32) disagrees with its index record: its header's kernel"),
+        ("key of another target", records(lambda r: r[0].__setitem__(1, r[0][1].replace(b"cuda:80:32", b"cuda:86:32"))),
+         "entry 0 (add_kernel for cuda:86:32) disagrees with its index record"),
+        ("float constexpr's bits", records(lambda r: r[4].__setitem__(
+            1, r[4][1].replace(b"float:4602678819172646912", b"float:4602678819172646913"))),
+         "entry 4 (everything_kernel for cuda:80:32) disagrees with its index record"),
+        ("header's options changed", lambda d: _with_header(d, 0, options(num_warps=8)),
+         "entry 0 (add_kernel for cuda:80:32) disagrees with its index record: key "),
+        ("header's 1024 a float", lambda d: _with_header(d, 1, constexpr(7, 1024.0)),
+         "entry 1 (add_kernel for cuda:90:32) disagrees with its index record"),
+        ("header's constexpr a string", lambda d: _with_header(d, 4, constexpr(13, "0.5")),
+         "entry 4 (everything_kernel for cuda:80:32): its header makes no key: constexpr value '0.5'"),
+        ("header's option mistyped", lambda d: _with_header(d, 2, options(launch_pdl=0)),
+         "entry 2 (add_kernel for cuda:80:32): option launch_pdl is missing or mistyped"),
+        ("header's types cut short", lambda d: _with_header(d, 3, lambda h: h["specialization"]["types"].pop()),
+         "entry 3 (add_kernel for cuda:90:32): 8 types for a kernel of 9 parameters"),
+        ("header without launch", lambda d: _with_header(d, 5, lambda h: h.pop("launch")),
+         "entry 5 (everything_kernel for cuda:90:32): its header misses 'launch'"),
     ]
 
 

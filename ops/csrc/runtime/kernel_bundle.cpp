@@ -14,11 +14,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace tjit {
 namespace {
@@ -30,55 +29,7 @@ using detail::KernelSignature;
 
 std::string file_name_of(const std::string& path) { return fs::path(path).filename().string(); }
 
-// What decides a binary within a bundle: kernel (function and file name), specialisation,
-// options and target. Built the same way from an index record and from a launch.
-std::string bundle_key(const std::string& function, const std::string& file_name, const Specialization& spec,
-                       const LaunchOptions& o, const CompileTarget& target) {
-  std::string key = function;
-  key += '\n';
-  key += file_name;
-  key += '\n';
-  for (const std::string& t : spec.types) {
-    key += t;
-    key += ',';
-  }
-  key += '\n';
-  for (const auto& [index, value] : spec.constexprs) {
-    key += std::to_string(index);
-    key += '=';
-    std::visit(
-        [&key](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, std::monostate>) {
-            key += "none";
-          } else if constexpr (std::is_same_v<T, bool>) {
-            key += v ? "bool:1" : "bool:0";
-          } else if constexpr (std::is_same_v<T, double>) {
-            uint64_t bits = 0;
-            std::memcpy(&bits, &v, sizeof(bits));
-            key += "float:" + std::to_string(bits);
-          } else {
-            key += "int:" + std::to_string(v);
-          }
-        },
-        value);
-    key += ',';
-  }
-  key += '\n';
-  for (int d : spec.divisible_by_16) {
-    key += std::to_string(d);
-    key += ',';
-  }
-  key += '\n';
-  for (int v : {o.num_warps, o.num_stages, o.num_ctas, int(o.enable_fp_fusion), int(o.launch_cooperative_grid),
-                int(o.launch_pdl)}) {
-    key += std::to_string(v);
-    key += ',';
-  }
-  key += '\n';
-  key += target.to_string();
-  return key;
-}
+using detail::bundle_key;
 
 struct Bundle {
   std::string name;
@@ -93,7 +44,6 @@ struct Bundle {
   std::unordered_map<std::string, size_t> entries;  // bundle_key -> index.entries position
   // Per kernel and runtime file path: whether that file is the source the kernel was built from.
   std::unordered_map<std::string, bool> source_matches;
-  std::unordered_set<size_t> verified;  // entries whose bytes passed their checksum
 
   void index_now() {
     indexed = true;
@@ -103,10 +53,9 @@ struct Bundle {
       damage = e.what();
       return;
     }
+    entries.reserve(index.entries.size());
     for (size_t i = 0; i < index.entries.size(); ++i) {
-      const BundleIndex::Entry& r = index.entries[i];
-      const BundleIndex::Kernel& k = index.kernels[r.kernel];
-      entries.emplace(bundle_key(k.signature.function, k.file_name, r.specialization, r.options, r.target), i);
+      entries.emplace(index.entries[i].key, i);
     }
   }
 
@@ -207,8 +156,12 @@ KernelBundleInfo load_bundle(const std::string& path) {
   std::ifstream in(name, std::ios::binary);
   TORCH_CHECK(in.good(), "tjit: cannot open the kernel bundle ", name, ": ", std::strerror(errno));
   auto bundle = std::make_unique<Bundle>();
-  bundle->owned.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  TORCH_CHECK(!in.bad(), "tjit: cannot read the kernel bundle ", name);
+  in.seekg(0, std::ios::end);
+  bundle->owned.resize(static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0)));
+  in.seekg(0, std::ios::beg);
+  in.read(bundle->owned.data(), static_cast<std::streamsize>(bundle->owned.size()));
+  TORCH_CHECK(!in.bad() && in.gcount() == static_cast<std::streamsize>(bundle->owned.size()),
+              "tjit: cannot read the kernel bundle ", name);
   bundle->name = name;
   bundle->bytes = bundle->owned;
   bundle->index_now();

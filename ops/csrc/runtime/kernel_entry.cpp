@@ -297,7 +297,9 @@ KernelSignature decode_signature(const std::string& bytes) {
 
 BundleIndex decode_bundle_index(std::string_view bytes) {
   // Frame: magic (8) | format (u32 LE) | index bytes (u32 LE) | payload bytes (u64 LE) |
-  //        SHA-1 of the index (40 hex digits) | index (JSON) | payload
+  //        SHA-1 of the index (40 hex digits) | index | payload
+  // Index: JSON bytes (u32 LE) | JSON | records (u32 LE) | per record: kernel (u32 LE),
+  //        key bytes (u32 LE), offset (u64 LE), size (u64 LE), key
   if (bytes.size() < kFrameSize) {
     throw CorruptStoreFile("shorter (" + std::to_string(bytes.size()) + " bytes) than a bundle's frame");
   }
@@ -315,17 +317,28 @@ BundleIndex decode_bundle_index(std::string_view bytes) {
     throw CorruptStoreFile("size " + std::to_string(bytes.size()) + " bytes, its frame says " +
                            std::to_string(kFrameSize + index_size + payload_size));
   }
-  const std::string index(bytes.substr(kFrameSize, index_size));
-  if (c10::sha1(index).str() != bytes.substr(kMagicSize + 16, kChecksumSize)) {
+  const std::string_view index = bytes.substr(kFrameSize, index_size);
+  if (c10::sha1(std::string(index)).str() != bytes.substr(kMagicSize + 16, kChecksumSize)) {
     throw CorruptStoreFile("index checksum mismatch");
   }
-  const json j = parse_header(index);
-  return decoding([&] {
-    BundleIndex b;
+  size_t at = 0;
+  const auto need = [&](uint64_t n, const char* what) {
+    if (n > index.size() - at) {
+      throw CorruptStoreFile(std::string("its index ends inside ") + what);
+    }
+  };
+  need(4, "the JSON size");
+  const uint64_t json_size = get_le<uint32_t>(index, at);
+  at += 4;
+  need(json_size, "the JSON");
+  const json j = parse_header(std::string(index.substr(at, json_size)));
+  at += json_size;
+  BundleIndex b;
+  b.payload_offset = kFrameSize + index_size;
+  decoding([&] {
     if (j.at("format").get<std::string>() != "tjit kernel bundle" || j.at("version").get<int>() != 1) {
       throw CorruptStoreFile("its index is not a version 1 tjit kernel bundle index");
     }
-    b.payload_offset = kFrameSize + index_size;
     b.triton_version = j.at("created_by").at("triton").get<std::string>();
     b.targets = j.at("targets").get<std::vector<std::string>>();
     for (const json& k : j.at("kernels")) {
@@ -334,36 +347,86 @@ BundleIndex decode_bundle_index(std::string_view bytes) {
         throw CorruptStoreFile("kernel " + k.at("function").dump() + " has the signature of another function");
       }
     }
-    for (const json& e : j.at("entries")) {
-      BundleIndex::Entry r;
-      r.kernel = e.at("kernel").get<size_t>();
-      r.offset = e.at("offset").get<uint64_t>();
-      r.size = e.at("size").get<uint64_t>();
-      r.specialization = specialization_from_json(e);
-      r.options = options_from_json(e.at("options"));
-      r.target = target_from_json(e.at("target"));
-      if (r.kernel >= b.kernels.size() || r.offset > payload_size || r.size > payload_size - r.offset ||
-          r.specialization.types.size() != b.kernels[r.kernel].signature.params.size()) {
-        throw CorruptStoreFile("entry " + std::to_string(b.entries.size()) + " of its index is inconsistent");
-      }
-      b.entries.push_back(std::move(r));
-    }
-    return b;
+    return 0;
   });
+  need(4, "the record count");
+  const uint64_t count = get_le<uint32_t>(index, at);
+  at += 4;
+  b.entries.reserve(std::min<uint64_t>(count, index.size() / 24));
+  for (uint64_t i = 0; i < count; ++i) {
+    need(24, "a record");
+    BundleIndex::Entry r;
+    r.kernel = get_le<uint32_t>(index, at);
+    const uint64_t key_size = get_le<uint32_t>(index, at + 4);
+    r.offset = get_le<uint64_t>(index, at + 8);
+    r.size = get_le<uint64_t>(index, at + 16);
+    at += 24;
+    need(key_size, "a record's key");
+    r.key = std::string(index.substr(at, key_size));
+    at += key_size;
+    if (r.kernel >= b.kernels.size() || r.offset > payload_size || r.size > payload_size - r.offset) {
+      throw CorruptStoreFile("record " + std::to_string(i) + " of its index is inconsistent");
+    }
+    b.entries.push_back(std::move(r));
+  }
+  if (at != index.size()) {
+    throw CorruptStoreFile("its index has " + std::to_string(index.size() - at) + " bytes after its records");
+  }
+  return b;
+}
+
+std::string bundle_key(const std::string& function, const std::string& file_name, const Specialization& spec,
+                       const LaunchOptions& o, const CompileTarget& target) {
+  std::string key = function;
+  key += '\n';
+  key += file_name;
+  key += '\n';
+  for (const std::string& t : spec.types) {
+    key += t;
+    key += ',';
+  }
+  key += '\n';
+  for (const auto& [index, value] : spec.constexprs) {
+    key += std::to_string(index);
+    key += '=';
+    std::visit(
+        [&key](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::monostate>) {
+            key += "none";
+          } else if constexpr (std::is_same_v<T, bool>) {
+            key += v ? "bool:1" : "bool:0";
+          } else if constexpr (std::is_same_v<T, double>) {
+            uint64_t bits = 0;
+            std::memcpy(&bits, &v, sizeof(bits));
+            key += "float:" + std::to_string(bits);
+          } else {
+            key += "int:" + std::to_string(v);
+          }
+        },
+        value);
+    key += ',';
+  }
+  key += '\n';
+  for (int d : spec.divisible_by_16) {
+    key += std::to_string(d);
+    key += ',';
+  }
+  key += '\n';
+  for (int v : {o.num_warps, o.num_stages, o.num_ctas, int(o.enable_fp_fusion), int(o.launch_cooperative_grid),
+                int(o.launch_pdl)}) {
+    key += std::to_string(v);
+    key += ',';
+  }
+  key += '\n';
+  key += target.to_string();
+  return key;
 }
 
 bool entry_matches_index(const KernelEntry& entry, const BundleIndex::Entry& record, const BundleIndex::Kernel& kernel) {
-  const auto& a = entry.specialization;
-  const auto& b = record.specialization;
-  const auto& o = entry.options;
-  const auto& p = record.options;
-  const auto& t = entry.compiled.target;
   return entry.kernel.function == kernel.signature.function && entry.kernel.params == kernel.signature.params &&
-         a.types == b.types && a.constexprs == b.constexprs && a.divisible_by_16 == b.divisible_by_16 &&
-         o.num_warps == p.num_warps && o.num_stages == p.num_stages && o.num_ctas == p.num_ctas &&
-         o.enable_fp_fusion == p.enable_fp_fusion && o.launch_cooperative_grid == p.launch_cooperative_grid &&
-         o.launch_pdl == p.launch_pdl && t.backend == record.target.backend && t.arch == record.target.arch &&
-         t.warp_size == record.target.warp_size;
+         bundle_key(kernel.signature.function, kernel.file_name, entry.specialization, entry.options,
+                    entry.compiled.target) == record.key;
 }
 
 }  // namespace tjit::detail
