@@ -36,7 +36,7 @@ Bundle (.tjb), format 1:
     8   bundle format, u32 little-endian (1)
     12  index size in bytes, u32 LE
     16  payload size in bytes, u64 LE
-    24  SHA-1 of the index bytes, 40 lowercase hex digits
+    24  SHA-1 of the index's JSON bytes, 40 lowercase hex digits
     64  index:
           u32 LE  JSON size
           JSON    (UTF-8)
@@ -81,7 +81,7 @@ BUNDLE_MAGIC = b"TJITBNDL"
 BUNDLE_VERSION = 1
 BUNDLE_FORMAT = "tjit kernel bundle"
 BUNDLE_ENTRY_KEY = "tjit bundle entry"  # an entry's store key; the bundle loader does not compare it
-_BUNDLE_FRAME = struct.Struct("<8sIIQ40s")  # magic, format, index bytes, payload bytes, SHA-1 of the index (hex)
+_BUNDLE_FRAME = struct.Struct("<8sIIQ40s")  # magic, format, index bytes, payload bytes, SHA-1 of the index JSON (hex)
 _U32 = struct.Struct("<I")  # the index's JSON size and entry count
 _RECORD = struct.Struct("<IIQQ")  # an index record before its key: kernel, key bytes, offset, size
 OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "enable_fp_fusion": True,
@@ -702,8 +702,11 @@ def encode_bundle(kernels: Sequence[dict], entries: Sequence[Tuple[int, dict, by
         raise BuildError(f"the bundle's index ({index_size} bytes: {len(index_json)} of JSON, {len(entries)} records) "
                          "does not fit its u32 size")
     index_bytes = _U32.pack(len(index_json)) + index_json + b"".join(records)
+    # The checksum covers the JSON only: the runtime checks it at the first lookup, where hashing
+    # every record too would cost ~2 ms for tjit's operators; a record is checked when it is used
+    # (its entry's own checksum, and its key against the entry's header).
     frame = _BUNDLE_FRAME.pack(BUNDLE_MAGIC, BUNDLE_VERSION, len(index_bytes), len(payload),
-                               hashlib.sha1(index_bytes).hexdigest().encode())
+                               hashlib.sha1(index_json).hexdigest().encode())
     return frame + index_bytes + bytes(payload)
 
 
@@ -994,8 +997,8 @@ def decode_bundle(data: bytes, path: Optional[str] = None) -> Bundle:
     expected = _BUNDLE_FRAME.size + index_size + payload_size
     _damaged(expected == len(data), f"size {len(data)} bytes, its frame says {expected}")
     index_bytes = data[_BUNDLE_FRAME.size:_BUNDLE_FRAME.size + index_size]
-    _damaged(hashlib.sha1(index_bytes).hexdigest().encode() == checksum, "index checksum mismatch")
     json_bytes, records = _split_index(index_bytes)
+    _damaged(hashlib.sha1(json_bytes).hexdigest().encode() == checksum, "index checksum mismatch")
     try:
         index = json.loads(json_bytes.decode("utf-8"))
     except ValueError as e:  # UnicodeDecodeError too

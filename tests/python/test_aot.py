@@ -496,8 +496,8 @@ def test_bundle_layout(built):
         data = f.read()
     magic, version, index_size, payload_size, checksum = struct.unpack_from("<8sIIQ40s", data)
     assert (magic, version, 64 + index_size + payload_size) == (b"TJITBNDL", 1, len(data))
-    assert checksum == hashlib.sha1(data[64:64 + index_size]).hexdigest().encode()
     json_bytes, records, payload = _split(data)
+    assert checksum == hashlib.sha1(json_bytes).hexdigest().encode()  # the JSON only
     assert _join(json_bytes, records) == data[64:64 + index_size]
     index = json.loads(json_bytes)
     assert list(index) == ["format", "version", "created_by", "targets", "kernels"]  # no "entries"
@@ -546,8 +546,9 @@ def _reframe(data, index=None, payload=None, version=1):
     index_size = struct.unpack_from("<I", data, 12)[0]
     index = data[64:64 + index_size] if index is None else index
     payload = data[64 + index_size:] if payload is None else payload
+    json_size = struct.unpack_from("<I", index)[0] if len(index) >= 4 else 0
     return (struct.pack("<8sIIQ40s", b"TJITBNDL", version, len(index), len(payload),
-                        hashlib.sha1(index).hexdigest().encode()) + index + payload)
+                        hashlib.sha1(index[4:4 + json_size]).hexdigest().encode()) + index + payload)
 
 
 def _with_index(data, json_change=None, records_change=None, count=None, extra=b""):
@@ -620,7 +621,8 @@ def _damage_cases():
     return [
         # The frame
         ("flipped index byte", flip(lambda d: 64 + 10), "index checksum mismatch"),
-        ("flipped record byte", flip(lambda d: 64 + struct.unpack_from("<I", d, 12)[0] - 3), "index checksum mismatch"),
+        ("flipped record byte", flip(lambda d: 64 + struct.unpack_from("<I", d, 12)[0] - 3),
+         "disagrees with its index record"),
         ("truncated", lambda d: d[:-1000], "its frame says"),
         ("empty", lambda d: b"", "shorter (0 bytes) than a bundle's 64-byte frame"),
         ("wrong magic", lambda d: b"TJITKRNL" + d[8:], "wrong magic"),

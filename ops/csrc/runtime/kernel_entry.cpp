@@ -298,6 +298,7 @@ KernelSignature decode_signature(const std::string& bytes) {
 BundleIndex decode_bundle_index(std::string_view bytes) {
   // Frame: magic (8) | format (u32 LE) | index bytes (u32 LE) | payload bytes (u64 LE) |
   //        SHA-1 of the index (40 hex digits) | index | payload
+  //        (the checksum covers the index's JSON)
   // Index: JSON bytes (u32 LE) | JSON | records (u32 LE) | per record: kernel (u32 LE),
   //        key bytes (u32 LE), offset (u64 LE), size (u64 LE), key
   if (bytes.size() < kFrameSize) {
@@ -318,9 +319,6 @@ BundleIndex decode_bundle_index(std::string_view bytes) {
                            std::to_string(kFrameSize + index_size + payload_size));
   }
   const std::string_view index = bytes.substr(kFrameSize, index_size);
-  if (c10::sha1(std::string(index)).str() != bytes.substr(kMagicSize + 16, kChecksumSize)) {
-    throw CorruptStoreFile("index checksum mismatch");
-  }
   size_t at = 0;
   const auto need = [&](uint64_t n, const char* what) {
     if (n > index.size() - at) {
@@ -331,7 +329,13 @@ BundleIndex decode_bundle_index(std::string_view bytes) {
   const uint64_t json_size = get_le<uint32_t>(index, at);
   at += 4;
   need(json_size, "the JSON");
-  const json j = parse_header(std::string(index.substr(at, json_size)));
+  // The checksum covers the JSON; records are checked when used (an entry's own checksum, and its
+  // key against its header), which saves hashing them all (~2 ms for the operators' 1018) here.
+  const std::string json_text(index.substr(at, json_size));
+  if (c10::sha1(json_text).str() != bytes.substr(kMagicSize + 16, kChecksumSize)) {
+    throw CorruptStoreFile("index checksum mismatch");
+  }
+  const json j = parse_header(json_text);
   at += json_size;
   BundleIndex b;
   b.payload_offset = kFrameSize + index_size;
