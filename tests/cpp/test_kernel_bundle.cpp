@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <ucontext.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -310,18 +311,31 @@ int check_bundle(const std::string& path) {
 
 }  // namespace
 
-// A crash names its frames (this binary is run by ctest, where no debugger is attached).
-void print_backtrace_and_die(int signal) {
+// A crash names where it happened (this binary is run by ctest, where no debugger is attached):
+// the faulting address and instruction, the frames, and the process's code mappings.
+void print_crash_and_die(int signal, siginfo_t* info, void* context) {
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  std::fprintf(stderr, "signal %d at address %p, instruction %p\n", signal, info->si_addr,
+               reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]));
   void* frames[64];
   const int n = backtrace(frames, 64);
   backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("r-xp") != std::string::npos) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
   std::signal(signal, SIG_DFL);
   std::raise(signal);
 }
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // what ran before a crash is in the log
-  std::signal(SIGSEGV, print_backtrace_and_die);
+  struct sigaction action = {};
+  action.sa_sigaction = print_crash_and_die;
+  action.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &action, nullptr);
   if (argc == 3 && std::string(argv[1]) == "--check-bundle") {
     tjit::set_jit_enabled(false);
     try {
