@@ -289,8 +289,14 @@ int check_bundle(const std::string& path) {
   start = Clock::now();
   for (const auto& record : index.entries) {
     // Looked up by what the entry itself says it is: the builder's key must be the runtime's.
-    const tjit::detail::KernelEntry e =
-        tjit::detail::decode_entry(bytes.substr(index.payload_offset + record.offset, record.size));
+    tjit::detail::KernelEntry e;
+    try {
+      e = tjit::detail::decode_entry(bytes.substr(index.payload_offset + record.offset, record.size));
+    } catch (const tjit::detail::CorruptStoreFile& damage) {
+      std::fprintf(stderr, "check-bundle: %s is damaged: entry %zu (%s): %s\n", path.c_str(), checked,
+                   index.kernels[record.kernel].signature.function.c_str(), damage.what());
+      return 1;
+    }
     const auto& kernel = index.kernels[record.kernel].signature;
     const auto found = tjit::detail::find_bundled_kernel(kernel.file, kernel.function, e.specialization, e.options,
                                                          e.compiled.target);
