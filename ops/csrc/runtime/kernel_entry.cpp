@@ -1,5 +1,7 @@
 #include "kernel_entry.h"
 
+#include "constexpr_json.h"
+
 #include <c10/util/hash.h>
 
 #include <nlohmann/json.hpp>
@@ -139,18 +141,6 @@ KernelSignature signature_from_json(const json& j) {
   return s;
 }
 
-json constexpr_to_json(const ConstexprValue& value) {
-  return std::visit(
-      [](const auto& v) -> json {
-        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) {
-          return nullptr;
-        } else {
-          return v;
-        }
-      },
-      value);
-}
-
 ConstexprValue constexpr_from_json(const json& j) {
   if (j.is_null()) {
     return std::monostate{};
@@ -214,7 +204,7 @@ auto decoding(F&& f) {
 std::string encode_entry(const KernelEntry& e) {
   json constexprs = json::array();
   for (const auto& [index, value] : e.specialization.constexprs) {
-    constexprs.push_back(json::array({index, constexpr_to_json(value)}));
+    constexprs.push_back(json::array({index, constexpr_value_json<json>(value)}));
   }
   const CompiledKernel& c = e.compiled;
   const json header = {

@@ -4,6 +4,8 @@
 
 #include "manifest_recorder.h"
 
+#include "constexpr_json.h"
+
 #include <tjit/kernel_manifest.h>
 
 #include <c10/util/Exception.h>
@@ -49,18 +51,6 @@ RecorderState& state() {
   return s;
 }
 
-json constexpr_json(const ConstexprValue& value) {
-  return std::visit(
-      [](const auto& v) -> json {
-        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) {
-          return nullptr;
-        } else {
-          return v;
-        }
-      },
-      value);
-}
-
 json entry_json(const std::string& file, const std::string& function, const std::vector<KernelParam>& params,
                 const Specialization& spec, const LaunchOptions& o) {
   json args = json::object();
@@ -70,7 +60,7 @@ json entry_json(const std::string& file, const std::string& function, const std:
       json value = nullptr;
       for (const auto& [j, v] : spec.constexprs) {
         if (j == index) {
-          value = constexpr_json(v);
+          value = detail::constexpr_value_json<json>(v);
         }
       }
       args[params[i].name] = value;
