@@ -283,6 +283,7 @@ class _Kernel:
     params: list  # (name, is_constexpr, is_const, do_not_specialize, do_not_specialize_on_alignment, annotation)
     sources: list  # (path, fingerprint), the kernel file first
     triton: str
+    tuning: str = ""  # what @triton.autotune / @triton.heuristics add (JSON; empty for a plain kernel)
 
     def signature(self) -> dict:
         """The store's signature JSON (signature_to_json in kernel_entry.cpp)."""
@@ -291,7 +292,7 @@ class _Kernel:
                             "do_not_specialize_on_alignment": dnsoa, "annotation": annotation}
                            for name, is_constexpr, is_const, dns, dnsoa, annotation in self.params],
                 "sources": [{"path": path, "fingerprint": fingerprint} for path, fingerprint in self.sources],
-                "triton": self.triton}
+                "triton": self.triton, "tuning": self.tuning}
 
 
 _loaded = {}  # (file, function) -> _Kernel
@@ -300,9 +301,9 @@ _loaded = {}  # (file, function) -> _Kernel
 def _load_kernel(file: str, function: str) -> _Kernel:
     kernel = _loaded.get((file, function))
     if kernel is None:
-        handle, params, sources, triton_version = _adapter().load_kernel(file, function)
+        handle, params, sources, triton_version, tuning = _adapter().load_kernel(file, function)
         kernel = _Kernel(file, function, handle, [tuple(p) for p in params], [tuple(s) for s in sources],
-                         triton_version)
+                         triton_version, tuning)
         _loaded[(file, function)] = kernel
     return kernel
 

@@ -97,11 +97,81 @@ def _import_file(path, interpreted=False):
 
 
 def _unwrap(obj):
-    # triton.autotune / triton.heuristics wrap the JITFunction in `.fn`; tjit calls the kernel
-    # itself, so the caller passes what those wrappers would have chosen.
+    # triton.autotune / triton.heuristics wrap the JITFunction in `.fn`.
     while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
         obj = obj.fn
     return obj
+
+
+def _wrappers(obj):
+    """The @triton.autotune / @triton.heuristics layers around a kernel, outermost first."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    layers = []
+    while not isinstance(obj, JITFunction):
+        if not isinstance(obj, (Autotuner, Heuristics)):
+            raise TypeError(f"{type(obj).__name__} wraps the kernel; tjit runs @triton.jit kernels under "
+                            "@triton.autotune and @triton.heuristics only")
+        layers.append(obj)
+        obj = obj.fn
+    return layers
+
+
+def _constexpr_value(name, value, what):
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    raise TypeError(f"{what} sets {name} to {value!r} ({type(value).__name__}); tjit passes None, bool, int "
+                    "and float meta-parameters")
+
+
+def _tuning_description(obj, fn):
+    """JSON text of what @triton.autotune and @triton.heuristics add to `fn` (empty when neither):
+    the configs, the tuning key, reset_to_zero / restore_value, whether configs are pruned, the
+    timing budget, and the parameters heuristics set (and whether they see the config)."""
+    import json
+    from triton.runtime.autotuner import Autotuner
+    layers = _wrappers(obj)
+    if not layers:
+        return ""
+    name = fn.__name__
+    description = {"configs": [], "key": [], "reset_to_zero": [], "restore_value": [], "prune": False,
+                   "warmup_ms": 25.0, "rep_ms": 100.0, "heuristics": [], "heuristics_see_config": False,
+                   "autotuned": False}
+    for layer in layers:
+        if isinstance(layer, Autotuner):
+            if description["autotuned"]:
+                raise TypeError(f"{name} has two @triton.autotune decorators; tjit supports one")
+            if layer.user_defined_pre_hook or layer.user_defined_post_hook:
+                raise TypeError(f"@triton.autotune of {name} has a pre_hook or post_hook; tjit cannot run Python "
+                                "hooks from C++: use reset_to_zero / restore_value")
+            if layer._do_bench is not None and layer.num_warmups is None and layer.num_reps is None \
+                    and not layer.use_cuda_graph:
+                raise TypeError(f"@triton.autotune of {name} has its own do_bench; tjit times configs itself")
+            description["autotuned"] = True
+            for config in layer.configs:
+                if config.pre_hook is not None:
+                    raise TypeError(f"a config of {name} ({config}) has a pre_hook; tjit cannot run Python hooks "
+                                    "from C++")
+                if getattr(config, "ir_override", None):
+                    raise TypeError(f"a config of {name} ({config}) has an ir_override, which tjit does not support")
+                what = f"a config of {name}"
+                description["configs"].append({
+                    "kwargs": {k: _constexpr_value(k, v, what) for k, v in config.kwargs.items()},
+                    "num_warps": int(config.num_warps), "num_stages": int(config.num_stages),
+                    "num_ctas": int(config.num_ctas), "maxnreg": int(config.maxnreg) if config.maxnreg else 0,
+                })
+            description["key"] = list(layer.keys)
+            description["reset_to_zero"] = list(layer.reset_to_zero)
+            description["restore_value"] = list(layer.restore_value)
+            description["prune"] = bool(layer.early_config_prune or layer.perf_model)
+            if layer.num_warmups is not None:
+                description["warmup_ms"] = float(layer.num_warmups)
+            if layer.num_reps is not None:
+                description["rep_ms"] = float(layer.num_reps)
+        else:
+            description["heuristics"] += list(layer.values)
+            if description["autotuned"]:
+                description["heuristics_see_config"] = True
+    return json.dumps(description, sort_keys=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -190,22 +260,120 @@ def _source_files(path, module):
 
 def load_kernel(path, name):
     """Returns (handle, [(name, is_constexpr, is_const, dns, dns_on_alignment, annotation)],
-    [(source path, fingerprint)], triton version)."""
+    [(source path, fingerprint)], triton version, tuning description (_tuning_description))."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"kernel file {path} does not exist")
     module = _import_file(path)
     if not hasattr(module, name):
         raise AttributeError(f"{path} defines no function named {name!r}")
-    fn = _unwrap(getattr(module, name))
+    wrapped = getattr(module, name)
+    fn = _unwrap(wrapped)
     if not isinstance(fn, JITFunction):
         raise TypeError(f"{name!r} in {path} is not a @triton.jit function")
     params = [(p.name, bool(p.is_constexpr), bool(p.is_const), bool(p.do_not_specialize),
                bool(p.do_not_specialize_on_alignment), "" if p.is_constexpr else p.annotation_type)
               for p in fn.params]
+    try:
+        tuning = _tuning_description(wrapped, fn)
+    except TypeError as e:  # the kernel still runs with every argument given (operator()), not through run()
+        import json
+        tuning = json.dumps({"unsupported": str(e)})
     sources = _source_files(path, module)
     with _lock:
         _kernels.append((path, name, fn))
-        return len(_kernels) - 1, params, sources, triton.__version__
+        _wrapped[len(_kernels) - 1] = wrapped
+        return len(_kernels) - 1, params, sources, triton.__version__, tuning
+
+
+_wrapped = {}  # handle -> the module's object: the kernel under its autotune / heuristics layers
+
+
+class _DtypeOnly:
+    """What a heuristic sees of a tensor argument: its dtype. tjit remembers a heuristic's values per
+    scalar argument values and tensor dtypes, so a heuristic that read anything else of a tensor
+    could be silently wrong for the next call; it fails instead."""
+
+    def __init__(self, name, dtype):
+        self._name, self.dtype = name, dtype
+
+    def __getattr__(self, attribute):
+        raise AttributeError(f"a @triton.heuristics function read {self._name}.{attribute}; under tjit a heuristic "
+                             f"sees only the dtype of a tensor argument (its values are remembered per scalar "
+                             f"argument values and tensor dtypes): pass what it needs as a scalar argument")
+
+
+def _named_args(handle, args, tensors_as_dtype):
+    import torch
+    _, _, fn = _kernels[handle]
+    names = _caller_parameter_names(handle)
+    values = {}
+    for param_name, value in zip(names, args):
+        if type(value).__name__ == "PyCapsule":
+            value = torch.from_dlpack(value)
+            if tensors_as_dtype:
+                value = _DtypeOnly(param_name, value.dtype)
+        values[param_name] = value
+    return values
+
+
+@functools.lru_cache(maxsize=None)
+def _caller_parameter_names(handle):
+    """The parameters a caller passes: those no config and no heuristic sets."""
+    from triton.runtime.autotuner import Autotuner
+    _, _, fn = _kernels[handle]
+    set_by_layers = set()
+    for layer in _wrappers(_wrapped[handle]):
+        if isinstance(layer, Autotuner):
+            for config in layer.configs:
+                set_by_layers.update(config.kwargs)
+        else:
+            set_by_layers.update(layer.values)
+    return [p.name for p in fn.params if p.name not in set_by_layers]
+
+
+def heuristic_values(handle, args, config_index):
+    """The values @triton.heuristics set for a call with `args` (the caller's arguments, in order)
+    and the chosen config (-1: none), as [(parameter index, value)], evaluated layer by layer as
+    Python Triton's run() does."""
+    from triton.runtime.autotuner import Autotuner
+    _, _, fn = _kernels[handle]
+    nargs = _named_args(handle, args, tensors_as_dtype=True)
+    kwargs = {}
+    set_by_heuristics = []
+    for layer in _wrappers(_wrapped[handle]):
+        if isinstance(layer, Autotuner):
+            if config_index >= 0:
+                kwargs.update(layer.configs[config_index].all_kwargs())
+        else:
+            for name, heuristic in layer.values.items():
+                kwargs[name] = heuristic({**nargs, **kwargs})
+                set_by_heuristics.append(name)
+    index = {p.name: i for i, p in enumerate(fn.params)}
+    return [(index[name], _constexpr_value(name, kwargs[name], f"the heuristic for {name} of {fn.__name__}"))
+            for name in set_by_heuristics]
+
+
+def prune_configs(handle, args):
+    """Indices of the configs @triton.autotune's prune_configs_by keeps for a call with `args` (the
+    caller's arguments, in order), in the order it ranks them, as Autotuner.prune_configs does."""
+    from triton.runtime.autotuner import Autotuner
+    tuner = next(layer for layer in _wrappers(_wrapped[handle]) if isinstance(layer, Autotuner))
+    nargs = _named_args(handle, args, tensors_as_dtype=False)
+    with _lock:  # prune_configs reads the nargs attribute, which run() also sets
+        saved = getattr(tuner, "nargs", None)
+        tuner.nargs = nargs
+        try:
+            kept = tuner.prune_configs({})
+        finally:
+            tuner.nargs = saved
+    positions = {id(config): i for i, config in enumerate(tuner.configs)}
+    result = []
+    for config in kept:
+        if id(config) not in positions:
+            raise TypeError(f"prune_configs_by of {_kernels[handle][2].__name__} returned a config that is not one "
+                            "of its configs; tjit can only run the listed ones")
+        result.append(positions[id(config)])
+    return result
 
 
 def _with_reason(error):

@@ -43,6 +43,20 @@ CudaDriver open_driver() {
   TJIT_RESOLVE(cuFuncSetCacheConfig);
   TJIT_RESOLVE(cuLaunchKernel);
   TJIT_RESOLVE(cuLaunchKernelEx);
+  TJIT_RESOLVE(cuEventCreate);
+  TJIT_RESOLVE(cuEventDestroy);
+  TJIT_RESOLVE(cuEventRecord);
+  // cuda.h 12.8+ names the _v2 (same signature); older drivers have only the first.
+  d.cuEventElapsedTime = reinterpret_cast<decltype(d.cuEventElapsedTime)>(
+      dlsym(library, TJIT_STRINGIFY_EXPANDED(cuEventElapsedTime)));
+  if (d.cuEventElapsedTime == nullptr) {
+    resolve(library, d.cuEventElapsedTime, "cuEventElapsedTime");
+  }
+  TJIT_RESOLVE(cuStreamSynchronize);
+  TJIT_RESOLVE(cuStreamIsCapturing);
+  TJIT_RESOLVE(cuMemsetD8Async);
+  TJIT_RESOLVE(cuMemsetD32Async);
+  TJIT_RESOLVE(cuMemcpyDtoDAsync);
 #undef TJIT_RESOLVE
   check_cuda(d.cuInit(0), "cuInit", "the CUDA driver");
   return d;

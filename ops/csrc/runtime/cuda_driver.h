@@ -27,6 +27,16 @@ struct CudaDriver {
   decltype(&::cuFuncSetCacheConfig) cuFuncSetCacheConfig = nullptr;
   decltype(&::cuLaunchKernel) cuLaunchKernel = nullptr;
   decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
+  // Autotuning: timing with events, resets between timed runs, graph-capture check.
+  decltype(&::cuEventCreate) cuEventCreate = nullptr;
+  decltype(&::cuEventDestroy) cuEventDestroy = nullptr;
+  decltype(&::cuEventRecord) cuEventRecord = nullptr;
+  decltype(&::cuEventElapsedTime) cuEventElapsedTime = nullptr;
+  decltype(&::cuStreamSynchronize) cuStreamSynchronize = nullptr;
+  decltype(&::cuStreamIsCapturing) cuStreamIsCapturing = nullptr;
+  decltype(&::cuMemsetD8Async) cuMemsetD8Async = nullptr;
+  decltype(&::cuMemsetD32Async) cuMemsetD32Async = nullptr;
+  decltype(&::cuMemcpyDtoDAsync) cuMemcpyDtoDAsync = nullptr;
 };
 
 // The process-wide driver; opens libcuda.so.1 and calls cuInit on first use. Throws

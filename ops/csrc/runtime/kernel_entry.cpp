@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace tjit::detail {
 namespace {
@@ -21,6 +23,7 @@ constexpr size_t kChecksumSize = 40;
 constexpr size_t kFrameSize = kMagicSize + 4 + 4 + 8 + kChecksumSize;
 constexpr char kEntryMagic[] = "TJITKRNL";
 constexpr char kSignatureMagic[] = "TJITSIGN";
+constexpr char kTuningMagic[] = "TJITTUNE";
 constexpr char kBundleMagic[] = "TJITBNDL";
 
 template <typename T>
@@ -126,10 +129,14 @@ json signature_to_json(const KernelSignature& s) {
           {"function", s.function},
           {"params", params_to_json(s.params)},
           {"sources", sources},
-          {"triton", s.triton_version}};
+          {"triton", s.triton_version},
+          {"tuning", s.tuning}};
 }
 
-KernelSignature signature_from_json(const json& j) {
+// `tuning` is optional in kernel entries and bundles (older ones have none; the runtime reads a
+// kernel's configs from its signature record or bundle index), required in signature records, so
+// a record from before autotune support is not taken as "not autotuned".
+KernelSignature signature_from_json(const json& j, bool tuning_required = false) {
   KernelSignature s;
   s.file = j.at("file").get<std::string>();
   s.function = j.at("function").get<std::string>();
@@ -138,6 +145,9 @@ KernelSignature signature_from_json(const json& j) {
     s.sources.push_back({f.at("path").get<std::string>(), f.at("fingerprint").get<std::string>()});
   }
   s.triton_version = j.at("triton").get<std::string>();
+  if (tuning_required || j.contains("tuning")) {
+    s.tuning = j.at("tuning").get<std::string>();
+  }
   return s;
 }
 
@@ -179,6 +189,7 @@ LaunchOptions options_from_json(const json& o) {
   options.enable_fp_fusion = o.at("enable_fp_fusion").get<bool>();
   options.launch_cooperative_grid = o.at("launch_cooperative_grid").get<bool>();
   options.launch_pdl = o.at("launch_pdl").get<bool>();
+  options.maxnreg = o.value("maxnreg", 0);  // written only when set
   return options;
 }
 
@@ -207,7 +218,7 @@ std::string encode_entry(const KernelEntry& e) {
     constexprs.push_back(json::array({index, constexpr_value_json<json>(value)}));
   }
   const CompiledKernel& c = e.compiled;
-  const json header = {
+  json header = {
       {"key", e.key},
       {"kernel", signature_to_json(e.kernel)},
       {"specialization",
@@ -235,6 +246,9 @@ std::string encode_entry(const KernelEntry& e) {
         {"launch_pdl", c.launch_pdl}}},
       {"binary_format", "cubin"},
   };
+  if (e.options.maxnreg != 0) {
+    header["options"]["maxnreg"] = e.options.maxnreg;
+  }
   return frame(kEntryMagic, header.dump(), c.binary);
 }
 
@@ -282,7 +296,35 @@ KernelSignature decode_signature(const std::string& bytes) {
     throw CorruptStoreFile("a signature record carries no binary");
   }
   const json j = parse_header(header);
-  return decoding([&] { return signature_from_json(j); });
+  return decoding([&] { return signature_from_json(j, /*tuning_required=*/true); });
+}
+
+std::string encode_tuning_record(const TuningRecord& record) {
+  json timings = json::array();
+  for (double t : record.timings_ms) {
+    timings.push_back(std::isfinite(t) ? json(t) : json());  // JSON has no infinity
+  }
+  const json j = {{"key", record.key}, {"config", record.config}, {"config_text", record.config_text},
+                  {"timings_ms", timings}};
+  return frame(kTuningMagic, j.dump(), std::string());
+}
+
+TuningRecord decode_tuning_record(const std::string& bytes) {
+  auto [header, binary] = unframe(kTuningMagic, bytes);
+  if (!binary.empty()) {
+    throw CorruptStoreFile("a tuning record carries no binary");
+  }
+  const json j = parse_header(header);
+  return decoding([&] {
+    TuningRecord r;
+    r.key = j.at("key").get<std::string>();
+    r.config = j.at("config").get<int>();
+    r.config_text = j.at("config_text").get<std::string>();
+    for (const json& t : j.at("timings_ms")) {
+      r.timings_ms.push_back(t.is_null() ? std::numeric_limits<double>::infinity() : t.get<double>());
+    }
+    return r;
+  });
 }
 
 BundleIndex decode_bundle_index(std::string_view bytes) {
@@ -411,6 +453,9 @@ std::string bundle_key(const std::string& function, const std::string& file_name
                 int(o.launch_pdl)}) {
     key += std::to_string(v);
     key += ',';
+  }
+  if (o.maxnreg != 0) {  // only when set, as in ops/aot.py
+    key += "maxnreg=" + std::to_string(o.maxnreg) + ',';
   }
   key += '\n';
   key += target.to_string();

@@ -38,6 +38,18 @@ struct KernelSignature {
   std::vector<KernelParam> params;
   std::vector<SourceFile> sources;  // the kernel file first
   std::string triton_version;       // of the Triton that read the signature
+  // What @triton.autotune / @triton.heuristics add, as JSON (triton_adapter._tuning_description);
+  // empty for a plain @triton.jit kernel.
+  std::string tuning;
+};
+
+// A tuning choice: which config of an autotuned kernel won for one tuning key on one
+// architecture, and the timings it won with.
+struct TuningRecord {
+  std::string key;  // the text that decides the choice (autotuner.cpp: tuning_record_key)
+  int config = -1;  // index into the kernel's configs
+  std::string config_text;
+  std::vector<double> timings_ms;  // per config; infinity for one that failed or was pruned
 };
 
 // One compiled specialisation.
@@ -59,6 +71,8 @@ std::string encode_entry(const KernelEntry& entry);
 KernelEntry decode_entry(const std::string& bytes);  // throws CorruptStoreFile
 std::string encode_signature(const KernelSignature& signature);
 KernelSignature decode_signature(const std::string& bytes);  // throws CorruptStoreFile
+std::string encode_tuning_record(const TuningRecord& record);
+TuningRecord decode_tuning_record(const std::string& bytes);  // throws CorruptStoreFile
 
 // A kernel bundle (tjit/kernel_bundle.h; written by ops/aot.py): magic, bundle format, index and
 // payload sizes, a SHA-1 of the index, the index (the kernels as JSON, then a binary table of

@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 using detail::CorruptStoreFile;
 using detail::KernelEntry;
 using detail::KernelSignature;
+using detail::TuningRecord;
 
 struct Counters {
   std::atomic<uint64_t> signature_hits{0};
@@ -41,6 +42,7 @@ struct Counters {
   std::atomic<uint64_t> corrupt{0};
   std::atomic<uint64_t> writes{0};
   std::atomic<uint64_t> write_failures{0};
+  std::atomic<uint64_t> tuning_hits{0};
 };
 
 struct StoreState {
@@ -115,6 +117,12 @@ fs::path kernel_folder(const fs::path& root, const std::string& file, const std:
 
 fs::path entry_path(const fs::path& root, const KernelSignature& kernel, const std::string& key) {
   return kernel_folder(root, kernel.file, kernel.function) / (sha1_hex(key).substr(0, 32) + ".tjk");
+}
+
+// Named by the key's hash; the key holds the sources' fingerprints and the Triton version, so an
+// edited kernel looks up another file.
+fs::path tuning_record_path(const fs::path& root, const KernelSignature& kernel, const std::string& key) {
+  return kernel_folder(root, kernel.file, kernel.function) / ("tuning-" + sha1_hex(key).substr(0, 32) + ".tjt");
 }
 
 std::optional<std::string> read_file(const fs::path& path) {
@@ -248,6 +256,7 @@ KernelStoreCounters kernel_store_counters() {
   out.stale = c.stale.load();
   out.corrupt = c.corrupt.load();
   out.writes = c.writes.load();
+  out.tuning_hits = c.tuning_hits.load();
   out.write_failures = c.write_failures.load();
   return out;
 }
@@ -295,7 +304,10 @@ std::string kernel_store_key(const KernelSignature& kernel, const Specialization
          " num_stages=" + std::to_string(options.num_stages) + " num_ctas=" + std::to_string(options.num_ctas) +
          " enable_fp_fusion=" + std::to_string(options.enable_fp_fusion) +
          " launch_cooperative_grid=" + std::to_string(options.launch_cooperative_grid) +
-         " launch_pdl=" + std::to_string(options.launch_pdl) + "\ntarget " + target.to_string() +
+         " launch_pdl=" + std::to_string(options.launch_pdl) +
+         // Only when set, so keys of kernels without a register limit stay those of earlier tjits.
+         (options.maxnreg != 0 ? " maxnreg=" + std::to_string(options.maxnreg) : std::string()) +
+         "\ntarget " + target.to_string() +
          "\nenvironment " + environment + "\n";
 }
 
@@ -323,6 +335,29 @@ void store_kernel(const KernelEntry& entry) {
   const auto root = store_root();
   if (root) {
     write_atomically(entry_path(*root, entry.kernel, entry.key), encode_entry(entry));
+  }
+}
+
+std::optional<TuningRecord> load_tuning_record(const KernelSignature& kernel, const std::string& key) {
+  const auto root = store_root();
+  if (!root) {
+    return std::nullopt;
+  }
+  const fs::path path = tuning_record_path(*root, kernel, key);
+  auto record = read_store_file(path, &decode_tuning_record);
+  if (record && record->key != key) {
+    report_damage(path, "it holds the tuning choice of another key");
+    record.reset();
+  }
+  if (record) {
+    state().counters.tuning_hits.fetch_add(1);
+  }
+  return record;
+}
+
+void store_tuning_record(const KernelSignature& kernel, const TuningRecord& record) {
+  if (const auto root = store_root()) {
+    write_atomically(tuning_record_path(*root, kernel, record.key), encode_tuning_record(record));
   }
 }
 

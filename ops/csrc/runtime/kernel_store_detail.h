@@ -29,6 +29,11 @@ std::string kernel_store_key(const KernelSignature& kernel, const Specialization
 std::optional<KernelEntry> load_stored_kernel(const KernelSignature& kernel, const std::string& key);
 void store_kernel(const KernelEntry& entry);
 
+// The tuning choice recorded for `key` (autotuner.cpp builds it: kernel, sources, Triton, target,
+// configs, tuning key), if the store has an intact one.
+std::optional<TuningRecord> load_tuning_record(const KernelSignature& kernel, const std::string& key);
+void store_tuning_record(const KernelSignature& kernel, const TuningRecord& record);
+
 // Reports an entry whose binary the driver rejected (logged once, counted as corrupt); the
 // compile that follows replaces it.
 void report_unusable_stored_kernel(const KernelSignature& kernel, const std::string& key, const std::string& reason);

@@ -81,6 +81,7 @@ json entry_json(const std::string& file, const std::string& function, const std:
   if (o.launch_cooperative_grid != defaults.launch_cooperative_grid)
     options["launch_cooperative_grid"] = o.launch_cooperative_grid;
   if (o.launch_pdl != defaults.launch_pdl) options["launch_pdl"] = o.launch_pdl;
+  if (o.maxnreg != defaults.maxnreg) options["maxnreg"] = o.maxnreg;
   return {{"file", file}, {"function", function}, {"args", std::move(args)}, {"options", std::move(options)}};
 }
 

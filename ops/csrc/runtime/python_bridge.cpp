@@ -65,6 +65,8 @@ class EmbeddedTritonBridge final : public PythonBridge {
       load_kernel_ = py::object(module.attr("load_kernel")).release().ptr();
       compile_ = py::object(module.attr("compile")).release().ptr();
       run_interpreted_ = py::object(module.attr("run_interpreted")).release().ptr();
+      prune_configs_ = py::object(module.attr("prune_configs")).release().ptr();
+      heuristic_values_ = py::object(module.attr("heuristic_values")).release().ptr();
     } catch (const py::error_already_set& e) {
       const py::module_ sys = py::module_::import("sys");
       TORCH_CHECK(false, "tjit: could not set up Triton in the embedded Python interpreter: ",
@@ -96,6 +98,7 @@ class EmbeddedTritonBridge final : public PythonBridge {
         loaded.sources.emplace_back(t[0].cast<std::string>(), t[1].cast<std::string>());
       }
       loaded.triton_version = result[3].cast<std::string>();
+      loaded.tuning = result[4].cast<std::string>();
       return loaded;
     } catch (const py::error_already_set& e) {
       TORCH_CHECK(false, "tjit: cannot load kernel '", name, "' from ", file, ": ", python_error_text(e));
@@ -117,6 +120,9 @@ class EmbeddedTritonBridge final : public PythonBridge {
       opts["enable_fp_fusion"] = options.enable_fp_fusion;
       opts["launch_cooperative_grid"] = options.launch_cooperative_grid;
       opts["launch_pdl"] = options.launch_pdl;
+      if (options.maxnreg != 0) {
+        opts["maxnreg"] = options.maxnreg;
+      }
       py::tuple result = py::reinterpret_borrow<py::object>(compile_)(
           handle, spec.types, constexprs, spec.divisible_by_16,
           py::make_tuple(target.backend, target.arch, target.warp_size), opts);
@@ -144,14 +150,46 @@ class EmbeddedTritonBridge final : public PythonBridge {
                        const std::vector<InterpretedArg>& args) override {
     py::gil_scoped_acquire gil;
     try {
-      py::list values;
-      for (const InterpretedArg& arg : args) {
-        values.append(std::visit([](const auto& v) { return interpreted_value(v); }, arg));
-      }
       py::reinterpret_borrow<py::object>(run_interpreted_)(
-          handle, py::make_tuple(grid.x, grid.y, grid.z), options.num_warps, values);
+          handle, py::make_tuple(grid.x, grid.y, grid.z), options.num_warps, python_values(args));
     } catch (const py::error_already_set& e) {
       TORCH_CHECK(false, "Triton's interpreter failed: ", python_error_text(e));
+    }
+  }
+
+  std::vector<int> prune_configs(int64_t handle, const std::vector<InterpretedArg>& args) override {
+    py::gil_scoped_acquire gil;
+    try {
+      return py::reinterpret_borrow<py::object>(prune_configs_)(handle, python_values(args)).cast<std::vector<int>>();
+    } catch (const py::error_already_set& e) {
+      TORCH_CHECK(false, "prune_configs_by failed: ", python_error_text(e));
+    }
+  }
+
+  std::vector<std::pair<int, ConstexprValue>> heuristic_values(int64_t handle, const std::vector<InterpretedArg>& args,
+                                                               int config) override {
+    py::gil_scoped_acquire gil;
+    try {
+      std::vector<std::pair<int, ConstexprValue>> values;
+      py::list result = py::reinterpret_borrow<py::object>(heuristic_values_)(handle, python_values(args), config);
+      for (py::handle item : result) {
+        auto t = item.cast<py::tuple>();
+        py::handle v = t[1];
+        ConstexprValue value;
+        if (v.is_none()) {
+          value = std::monostate{};
+        } else if (py::isinstance<py::bool_>(v)) {
+          value = v.cast<bool>();
+        } else if (py::isinstance<py::int_>(v)) {
+          value = v.cast<int64_t>();
+        } else {
+          value = v.cast<double>();
+        }
+        values.emplace_back(t[0].cast<int>(), value);
+      }
+      return values;
+    } catch (const py::error_already_set& e) {
+      TORCH_CHECK(false, "a @triton.heuristics function failed: ", python_error_text(e));
     }
   }
 
@@ -167,6 +205,14 @@ class EmbeddedTritonBridge final : public PythonBridge {
           }
         },
         value);
+  }
+
+  static py::list python_values(const std::vector<InterpretedArg>& args) {
+    py::list values;
+    for (const InterpretedArg& arg : args) {
+      values.append(std::visit([](const auto& v) { return interpreted_value(v); }, arg));
+    }
+    return values;
   }
 
   static py::object interpreted_value(std::monostate) { return py::none(); }
@@ -196,6 +242,8 @@ class EmbeddedTritonBridge final : public PythonBridge {
   PyObject* load_kernel_ = nullptr;
   PyObject* compile_ = nullptr;
   PyObject* run_interpreted_ = nullptr;
+  PyObject* prune_configs_ = nullptr;
+  PyObject* heuristic_values_ = nullptr;
 };
 
 }  // namespace

@@ -25,9 +25,11 @@ struct KernelDefinition {
   // (path, git blob id) of the kernel file as executed and of the files it imports.
   std::vector<std::pair<std::string, std::string>> sources;
   std::string triton_version;
+  std::string tuning;  // KernelSignature::tuning
 };
 
-// One argument of an interpreted (CPU) launch, as a Python value.
+// One argument of an interpreted (CPU) launch, or of a call to a kernel's autotune pruning or
+// heuristics, as a Python value (tensors of any device travel by DLPack).
 using InterpretedArg = std::variant<std::monostate, bool, int64_t, uint64_t, double, const at::Tensor*>;
 
 class PythonBridge {
@@ -41,6 +43,14 @@ class PythonBridge {
   // Runs the kernel on CPU tensors through Triton's interpreter.
   virtual void run_interpreted(int64_t handle, Grid grid, const LaunchOptions& options,
                                const std::vector<InterpretedArg>& args) = 0;
+  // The configs @triton.autotune's prune_configs_by keeps for a call with `args` (the caller's
+  // arguments), as indices into the kernel's configs, best-ranked first.
+  virtual std::vector<int> prune_configs(int64_t handle, const std::vector<InterpretedArg>& args) = 0;
+  // The values @triton.heuristics set for a call with `args` under config `config` (-1: none), by
+  // parameter index.
+  virtual std::vector<std::pair<int, ConstexprValue>> heuristic_values(int64_t handle,
+                                                                       const std::vector<InterpretedArg>& args,
+                                                                       int config) = 0;
 };
 
 // The process-wide bridge; loads libtjit_python (and libpython when the process has no Python)

@@ -1,6 +1,7 @@
 #include <tjit/kernel_store.h>
 #include <tjit/triton_jit_function.h>
 
+#include "autotuner.h"
 #include "cuda_driver.h"
 #include "kernel_bundle_detail.h"
 #include "kernel_store_detail.h"
@@ -14,8 +15,13 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
@@ -69,9 +75,11 @@ uint64_t options_word(const LaunchOptions& o) {
               "tjit: num_warps must be a power of two in [1, 64], got ", o.num_warps);
   TORCH_CHECK(o.num_stages >= 0 && o.num_stages < 256, "tjit: num_stages out of range: ", o.num_stages);
   TORCH_CHECK(o.num_ctas >= 1 && o.num_ctas <= 16, "tjit: num_ctas must be in [1, 16], got ", o.num_ctas);
+  TORCH_CHECK(o.maxnreg >= 0 && o.maxnreg <= 255, "tjit: maxnreg must be in [0, 255] (0: no limit), got ",
+              o.maxnreg);
   return uint64_t(o.num_warps) | uint64_t(o.num_stages) << 8 | uint64_t(o.num_ctas) << 16 |
          uint64_t(o.enable_fp_fusion) << 24 | uint64_t(o.launch_cooperative_grid) << 25 |
-         uint64_t(o.launch_pdl) << 26;
+         uint64_t(o.launch_pdl) << 26 | uint64_t(o.maxnreg) << 27;
 }
 
 const char* triton_dtype(c10::ScalarType t) {
@@ -204,6 +212,15 @@ struct TritonJitFunction::Impl {
   std::atomic<size_t> num_loaded_from_store{0};
   std::atomic<size_t> num_loaded_from_bundles{0};
 
+  // @triton.autotune / @triton.heuristics, from the signature; the choice per tuning key and the
+  // heuristics' values per argument values.
+  detail::TuningSpec tuning;
+  detail::WordKeyedTable<int> choices;
+  detail::WordKeyedTable<std::vector<std::pair<int, ConstexprValue>>> heuristics;
+  std::atomic<size_t> num_tunings{0};
+  std::atomic<size_t> num_tuning_runs{0};
+  std::atomic<size_t> num_tunings_loaded{0};
+
   // The signature the process uses (from the store or from Python); fixed at construction.
   detail::KernelSignature signature;
   // The Python side, loaded on the first compile or interpreted run (never, with a warm store).
@@ -218,7 +235,7 @@ struct TritonJitFunction::Impl {
   void load_python(bool known) {
     detail::KernelDefinition def = detail::python_bridge().load_kernel(signature.file, signature.function);
     detail::KernelSignature loaded{signature.file, signature.function, std::move(def.params), {},
-                                   std::move(def.triton_version)};
+                                   std::move(def.triton_version), std::move(def.tuning)};
     for (auto& [path, fingerprint] : def.sources) {
       TORCH_CHECK(detail::note_source_fingerprint(path, fingerprint), "tjit: ", path,
                   " changed while this process was using kernel ", signature.function,
@@ -226,8 +243,9 @@ struct TritonJitFunction::Impl {
       loaded.sources.push_back({path, fingerprint});
     }
     if (known) {
-      TORCH_CHECK(loaded.params == signature.params, "tjit: the parameters of ", signature.function, " in ",
-                  signature.file, " changed while this process was using it; restart the process");
+      TORCH_CHECK(loaded.params == signature.params && loaded.tuning == signature.tuning, "tjit: the parameters of ",
+                  signature.function, " in ", signature.file,
+                  " (or its autotune configs) changed while this process was using it; restart the process");
     } else {
       signature = loaded;
       detail::store_signature(loaded);
@@ -328,6 +346,7 @@ TritonJitFunction::TritonJitFunction(std::string kernel_file, std::string functi
     }
   }
   params_ = impl_->signature.params;
+  impl_->tuning = detail::parse_tuning_spec(impl_->signature.tuning, params_, function_name_);
 }
 
 TritonJitFunction::~TritonJitFunction() = default;
@@ -335,6 +354,19 @@ TritonJitFunction::~TritonJitFunction() = default;
 size_t TritonJitFunction::num_compiled() const { return impl_->num_compiled.load(); }
 size_t TritonJitFunction::num_loaded_from_store() const { return impl_->num_loaded_from_store.load(); }
 size_t TritonJitFunction::num_loaded_from_bundles() const { return impl_->num_loaded_from_bundles.load(); }
+bool TritonJitFunction::autotuned() const { return impl_->tuning.autotuned; }
+const std::vector<KernelConfig>& TritonJitFunction::configs() const { return impl_->tuning.configs; }
+size_t TritonJitFunction::num_tunings() const { return impl_->num_tunings.load(); }
+size_t TritonJitFunction::num_tuning_runs() const { return impl_->num_tuning_runs.load(); }
+size_t TritonJitFunction::num_tunings_loaded() const { return impl_->num_tunings_loaded.load(); }
+
+std::vector<std::string> TritonJitFunction::caller_parameters() const {
+  std::vector<std::string> names;
+  for (int i : impl_->tuning.caller_params) {
+    names.push_back(params_[i].name);
+  }
+  return names;
+}
 
 namespace {
 // -1 until read from TJIT_JIT; then 0 or 1.
@@ -692,6 +724,330 @@ void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& optio
     TORCH_CHECK(false, "tjit: kernel ", function_name_, " from ", kernel_file_, " on CPU: ",
                 e.what_without_backtrace());
   }
+}
+
+namespace {
+
+using detail::CapturedArg;
+
+void add_captured(detail::ArgumentPackBase& pack, const CapturedArg& a) {
+  switch (a.kind) {
+    case CapturedArg::Kind::Tensor: pack.add_tensor(*a.tensor); break;
+    case CapturedArg::Kind::Pointer: pack.add_pointer(a.pointer); break;
+    case CapturedArg::Kind::Signed: pack.add_signed(a.signed_value); break;
+    case CapturedArg::Kind::Unsigned: pack.add_unsigned(a.unsigned_value); break;
+    case CapturedArg::Kind::Float: pack.add_float(a.float_value); break;
+    case CapturedArg::Kind::Bool: pack.add_bool(a.bool_value); break;
+    case CapturedArg::Kind::None: pack.add_none(); break;
+  }
+}
+
+void add_constexpr(detail::ArgumentPackBase& pack, const ConstexprValue& value) {
+  std::visit(
+      [&pack](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          pack.add_none();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          pack.add_bool(v);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          pack.add_signed(v);
+        } else {
+          pack.add_float(v);
+        }
+      },
+      value);
+}
+
+// Two key words of an argument: its kind, and its value (a scalar) or its dtype (a tensor).
+std::pair<uint64_t, uint64_t> argument_words(const CapturedArg& a) {
+  uint64_t value = 0;
+  switch (a.kind) {
+    case CapturedArg::Kind::Tensor: value = static_cast<uint64_t>(a.tensor->scalar_type()); break;
+    case CapturedArg::Kind::Pointer: value = static_cast<uint64_t>(a.pointer.dtype); break;
+    case CapturedArg::Kind::Signed: value = static_cast<uint64_t>(a.signed_value); break;
+    case CapturedArg::Kind::Unsigned: value = a.unsigned_value; break;
+    case CapturedArg::Kind::Float: std::memcpy(&value, &a.float_value, sizeof(value)); break;
+    case CapturedArg::Kind::Bool: value = a.bool_value ? 1 : 0; break;
+    case CapturedArg::Kind::None: break;
+  }
+  return {static_cast<uint64_t>(a.kind), value};
+}
+
+bool is_memory(const CapturedArg& a) {
+  return a.kind == CapturedArg::Kind::Tensor || a.kind == CapturedArg::Kind::Pointer;
+}
+
+// A caller's scalar as the grid and the heuristics see it.
+std::optional<ConstexprValue> scalar_value(const CapturedArg& a) {
+  switch (a.kind) {
+    case CapturedArg::Kind::Signed: return ConstexprValue(a.signed_value);
+    case CapturedArg::Kind::Unsigned: return ConstexprValue(static_cast<int64_t>(a.unsigned_value));
+    case CapturedArg::Kind::Float: return ConstexprValue(a.float_value);
+    case CapturedArg::Kind::Bool: return ConstexprValue(a.bool_value);
+    case CapturedArg::Kind::None: return ConstexprValue(std::monostate{});
+    default: return std::nullopt;
+  }
+}
+
+std::vector<detail::InterpretedArg> python_arguments(const CapturedArg* args, size_t n) {
+  std::vector<detail::InterpretedArg> out;
+  for (size_t i = 0; i < n; ++i) {
+    const CapturedArg& a = args[i];
+    switch (a.kind) {
+      case CapturedArg::Kind::Tensor: out.emplace_back(a.tensor); break;
+      case CapturedArg::Kind::Signed: out.emplace_back(a.signed_value); break;
+      case CapturedArg::Kind::Unsigned: out.emplace_back(a.unsigned_value); break;
+      case CapturedArg::Kind::Float: out.emplace_back(a.float_value); break;
+      case CapturedArg::Kind::Bool: out.emplace_back(a.bool_value); break;
+      default: out.emplace_back(std::monostate{}); break;  // a DevicePointer has no Python form
+    }
+  }
+  return out;
+}
+
+std::string describe_argument(const CapturedArg& a) {
+  switch (a.kind) {
+    case CapturedArg::Kind::Tensor: return c10::toString(a.tensor->scalar_type());
+    case CapturedArg::Kind::Pointer: return c10::toString(a.pointer.dtype);
+    case CapturedArg::Kind::Signed: return std::to_string(a.signed_value);
+    case CapturedArg::Kind::Unsigned: return std::to_string(a.unsigned_value);
+    case CapturedArg::Kind::Float: return std::to_string(a.float_value);
+    case CapturedArg::Kind::Bool: return a.bool_value ? "True" : "False";
+    case CapturedArg::Kind::None: return "None";
+  }
+  return "";
+}
+
+}  // namespace
+
+int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
+                                    size_t num_args, bool launch_it) const {
+  const detail::TuningSpec& spec = impl_->tuning;
+  TORCH_CHECK(spec.unsupported.empty(), "tjit: kernel ", function_name_, " cannot be called through run(): ",
+              spec.unsupported, ". Call it with every argument (operator()) instead");
+  if (num_args != spec.caller_params.size()) {
+    std::string names;
+    for (const std::string& name : caller_parameters()) {
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    TORCH_CHECK(false, "tjit: kernel ", function_name_, " takes ", spec.caller_params.size(), " arguments in run() (",
+                names, "; its configs and heuristics set the others), got ", num_args);
+  }
+  // The device of the tensor arguments (-1: CPU), for the tuning key and the tuning itself.
+  int device = -2;
+  for (size_t i = 0; i < num_args && device == -2; ++i) {
+    if (args[i].kind == CapturedArg::Kind::Tensor) {
+      device = args[i].tensor->is_cuda() ? args[i].tensor->device().index() : -1;
+    } else if (args[i].kind == CapturedArg::Kind::Pointer) {
+      device = current_cuda_device();
+    }
+  }
+  if (device == -2) {
+    device = current_cuda_device();
+  }
+  int config = 0;
+  if (spec.autotuned && spec.configs.size() > 1) {
+    // The tuning key: as Python Triton's, the values of the `key` arguments and the dtypes of the
+    // tensor arguments; and the device.
+    std::array<uint64_t, 1 + 2 * detail::kMaxRunParams + detail::kMaxRunParams> words;
+    size_t n = 0;
+    words[n++] = static_cast<uint64_t>(device + 1);
+    for (int position : spec.key_args) {
+      TORCH_CHECK(!is_memory(args[position]), "tjit: kernel ", function_name_, ": autotune key argument '",
+                  params_[spec.caller_params[position]].name, "' is a tensor; tjit tunes on scalar keys");
+      const auto [kind, value] = argument_words(args[position]);
+      words[n++] = kind;
+      words[n++] = value;
+    }
+    for (size_t i = 0; i < num_args; ++i) {
+      if (is_memory(args[i])) {
+        words[n++] = argument_words(args[i]).second;
+      }
+    }
+    auto& choice = impl_->choices.find_or_insert(words.data(), n);
+    if (!choice.ready.load(std::memory_order_acquire)) {
+      detail::GilRelease released;  // the thread tuning this key may need the GIL
+      std::lock_guard lock(choice.mutex);
+      if (!choice.ready.load(std::memory_order_acquire)) {
+        choice.value = tune_key(stream, grid, args, device);
+        choice.ready.store(true, std::memory_order_release);
+      }
+    }
+    config = choice.value;
+  }
+  if (launch_it) {
+    std::array<ConstexprValue, detail::kMaxRunParams> values;
+    std::array<bool, detail::kMaxRunParams> has_value;
+    detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
+    assemble(args, config, pack, values.data(), has_value.data());
+    const LaunchOptions& options = spec.configs[config].options;
+    const Grid g = grid(KernelMeta(params_, values.data(), has_value.data(), options, function_name_.c_str()));
+    launch(stream, g, options, pack);
+  }
+  return config;
+}
+
+void TritonJitFunction::assemble(const CapturedArg* args, int config, detail::ArgumentPackBase& pack,
+                                 ConstexprValue* values, bool* has_value) const {
+  const detail::TuningSpec& spec = impl_->tuning;
+  std::array<bool, detail::kMaxRunParams> set{};
+  for (const auto& [index, value] : spec.config_values[config]) {
+    values[index] = value;
+    set[index] = true;
+  }
+  if (!spec.heuristic_params.empty()) {
+    for (const auto& [index, value] : heuristic_values(args, config)) {
+      values[index] = value;
+      set[index] = true;
+    }
+  }
+  size_t next = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (set[i]) {
+      add_constexpr(pack, values[i]);
+      has_value[i] = true;
+      continue;
+    }
+    const CapturedArg& a = args[next++];
+    add_captured(pack, a);
+    const auto scalar = scalar_value(a);
+    has_value[i] = scalar.has_value();
+    if (scalar) {
+      values[i] = *scalar;
+    }
+  }
+}
+
+const std::vector<std::pair<int, ConstexprValue>>& TritonJitFunction::heuristic_values(const CapturedArg* args,
+                                                                                       int config) const {
+  const detail::TuningSpec& spec = impl_->tuning;
+  const size_t num_args = spec.caller_params.size();
+  std::array<uint64_t, 2 * detail::kMaxRunParams + 1> words;
+  size_t n = 0;
+  for (size_t i = 0; i < num_args; ++i) {
+    const auto [kind, value] = argument_words(args[i]);
+    words[n++] = kind;
+    words[n++] = value;
+  }
+  const int seen_config = spec.heuristics_see_config ? config : -1;
+  words[n++] = static_cast<uint64_t>(seen_config + 1);
+  auto& entry = impl_->heuristics.find_or_insert(words.data(), n);
+  if (!entry.ready.load(std::memory_order_acquire)) {
+    detail::GilRelease released;
+    std::lock_guard lock(entry.mutex);
+    if (!entry.ready.load(std::memory_order_acquire)) {
+      TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_,
+                  " has @triton.heuristics, which run in Python for each new set of argument values, and JIT is off "
+                  "(TJIT_JIT=0)");
+      try {
+        entry.value = detail::python_bridge().heuristic_values(impl_->ensure_python(),
+                                                               python_arguments(args, num_args), seen_config);
+      } catch (const c10::Error& e) {
+        TORCH_CHECK(false, "tjit: kernel ", function_name_, ": ", e.what_without_backtrace());
+      }
+      entry.ready.store(true, std::memory_order_release);
+    }
+  }
+  return entry.value;
+}
+
+int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
+                                int device) const {
+  const detail::TuningSpec& spec = impl_->tuning;
+  const auto& configs = spec.configs;
+  const size_t num_args = spec.caller_params.size();
+  std::string key_text;
+  for (int position : spec.key_args) {
+    key_text += params_[spec.caller_params[position]].name + "=" + describe_argument(args[position]) + ", ";
+  }
+  key_text += "dtypes:";
+  for (size_t i = 0; i < num_args; ++i) {
+    if (is_memory(args[i])) {
+      key_text += " " + describe_argument(args[i]);
+    }
+  }
+  const std::string target = device >= 0 ? target_of_device(device).to_string() : std::string("interpreter");
+  std::string sources;
+  for (const detail::SourceFile& f : impl_->signature.sources) {
+    sources += f.path + "@" + f.fingerprint + " ";
+  }
+  const std::string record_key = "tjit tuning v1\nfile " + kernel_file_ + "\nfunction " + function_name_ +
+                                 "\nsources " + sources + "\ntriton " + impl_->signature.triton_version +
+                                 "\ntarget " + target + "\nconfigs " + spec.configs_text + "\nkey " + key_text + "\n";
+  if (auto record = detail::load_tuning_record(impl_->signature, record_key)) {
+    if (record->config >= 0 && static_cast<size_t>(record->config) < configs.size() &&
+        record->config_text == configs[record->config].describe()) {
+      impl_->num_tunings_loaded.fetch_add(1);
+      return record->config;
+    }
+  }
+  if (device >= 0) {
+    TORCH_CHECK(!detail::stream_is_capturing(stream), "tjit: kernel ", function_name_,
+                " needs autotuning for a new key (", key_text, "), but its stream is being captured into a CUDA graph, ",
+                "where tuning cannot time anything. Run it once with these shapes before the capture, or call tune() "
+                "with the same arguments first (or give the kernel store a choice made earlier)");
+  }
+  std::vector<int> candidates;
+  if (spec.prune) {
+    TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " needs autotuning for a new key (", key_text,
+                "), and its prune_configs_by runs in Python, but JIT is off (TJIT_JIT=0)");
+    try {
+      candidates = detail::python_bridge().prune_configs(impl_->ensure_python(), python_arguments(args, num_args));
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "tjit: kernel ", function_name_, ": ", e.what_without_backtrace());
+    }
+    TORCH_CHECK(!candidates.empty(), "tjit: kernel ", function_name_, ": prune_configs_by kept no config for key (",
+                key_text, "); it must keep at least one");
+  } else {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      candidates.push_back(static_cast<int>(c));
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<detail::PrimaryContextScope> context;
+  if (device >= 0) {
+    context.emplace(device);
+  }
+  detail::ArgumentResetter resetter(spec, args, stream, function_name_.c_str());
+  std::vector<double> timings(configs.size(), std::numeric_limits<double>::infinity());
+  std::string failures;
+  size_t runs = 0;
+  for (int c : candidates) {
+    std::array<ConstexprValue, detail::kMaxRunParams> values;
+    std::array<bool, detail::kMaxRunParams> has_value;
+    detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
+    const LaunchOptions& options = configs[c].options;
+    try {
+      assemble(args, c, pack, values.data(), has_value.data());
+      const Grid g = grid(KernelMeta(params_, values.data(), has_value.data(), options, function_name_.c_str()));
+      auto prepare = [&] { resetter.reset(); };
+      auto run_once = [&] { launch(stream, g, options, pack); };
+      timings[c] = candidates.size() == 1 ? 0.0
+                   : device >= 0
+                       ? detail::time_on_gpu(stream, device, prepare, run_once, spec.warmup_ms, spec.rep_ms, runs)
+                       : detail::time_on_cpu(prepare, run_once, runs);
+    } catch (const c10::Error& e) {
+      const std::string reason = e.what_without_backtrace();
+      failures += "\n  " + configs[c].describe() + ": " + reason;
+      std::fprintf(stderr, "[tjit] autotuning %s: skipping config %s: %s\n", function_name_.c_str(),
+                   configs[c].describe().c_str(), reason.c_str());
+    }
+  }
+  impl_->num_tuning_runs.fetch_add(runs);
+  const int best = static_cast<int>(std::min_element(timings.begin(), timings.end()) - timings.begin());
+  TORCH_CHECK(std::isfinite(timings[best]), "tjit: kernel ", function_name_, ": every config failed for key (",
+              key_text, "):", failures);
+  resetter.reset();  // the caller's own run starts from the arguments it passed
+  impl_->num_tunings.fetch_add(1);
+  detail::store_tuning_record(impl_->signature, detail::TuningRecord{record_key, best, configs[best].describe(), timings});
+  if (detail::compile_logging_enabled()) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "[tjit] autotuned %s for key (%s) on %s: %zu of %zu configs timed in %.0f ms (%zu runs); "
+                 "best %s at %.4f ms\n", function_name_.c_str(), key_text.c_str(), target.c_str(), candidates.size(),
+                 configs.size(), ms, runs, configs[best].describe().c_str(), timings[best]);
+  }
+  return best;
 }
 
 }  // namespace tjit

@@ -32,6 +32,7 @@ struct LaunchOptions {
   bool enable_fp_fusion = true;
   bool launch_cooperative_grid = false;
   bool launch_pdl = false;
+  int maxnreg = 0;  // registers per thread the compiler may use (ptx .maxnreg); 0: no limit
 };
 
 // A raw device pointer with the element type Triton should see (`*fp32`, ...). Use it for

@@ -15,10 +15,12 @@
 // Python. CPU tensors run the kernel through Triton's interpreter instead.
 
 #include <tjit/argument_pack.h>
+#include <tjit/autotune.h>
 #include <tjit/compiled_kernel.h>
 #include <tjit/kernel_param.h>
 #include <tjit/launch_types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -51,6 +53,50 @@ class TritonJitFunction {
     (detail::add_argument(pack, args), ...);
     launch(stream, grid, options, pack);
   }
+
+  // Calls the kernel as Python calls `kernel[grid](*args)`, for kernels under @triton.autotune
+  // and @triton.heuristics (tjit/autotune.h) as for plain ones. `args` are the parameters that no
+  // config and no heuristic sets, in order; `grid` is a Grid or a callable taking
+  // `const KernelMeta&` and returning one. Launch options come from the chosen config (a plain
+  // kernel gets Triton's defaults).
+  //
+  // The first call with a new tuning key (the values of the autotuner's `key` arguments and the
+  // dtypes of the tensor arguments, on one device) looks the choice up in the kernel store;
+  // without one it times every config prune_configs_by keeps on these arguments, on `stream`, as
+  // triton.testing.do_bench does (CUDA events; CPU tensors: wall time through the interpreter),
+  // zeroing reset_to_zero and restoring restore_value arguments between runs, then stores the
+  // winner and logs one line. A config that fails to compile or to launch is skipped with a note.
+  // The call's own result comes from one clean run of the winner. Threads racing on a new key
+  // tune it once. Tuning on a stream that is being captured into a CUDA graph is an error: call
+  // tune() (or run once) before capturing. Heuristics run in Python once per distinct set of
+  // scalar argument values and tensor dtypes (then remembered), and see only tensors' dtypes.
+  template <typename GridFn, typename... Args>
+  void run(Stream stream, const GridFn& grid, const Args&... args) const {
+    const std::array<detail::CapturedArg, sizeof...(Args)> captured{detail::capture_argument(args)...};
+    run_captured(stream, detail::GridSource(grid), captured.data(), captured.size(), /*launch=*/true);
+  }
+
+  // Tunes the key these arguments have, as run() would, without the final launch, and returns the
+  // chosen config (the only config of a kernel that has one). For warming up before a CUDA graph
+  // capture; the timing runs write the output arguments.
+  template <typename GridFn, typename... Args>
+  KernelConfig tune(Stream stream, const GridFn& grid, const Args&... args) const {
+    const std::array<detail::CapturedArg, sizeof...(Args)> captured{detail::capture_argument(args)...};
+    return configs()[run_captured(stream, detail::GridSource(grid), captured.data(), captured.size(),
+                                  /*launch=*/false)];
+  }
+
+  // Whether the kernel is under @triton.autotune, and its configs (one, Triton's defaults, for a
+  // kernel that is not).
+  bool autotuned() const;
+  const std::vector<KernelConfig>& configs() const;
+  // The parameters run() takes from the caller, by name, in order.
+  std::vector<std::string> caller_parameters() const;
+  // Tuning in this process: keys tuned by timing, the kernel launches that timing made, and
+  // choices read from the kernel store instead.
+  size_t num_tunings() const;
+  size_t num_tuning_runs() const;
+  size_t num_tunings_loaded() const;
 
   // The binary a call with these arguments runs on a device of `target`, without launching and
   // without a GPU: from the kernel store, else compiled (and stored). Tensors only lend their
@@ -92,6 +138,18 @@ class TritonJitFunction {
 
   void launch(Stream stream, Grid grid, const LaunchOptions& options,
               detail::ArgumentPackBase& pack) const;
+  // Returns the index of the config used.
+  int run_captured(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, size_t num_args,
+                   bool launch) const;
+  // Chooses the config for a new tuning key: from the kernel store, else by timing. device: -1 for
+  // CPU tensors (the interpreter).
+  int tune_key(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, int device) const;
+  const std::vector<std::pair<int, ConstexprValue>>& heuristic_values(const detail::CapturedArg* args,
+                                                                      int config) const;
+  // Places the caller's arguments and config `config`'s (and the heuristics') values into `pack`
+  // in parameter order, and the grid's view of them into `values`/`has_value`.
+  void assemble(const detail::CapturedArg* args, int config, detail::ArgumentPackBase& pack, ConstexprValue* values,
+                bool* has_value) const;
   detail::CachedKernel& compile_and_load(uint64_t hash, const detail::ArgumentPackBase& pack, int device,
                                          const LaunchOptions& options) const;
   void launch_interpreted(Grid grid, const LaunchOptions& options,

@@ -1,0 +1,143 @@
+#pragma once
+// Kernels under @triton.autotune and @triton.heuristics, called from C++ through
+// TritonJitFunction::run and ::tune (tjit/triton_jit_function.h):
+//
+//   @triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=4),
+//                             triton.Config({"BLOCK": 1024}, num_warps=8)], key=["n"])
+//   @triton.jit
+//   def scale_kernel(x, out, n, BLOCK: tl.constexpr): ...
+//
+//   auto& scale = tjit::TritonJitFunction::get_instance("kernels.py", "scale_kernel");
+//   scale.run(stream, [&](const tjit::KernelMeta& meta) { return tjit::Grid((n + meta["BLOCK"] - 1) / meta["BLOCK"]); },
+//             x, out, n);  // BLOCK and num_warps come from the config tuned for this n
+//
+// The caller passes the parameters that no config and no heuristic sets, in order; the grid is a
+// tjit::Grid or a callable from the chosen meta-parameters to one (Python's grid=lambda META: ...).
+
+#include <tjit/compiled_kernel.h>
+#include <tjit/kernel_param.h>
+#include <tjit/launch_types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace tjit {
+
+// One config of an autotuned kernel (triton.Config): the meta-parameters it sets, by parameter
+// name, and its launch options (num_warps, num_stages, num_ctas, maxnreg).
+struct KernelConfig {
+  std::vector<std::pair<std::string, ConstexprValue>> values;
+  LaunchOptions options;
+  // As Triton prints a config: "BLOCK: 1024, num_warps: 8, num_ctas: 1, num_stages: 3, maxnreg: None".
+  std::string describe() const;
+};
+
+// What a grid callable sees: the call's parameters by name, as Python's META dict has them: the
+// values the chosen config and the heuristics set, and the caller's scalar arguments.
+class KernelMeta {
+ public:
+  // The integer (or bool) value of parameter `name`. Throws c10::Error naming the kernel and the
+  // parameter when it is not a parameter with such a value (a tensor, a float, a typo).
+  int64_t operator[](std::string_view name) const;
+  // Its value as a double (integers and floats).
+  double value_as_double(std::string_view name) const;
+  // The chosen config's launch options.
+  const LaunchOptions& options() const { return *options_; }
+
+  // Built by the runtime for each launch: one slot per kernel parameter; `has_value[i]` false for
+  // a parameter with no scalar value (a tensor, a pointer).
+  KernelMeta(const std::vector<KernelParam>& params, const ConstexprValue* values, const bool* has_value,
+             const LaunchOptions& options, const char* kernel_name) noexcept
+      : params_(params), values_(values), has_value_(has_value), options_(&options), kernel_name_(kernel_name) {}
+
+ private:
+  const ConstexprValue& find(std::string_view name) const;
+
+  const std::vector<KernelParam>& params_;
+  const ConstexprValue* values_;
+  const bool* has_value_;
+  const LaunchOptions* options_;
+  const char* kernel_name_;
+};
+
+namespace detail {
+
+// One argument of a run() call, kept until the runtime has placed the config's values among them.
+// Tensors are held by address: they outlive the call.
+struct CapturedArg {
+  enum class Kind : uint8_t { Tensor, Pointer, Signed, Unsigned, Float, Bool, None };
+  Kind kind = Kind::None;
+  const at::Tensor* tensor = nullptr;
+  DevicePointer pointer;
+  int64_t signed_value = 0;
+  uint64_t unsigned_value = 0;
+  double float_value = 0;
+  bool bool_value = false;
+};
+
+template <typename>
+inline constexpr bool always_false_argument = false;
+
+template <typename T>
+CapturedArg capture_argument(const T& value) {
+  using D = std::decay_t<T>;
+  CapturedArg a;
+  if constexpr (std::is_same_v<D, at::Tensor>) {
+    a.kind = CapturedArg::Kind::Tensor;
+    a.tensor = &value;
+  } else if constexpr (std::is_same_v<D, DevicePointer>) {
+    a.kind = CapturedArg::Kind::Pointer;
+    a.pointer = value;
+  } else if constexpr (std::is_same_v<D, std::nullopt_t> || std::is_same_v<D, std::nullptr_t>) {
+    a.kind = CapturedArg::Kind::None;
+  } else if constexpr (std::is_same_v<D, bool>) {
+    a.kind = CapturedArg::Kind::Bool;
+    a.bool_value = value;
+  } else if constexpr (std::is_integral_v<D> && std::is_unsigned_v<D>) {
+    a.kind = CapturedArg::Kind::Unsigned;
+    a.unsigned_value = static_cast<uint64_t>(value);
+  } else if constexpr (std::is_integral_v<D>) {
+    a.kind = CapturedArg::Kind::Signed;
+    a.signed_value = static_cast<int64_t>(value);
+  } else if constexpr (std::is_enum_v<D>) {
+    return capture_argument(static_cast<std::underlying_type_t<D>>(value));
+  } else if constexpr (std::is_floating_point_v<D>) {
+    a.kind = CapturedArg::Kind::Float;
+    a.float_value = static_cast<double>(value);
+  } else {
+    static_assert(always_false_argument<D>,
+                  "tjit: run() takes at::Tensor, tjit::DevicePointer, integers, float/double, bool and "
+                  "std::nullopt arguments");
+  }
+  return a;
+}
+
+// A fixed grid or a callable from KernelMeta to Grid, referenced without copying or allocating.
+class GridSource {
+ public:
+  GridSource(const Grid& grid) : fixed_(grid) {}  // NOLINT: a Grid is a grid source
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Grid> &&
+                                                    std::is_invocable_r_v<Grid, const F&, const KernelMeta&>>>
+  GridSource(const F& callable)  // NOLINT
+      : callable_(&callable), call_([](const void* f, const KernelMeta& meta) {
+          return (*static_cast<const F*>(f))(meta);
+        }) {}
+  Grid operator()(const KernelMeta& meta) const { return call_ != nullptr ? call_(callable_, meta) : fixed_; }
+
+ private:
+  Grid fixed_;
+  const void* callable_ = nullptr;
+  Grid (*call_)(const void*, const KernelMeta&) = nullptr;
+};
+
+}  // namespace detail
+}  // namespace tjit

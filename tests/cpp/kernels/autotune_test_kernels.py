@@ -1,0 +1,121 @@
+"""Kernels under @triton.autotune and @triton.heuristics for tests/cpp/test_autotune.cpp."""
+
+import triton
+import triton.language as tl
+
+
+# REPEAT reloads the input REPEAT times (volatile loads: nothing is merged), so the configs differ
+# a lot in speed on a GPU and through the interpreter, while every one computes the same result.
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK": 128, "REPEAT": 64}, num_warps=4),
+        triton.Config({"BLOCK": 256, "REPEAT": 1}, num_warps=4),
+        triton.Config({"BLOCK": 64, "REPEAT": 16}, num_warps=2),
+    ],
+    key=["n"],
+)
+@triton.jit
+def double_kernel(x, out, n, BLOCK: tl.constexpr, REPEAT: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    value = tl.load(x + offsets, mask=mask, other=0.0, volatile=True)
+    for _ in range(REPEAT - 1):
+        value = tl.maximum(value, tl.load(x + offsets, mask=mask, other=0.0, volatile=True))
+    tl.store(out + offsets, value * 2, mask=mask)
+
+
+# Accumulates into `acc` (restored between timing runs) and sums into `total` (zeroed).
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 256}, num_warps=4)],
+    key=["n"],
+    reset_to_zero=["total"],
+    restore_value=["acc"],
+)
+@triton.jit
+def accumulate_kernel(x, acc, total, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    value = tl.load(x + offsets, mask=mask, other=0.0)
+    tl.store(acc + offsets, tl.load(acc + offsets, mask=mask) + value, mask=mask)
+    tl.atomic_add(total, tl.sum(value, axis=0))
+
+
+# Heuristics inside the autotuner see the config (EVEN reads BLOCK); SCALE is a caller constexpr.
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 128})],
+    key=["n"],
+)
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def scale_kernel(x, out, n, SCALE: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out + offsets, tl.load(x + offsets) * SCALE)
+    else:
+        mask = offsets < n
+        tl.store(out + offsets, tl.load(x + offsets, mask=mask) * SCALE, mask=mask)
+
+
+# Heuristics alone: the block is the next power of two of the row length, one program per row.
+@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["n_cols"])})
+@triton.jit
+def row_sum_kernel(x, out, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offsets = tl.arange(0, BLOCK)
+    values = tl.load(x + row * n_cols + offsets, mask=offsets < n_cols, other=0.0)
+    tl.store(out + row, tl.sum(values, axis=0))
+
+
+# A heuristic that reads more of a tensor than its dtype (tjit refuses: see _DtypeOnly).
+@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["x"].shape[0])})
+@triton.jit
+def shape_reading_kernel(x, out, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out + offsets, tl.load(x + offsets))
+
+
+def _keep_blocks_up_to_n(configs, named_args, **kwargs):
+    return [c for c in configs if c.kwargs["BLOCK"] <= max(named_args["n"], 16)]
+
+
+def _prefer_large_blocks(x, out, n, BLOCK, **kwargs):
+    return 1.0 / BLOCK
+
+
+# Pruning: configs with blocks larger than n go first, then the perf model keeps the best two.
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=4) for b in (16, 32, 64, 128, 256)],
+    key=["n"],
+    prune_configs_by={"early_config_prune": _keep_blocks_up_to_n, "perf_model": _prefer_large_blocks, "top_k": 2},
+)
+@triton.jit
+def pruned_copy_kernel(x, out, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out + offsets, tl.load(x + offsets, mask=mask), mask=mask)
+
+
+# One config fails to compile (its block breaks a static assertion); tuning skips it.
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 4096}), triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})],
+    key=["n"],
+)
+@triton.jit
+def partly_broken_kernel(x, out, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK <= 1024, "blocks above 1024 are not supported")
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out + offsets, tl.load(x + offsets, mask=mask) + 1, mask=mask)
+
+
+def _hook(kwargs):
+    pass
+
+
+# A Python pre_hook: run() refuses it, operator() with every argument still works.
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, pre_hook=_hook)], key=["n"])
+@triton.jit
+def hooked_kernel(x, out, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out + offsets, tl.load(x + offsets, mask=mask), mask=mask)

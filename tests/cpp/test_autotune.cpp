@@ -1,0 +1,473 @@
+// Kernels under @triton.autotune and @triton.heuristics through TritonJitFunction::run and ::tune:
+// on the CPU via Triton's interpreter (wall-clock timing) and on CUDA (events), each against ATen.
+// Every test uses its own kernel store folder, so tuning choices from earlier runs never leak in.
+
+#include "test_helpers.h"
+
+#include <tjit/current_stream.h>
+#include <tjit/kernel_store.h>
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <gtest/gtest.h>
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Counts operator new calls while armed, to show a tuned run() allocates nothing.
+namespace {
+std::atomic<bool> g_count_allocations{false};
+std::atomic<size_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (g_count_allocations.load(std::memory_order_relaxed)) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (void* p = std::malloc(size == 0 ? 1 : size)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using tjit::Grid;
+using tjit::KernelMeta;
+using tjit::TritonJitFunction;
+using tjit::testing::error_message;
+
+std::string kernels() {
+  const char* path = std::getenv("TJIT_AUTOTUNE_KERNELS");
+  return path != nullptr ? path : "tests/cpp/kernels/autotune_test_kernels.py";
+}
+
+TritonJitFunction& kernel(const char* name) { return TritonJitFunction::get_instance(kernels(), name); }
+
+tjit::Stream stream_of(const at::Tensor& t) { return t.is_cuda() ? tjit::current_stream(t.device()) : nullptr; }
+
+void synchronize(const at::Tensor& t) {
+  if (t.is_cuda()) {
+    c10::impl::VirtualGuardImpl(t.device().type()).getStream(t.device()).synchronize();
+  }
+}
+
+// A store folder of the test's own, for the test's lifetime.
+class FreshStore {
+ public:
+  explicit FreshStore(const std::string& name) {
+    path_ = std::string(::testing::TempDir()) + "tjit-autotune-" + name + "-" + std::to_string(::getpid());
+    std::system(("rm -rf '" + path_ + "'").c_str());
+    tjit::set_kernel_store_directory(path_);
+  }
+  ~FreshStore() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+at::Tensor poisoned_like(const at::Tensor& t) { return at::full_like(t, std::nan("")); }
+
+std::string value_of(const tjit::KernelConfig& config, const std::string& name) {
+  for (const auto& [n, v] : config.values) {
+    if (n == name) {
+      return std::to_string(std::get<int64_t>(v));
+    }
+  }
+  return "(unset)";
+}
+
+class Autotune : public ::testing::TestWithParam<c10::Device> {
+ protected:
+  void SetUp() override {
+    if (GetParam().is_cuda() && !at::hasCUDA()) {
+      GTEST_SKIP() << "needs a CUDA GPU (this torch build or machine has none); run on the CUDA machine";
+    }
+  }
+  at::TensorOptions options() const { return at::TensorOptions().device(GetParam()).dtype(at::kFloat); }
+};
+
+// The configs differ ~64x in work; the tuner must pick the one that reloads once, and the result
+// must be what the untuned kernel computes.
+TEST_P(Autotune, PicksTheFastestConfigAndComputesTheSameResult) {
+  FreshStore store("fastest");
+  auto& fn = kernel("double_kernel");
+  ASSERT_TRUE(fn.autotuned());
+  ASSERT_EQ(fn.configs().size(), 3u);
+  EXPECT_EQ(fn.caller_parameters(), (std::vector<std::string>{"x", "out", "n"}));
+  const size_t tunings = fn.num_tunings();
+  for (int64_t n : {1000, 4097}) {  // two keys: tuned once each
+    const at::Tensor x = at::randn({n}, options());
+    at::Tensor out = poisoned_like(x);
+    fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
+    synchronize(out);
+    EXPECT_TRUE(at::equal(out, x * 2)) << "n=" << n;
+    const tjit::KernelConfig chosen = fn.tune(stream_of(x), Grid(1), x, out, n);
+    EXPECT_EQ(value_of(chosen, "REPEAT"), "1") << chosen.describe();
+    EXPECT_EQ(value_of(chosen, "BLOCK"), "256");
+  }
+  EXPECT_EQ(fn.num_tunings() - tunings, 2u);
+  // The same key again: no tuning.
+  const at::Tensor x = at::randn({1000}, options());
+  at::Tensor out = poisoned_like(x);
+  const size_t runs = fn.num_tuning_runs();
+  fn.run(stream_of(x), [](const KernelMeta& meta) { return Grid(cdiv(1000, meta["BLOCK"])); }, x, out, int64_t{1000});
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, x * 2));
+  EXPECT_EQ(fn.num_tunings() - tunings, 2u);
+  EXPECT_EQ(fn.num_tuning_runs(), runs);
+  // The untuned kernel with the winner's values, through operator(): the same bits.
+  at::Tensor direct = poisoned_like(x);
+  fn(stream_of(x), Grid(cdiv(1000, 256)), tjit::LaunchOptions{}, x, direct, 1000, 256, 1);
+  synchronize(direct);
+  EXPECT_TRUE(at::equal(direct, out));
+}
+
+TEST_P(Autotune, EmptyAndNonContiguousInputs) {
+  FreshStore store("empty");
+  auto& fn = kernel("double_kernel");
+  const at::Tensor empty = at::randn({0}, options());
+  at::Tensor out = at::empty_like(empty);
+  fn.run(stream_of(empty), [](const KernelMeta& meta) { return Grid(cdiv(0, meta["BLOCK"])); }, empty, out,
+         int64_t{0});
+  synchronize(out);
+  EXPECT_EQ(out.numel(), 0);
+  // Every other element of a larger tensor, copied contiguous first as the kernel reads it flat.
+  const at::Tensor base = at::randn({2 * 777}, options());
+  const at::Tensor x = base.slice(0, 0, c10::nullopt, 2).contiguous();
+  at::Tensor result = poisoned_like(x);
+  fn.run(stream_of(x), [](const KernelMeta& meta) { return Grid(cdiv(777, meta["BLOCK"])); }, x, result,
+         int64_t{777});
+  synchronize(result);
+  EXPECT_TRUE(at::equal(result, base.slice(0, 0, c10::nullopt, 2) * 2));
+}
+
+// Timing runs accumulate into `acc` and `total`; after tuning the caller sees one clean run.
+TEST_P(Autotune, ResetToZeroAndRestoreValueGiveOneCleanRun) {
+  FreshStore store("reset");
+  auto& fn = kernel("accumulate_kernel");
+  const int64_t n = 3001;
+  const at::Tensor x = at::rand({n}, options());
+  at::Tensor acc = at::randn({n}, options());
+  const at::Tensor acc_before = acc.clone();
+  at::Tensor total = at::full({1}, 1000.0, options());
+  const size_t tunings = fn.num_tunings();
+  fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, acc, total, n);
+  synchronize(acc);
+  EXPECT_EQ(fn.num_tunings() - tunings, 1u);
+  EXPECT_GT(fn.num_tuning_runs(), 4u);
+  EXPECT_TRUE(at::equal(acc, acc_before + x));
+  // total was reset to zero before the caller's run, as Python Triton does.
+  EXPECT_NEAR(total.item<float>(), at::sum(x).item<float>(), 1e-2);
+  // A tuned key runs once, without resets: it accumulates.
+  fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, acc, total, n);
+  synchronize(acc);
+  EXPECT_TRUE(at::allclose(acc, acc_before + x + x));
+  EXPECT_NEAR(total.item<float>(), 2 * at::sum(x).item<float>(), 2e-2);
+}
+
+TEST_P(Autotune, HeuristicsSeeTheConfigAndTheArguments) {
+  FreshStore store("heuristics");
+  auto& fn = kernel("scale_kernel");
+  EXPECT_EQ(fn.caller_parameters(), (std::vector<std::string>{"x", "out", "n", "SCALE"}));
+  for (int64_t n : {256, 1000, 77}) {  // EVEN for both blocks; for 32 only (1000 % 128 != 0); for none
+    const at::Tensor x = at::randn({n}, options());
+    at::Tensor out = poisoned_like(x);
+    int64_t even = -1;
+    fn.run(stream_of(x), [&](const KernelMeta& meta) {
+      even = meta["EVEN"];
+      EXPECT_EQ(meta["n"], n);
+      EXPECT_EQ(meta["SCALE"], 3);
+      return Grid(cdiv(n, meta["BLOCK"]));
+    }, x, out, n, 3);
+    synchronize(out);
+    EXPECT_TRUE(at::equal(out, x * 3)) << "n=" << n;
+    const tjit::KernelConfig chosen = fn.tune(stream_of(x), Grid(1), x, out, n, 3);
+    const int64_t block = std::stoll(value_of(chosen, "BLOCK"));
+    EXPECT_EQ(even, n % block == 0 ? 1 : 0) << "n=" << n << " " << chosen.describe();
+  }
+}
+
+TEST_P(Autotune, HeuristicsAloneNeedNoTuning) {
+  auto& fn = kernel("row_sum_kernel");
+  EXPECT_FALSE(fn.autotuned());
+  EXPECT_EQ(fn.caller_parameters(), (std::vector<std::string>{"x", "out", "n_cols"}));
+  for (int64_t cols : {1, 100, 129}) {
+    const at::Tensor x = at::randn({5, cols}, options());
+    at::Tensor out = at::full({5}, std::nan(""), options());
+    int64_t block = 0;
+    fn.run(stream_of(x), [&](const KernelMeta& meta) {
+      block = meta["BLOCK"];
+      return Grid(5);
+    }, x, out, cols);
+    synchronize(out);
+    EXPECT_TRUE(at::allclose(out, x.sum(1), 1e-5, 1e-5)) << "cols=" << cols;
+    int64_t expected = 1;
+    while (expected < cols) expected *= 2;
+    EXPECT_EQ(block, expected);
+  }
+  EXPECT_EQ(fn.num_tunings(), 0u);
+}
+
+TEST_P(Autotune, HeuristicReadingATensorShapeIsRefused) {
+  auto& fn = kernel("shape_reading_kernel");
+  const at::Tensor x = at::randn({16}, options());
+  at::Tensor out = at::empty_like(x);
+  const std::string message = error_message([&] { fn.run(stream_of(x), Grid(1), x, out); });
+  EXPECT_NE(message.find("shape_reading_kernel"), std::string::npos) << message;
+  EXPECT_NE(message.find("x.shape"), std::string::npos) << message;
+  EXPECT_NE(message.find("only the dtype"), std::string::npos) << message;
+}
+
+TEST_P(Autotune, PruningKeepsWhatPruneConfigsByKeeps) {
+  FreshStore store("prune");
+  auto& fn = kernel("pruned_copy_kernel");
+  // n = 100: blocks up to 100 survive the early prune (16, 32, 64); the perf model keeps 64 and 32.
+  for (auto [n, allowed] : {std::pair<int64_t, std::vector<std::string>>{100, {"64", "32"}},
+                            std::pair<int64_t, std::vector<std::string>>{10, {"16"}}}) {
+    const at::Tensor x = at::randn({n}, options());
+    at::Tensor out = poisoned_like(x);
+    fn.run(stream_of(x), [n = n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
+    synchronize(out);
+    EXPECT_TRUE(at::equal(out, x));
+    const std::string block = value_of(fn.tune(stream_of(x), Grid(1), x, out, n), "BLOCK");
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), block), allowed.end()) << "n=" << n << " chose " << block;
+  }
+}
+
+TEST_P(Autotune, AConfigThatFailsToCompileIsSkipped) {
+  FreshStore store("broken");
+  auto& fn = kernel("partly_broken_kernel");
+  const int64_t n = 999;
+  const at::Tensor x = at::randn({n}, options());
+  at::Tensor out = poisoned_like(x);
+  ::testing::internal::CaptureStderr();
+  fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, x + 1));
+  EXPECT_NE(log.find("skipping config BLOCK: 4096"), std::string::npos) << log;
+  EXPECT_NE(value_of(fn.tune(stream_of(x), Grid(1), x, out, n), "BLOCK"), "4096");
+}
+
+TEST_P(Autotune, SixteenThreadsTuneEachKeyOnce) {
+  FreshStore store("threads");
+  auto& fn = kernel("double_kernel");
+  const size_t tunings = fn.num_tunings();
+  const std::vector<int64_t> sizes{11, 222, 333, 4444};
+  std::vector<at::Tensor> inputs;
+  for (int64_t n : sizes) {
+    inputs.push_back(at::randn({n}, options()));
+  }
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      const size_t k = t % sizes.size();
+      const int64_t n = sizes[k];
+      at::Tensor out = poisoned_like(inputs[k]);
+      // Each thread on its own stream of the device would also do; the current one is shared.
+      fn.run(stream_of(out), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, inputs[k], out,
+             n);
+      synchronize(out);
+      if (!at::equal(out, inputs[k] * 2)) {
+        wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(fn.num_tunings() - tunings, sizes.size());
+}
+
+TEST_P(Autotune, RunWithTheWrongArgumentsSaysWhatItTakes) {
+  auto& fn = kernel("double_kernel");
+  const at::Tensor x = at::randn({8}, options());
+  const std::string message = error_message([&] { fn.run(stream_of(x), Grid(1), x, x); });
+  EXPECT_NE(message.find("double_kernel takes 3 arguments in run() (x, out, n;"), std::string::npos) << message;
+  EXPECT_NE(message.find("got 2"), std::string::npos) << message;
+  const std::string meta_message = error_message([&] {
+    fn.run(stream_of(x), [](const KernelMeta& meta) { return Grid(meta["BLOKC"]); }, x, x, int64_t{8});
+  });
+  EXPECT_NE(meta_message.find("META[\"BLOKC\"]"), std::string::npos) << meta_message;
+}
+
+TEST_P(Autotune, PythonHooksAreRefusedByRunButOperatorStillWorks) {
+  auto& fn = kernel("hooked_kernel");
+  const at::Tensor x = at::randn({100}, options());
+  at::Tensor out = poisoned_like(x);
+  const std::string message = error_message([&] { fn.run(stream_of(x), Grid(2), x, out, int64_t{100}); });
+  EXPECT_NE(message.find("pre_hook"), std::string::npos) << message;
+  fn(stream_of(x), Grid(2), tjit::LaunchOptions{}, x, out, 100, 64);
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, x));
+}
+
+// A second process finds the choice in the store and times nothing: the parent part starts this
+// binary again for the child part (DISABLED_: only run when asked for).
+TEST_P(Autotune, ASecondProcessLoadsTheChoiceWithoutTiming) {
+  FreshStore store("process");
+  auto& fn = kernel("double_kernel");
+  const int64_t n = 5555;
+  const at::Tensor x = at::randn({n}, options());
+  at::Tensor out = poisoned_like(x);
+  const size_t tunings = fn.num_tunings();
+  fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
+  synchronize(out);
+  ASSERT_EQ(fn.num_tunings() - tunings, 1u);
+  std::string self(4096, '\0');
+  self.resize(::readlink("/proc/self/exe", self.data(), self.size()));
+  const std::string device = GetParam().is_cuda() ? "cuda" : "cpu";
+  // With CUDA, the child also runs with JIT off: signature, choice and binary all come from the store.
+  const std::string command = "TJIT_CACHE_DIR='" + store.path() + "' " + (GetParam().is_cuda() ? "TJIT_JIT=0 " : "") +
+                              "'" + self + "' --gtest_also_run_disabled_tests --gtest_filter='*/Autotune." +
+                              "DISABLED_ChildLoadsTheChoice/" + device + "' 2>&1 | grep -q '^\\[  PASSED  \\] 1 test\\.'";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+TEST_P(Autotune, DISABLED_ChildLoadsTheChoice) {
+  auto& fn = kernel("double_kernel");
+  const int64_t n = 5555;
+  const at::Tensor x = at::randn({n}, options());
+  at::Tensor out = poisoned_like(x);
+  fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, x * 2));
+  EXPECT_EQ(fn.num_tunings(), 0u);
+  EXPECT_EQ(fn.num_tuning_runs(), 0u);
+  EXPECT_EQ(fn.num_tunings_loaded(), 1u);
+  EXPECT_EQ(tjit::kernel_store_counters().tuning_hits, 1u);
+  if (GetParam().is_cuda()) {
+    EXPECT_EQ(fn.num_compiled(), 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Autotune, ::testing::ValuesIn(tjit::testing::test_devices()),
+                         tjit::testing::device_label);
+
+// ---- CUDA only: the tuned hot path and CUDA graph capture ----------------------------------
+
+TEST(AutotuneCuda, TunedRunAllocatesNothing) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  FreshStore store("alloc");
+  auto& fn = kernel("double_kernel");
+  const int64_t n = 2048;
+  const at::Tensor x = at::randn({n}, at::TensorOptions().device(at::kCUDA));
+  at::Tensor out = at::empty_like(x);
+  const tjit::Stream stream = stream_of(x);
+  auto grid = [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); };
+  fn.run(stream, grid, x, out, n);
+  fn.run(stream, grid, x, out, n);
+  g_allocations.store(0);
+  g_count_allocations.store(true);
+  for (int i = 0; i < 100; ++i) {
+    fn.run(stream, grid, x, out, n);
+  }
+  g_count_allocations.store(false);
+  synchronize(out);
+  EXPECT_EQ(g_allocations.load(), 0u);
+  EXPECT_TRUE(at::equal(out, x * 2));
+}
+
+// The driver's graph API, opened the way tjit opens the driver (tests link no CUDA library).
+struct GraphApi {
+  decltype(&::cuStreamCreate) stream_create;
+  decltype(&::cuStreamBeginCapture) begin_capture;
+  decltype(&::cuStreamEndCapture) end_capture;
+  decltype(&::cuGraphInstantiateWithFlags) instantiate;
+  decltype(&::cuGraphLaunch) launch;
+  decltype(&::cuStreamSynchronize) synchronize;
+  decltype(&::cuGraphExecDestroy) exec_destroy;
+  decltype(&::cuGraphDestroy) destroy;
+  decltype(&::cuStreamDestroy) stream_destroy;
+};
+
+#define TJIT_TEST_STRINGIFY_EXPANDED(name) TJIT_TEST_STRINGIFY(name)
+#define TJIT_TEST_STRINGIFY(name) #name
+
+GraphApi graph_api() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  EXPECT_NE(lib, nullptr);
+  GraphApi api{};
+  api.stream_create = reinterpret_cast<decltype(api.stream_create)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuStreamCreate)));
+  api.begin_capture = reinterpret_cast<decltype(api.begin_capture)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuStreamBeginCapture)));
+  api.end_capture = reinterpret_cast<decltype(api.end_capture)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuStreamEndCapture)));
+  api.instantiate = reinterpret_cast<decltype(api.instantiate)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuGraphInstantiateWithFlags)));
+  api.launch = reinterpret_cast<decltype(api.launch)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuGraphLaunch)));
+  api.synchronize = reinterpret_cast<decltype(api.synchronize)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuStreamSynchronize)));
+  api.exec_destroy = reinterpret_cast<decltype(api.exec_destroy)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuGraphExecDestroy)));
+  api.destroy = reinterpret_cast<decltype(api.destroy)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuGraphDestroy)));
+  api.stream_destroy = reinterpret_cast<decltype(api.stream_destroy)>(dlsym(lib, TJIT_TEST_STRINGIFY_EXPANDED(cuStreamDestroy)));
+  return api;
+}
+
+TEST(AutotuneCuda, TuningDuringGraphCaptureIsAnErrorAndTuneFirstWorks) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  FreshStore store("graph");
+  auto& fn = kernel("double_kernel");
+  const GraphApi cu = graph_api();
+  ASSERT_NE(cu.begin_capture, nullptr);
+  const int64_t n = 7777;
+  const at::Tensor x = at::randn({n}, at::TensorOptions().device(at::kCUDA));
+  at::Tensor out = at::empty_like(x);
+  synchronize(x);
+  CUstream stream = nullptr;
+  ASSERT_EQ(cu.stream_create(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  auto grid = [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); };
+  // A new key inside a capture: refused with what to do.
+  ASSERT_EQ(cu.begin_capture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  const std::string message = error_message([&] { fn.run(stream, grid, x, out, n); });
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cu.end_capture(stream, &graph), CUDA_SUCCESS);
+  if (graph != nullptr) cu.destroy(graph);
+  EXPECT_NE(message.find("captured into a CUDA graph"), std::string::npos) << message;
+  EXPECT_NE(message.find("tune()"), std::string::npos) << message;
+  // tune() first, then the capture records the winner's launch alone.
+  fn.tune(stream, grid, x, out, n);
+  const size_t runs = fn.num_tuning_runs();
+  ASSERT_EQ(cu.synchronize(stream), CUDA_SUCCESS);
+  ASSERT_EQ(cu.begin_capture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  fn.run(stream, grid, x, out, n);
+  ASSERT_EQ(cu.end_capture(stream, &graph), CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cu.instantiate(&exec, graph, 0), CUDA_SUCCESS);
+  out.fill_(std::nan(""));
+  synchronize(out);
+  ASSERT_EQ(cu.launch(exec, stream), CUDA_SUCCESS);
+  ASSERT_EQ(cu.synchronize(stream), CUDA_SUCCESS);
+  EXPECT_TRUE(at::equal(out, x * 2));
+  EXPECT_EQ(fn.num_tuning_runs(), runs);
+  cu.exec_destroy(exec);
+  cu.destroy(graph);
+  cu.stream_destroy(stream);
+}
+
+}  // namespace
