@@ -137,18 +137,19 @@ TEST_P(Autotune, PicksTheFastestConfigAndComputesTheSameResult) {
     EXPECT_EQ(value_of(chosen, "BLOCK"), "256");
   }
   EXPECT_EQ(fn.num_tunings() - tunings, 2u);
-  // The same key again: no tuning.
-  const at::Tensor x = at::randn({1000}, options());
+  // The first key again: no tuning.
+  const int64_t n = sizes[0];
+  const at::Tensor x = at::randn({n}, options());
   at::Tensor out = poisoned_like(x);
   const size_t runs = fn.num_tuning_runs();
-  fn.run(stream_of(x), [](const KernelMeta& meta) { return Grid(cdiv(1000, meta["BLOCK"])); }, x, out, int64_t{1000});
+  fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
   synchronize(out);
   EXPECT_TRUE(at::equal(out, x * 2));
   EXPECT_EQ(fn.num_tunings() - tunings, 2u);
   EXPECT_EQ(fn.num_tuning_runs(), runs);
   // The untuned kernel with the winner's values, through operator(): the same bits.
   at::Tensor direct = poisoned_like(x);
-  fn(stream_of(x), Grid(cdiv(1000, 256)), tjit::LaunchOptions{}, x, direct, 1000, 256, 1);
+  fn(stream_of(x), Grid(cdiv(n, 256)), tjit::LaunchOptions{}, x, direct, n, 256, 1);
   synchronize(direct);
   EXPECT_TRUE(at::equal(direct, out));
 }
