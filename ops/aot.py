@@ -86,6 +86,9 @@ _U32 = struct.Struct("<I")  # the index's JSON size and entry count
 _RECORD = struct.Struct("<IIQQ")  # an index record before its key: kernel, key bytes, offset, size
 OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "enable_fp_fusion": True,
                    "launch_cooperative_grid": False, "launch_pdl": False}
+# Options that keys, headers and manifests carry only when set (so the keys of kernels without them
+# stay those of earlier releases): maxnreg, a config's register limit per thread (0: none).
+OPTIONAL_OPTIONS = {"maxnreg": 0}
 _LAUNCH_FIELDS = {"symbol": str, "shared_memory": int, "num_warps": int, "num_ctas": int,
                   "global_scratch_size": int, "global_scratch_align": int, "profile_scratch_size": int,
                   "profile_scratch_align": int, "launch_cooperative_grid": bool, "launch_pdl": bool}
@@ -208,7 +211,8 @@ def describe(param_names: Sequence[str], types, constexprs, divisible) -> str:
 
 def options_text(options: dict) -> str:
     """Launch options as the store's key writes them."""
-    return " ".join(f"{name}={int(options[name])}" for name in OPTION_DEFAULTS)
+    return " ".join([f"{name}={int(options[name])}" for name in OPTION_DEFAULTS] +
+                    [f"{name}={int(options[name])}" for name in OPTIONAL_OPTIONS if options.get(name)])
 
 
 def _key_integer(value, what) -> int:
@@ -263,7 +267,8 @@ def bundle_key(function: str, file_name: str, types, constexprs, divisible_by_16
         raise ValueError(f"target backend is {backend!r}, not a string")
     launch = [_key_integer(options.get(name), f"option {name}") for name in ("num_warps", "num_stages", "num_ctas")] + \
         [_key_flag(options.get(name), f"option {name}")
-         for name in ("enable_fp_fusion", "launch_cooperative_grid", "launch_pdl")]
+         for name in ("enable_fp_fusion", "launch_cooperative_grid", "launch_pdl")] + \
+        [f"{name}={_key_integer(options[name], f'option {name}')}" for name in OPTIONAL_OPTIONS if options.get(name)]
     return (f"{function}\n{file_name}\n" +
             "".join(t + "," for t in types) + "\n" +
             "".join(f"{i}={_key_value(v)}," for i, v in sorted(pairs, key=lambda p: p[0])) + "\n" +
@@ -317,7 +322,7 @@ class Spec:
     file: str  # absolute, symbolic links resolved
     function: str
     args: Tuple[Tuple[str, object], ...]  # every parameter in the kernel's order: its manifest value
-    options: Tuple[Tuple[str, object], ...]  # all of OPTION_DEFAULTS, in that order
+    options: Tuple[Tuple[str, object], ...]  # all of OPTION_DEFAULTS, in that order, then OPTIONAL_OPTIONS that are set
     types: Tuple[str, ...]
     constexprs: Tuple[Tuple[int, object], ...]
     divisible: Tuple[int, ...]
@@ -348,13 +353,14 @@ def _no_constant(name):
 def _parse_options(options, fail):
     if not isinstance(options, dict):
         fail(f"options must be a JSON object, got {_canonical(options)}")
-    unknown = [name for name in options if name not in OPTION_DEFAULTS]
+    known = {**OPTION_DEFAULTS, **OPTIONAL_OPTIONS}
+    unknown = [name for name in options if name not in known]
     if unknown:
         fail(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-             f"(options: {', '.join(OPTION_DEFAULTS)})")
+             f"(options: {', '.join(known)})")
     resolved = dict(OPTION_DEFAULTS)
     for name, value in options.items():
-        if isinstance(OPTION_DEFAULTS[name], bool):
+        if isinstance(known[name], bool):
             if not isinstance(value, bool):
                 fail(f"option {name} must be true or false, got {_canonical(value)}")
         elif type(value) is not int:
@@ -367,6 +373,10 @@ def _parse_options(options, fail):
         fail(f"option num_stages must be in [0, 255], got {resolved['num_stages']}")
     if not 1 <= resolved["num_ctas"] <= 16:
         fail(f"option num_ctas must be in [1, 16], got {resolved['num_ctas']}")
+    if not 0 <= resolved.get("maxnreg", 0) <= 255:
+        fail(f"option maxnreg must be in [0, 255] (0: no limit), got {resolved['maxnreg']}")
+    if resolved.get("maxnreg") == 0:
+        del resolved["maxnreg"]
     return tuple(resolved.items())
 
 
@@ -969,6 +979,9 @@ def _check_entry(where: str, header: dict, binary: bytes, record: dict, kernel: 
         value = header["options"].get(name)
         _damaged(isinstance(value, type(default)) and (type(default) is bool or not isinstance(value, bool)),
                  f"{where}: option {name} is missing or mistyped")
+    for name in OPTIONAL_OPTIONS:
+        value = header["options"].get(name, 1)
+        _damaged(type(value) is int and value > 0, f"{where}: option {name} is mistyped or 0 (written only when set)")
     try:
         key = entry_key(kernel, header)
     except (ValueError, TypeError) as e:

@@ -2,6 +2,7 @@
 // on the CPU via Triton's interpreter (wall-clock timing) and on CUDA (events), each against ATen.
 // Every test uses its own kernel store folder, so tuning choices from earlier runs never leak in.
 
+#include "allocation_counter.h"
 #include "test_helpers.h"
 
 #include <tjit/current_stream.h>
@@ -14,6 +15,7 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/full_like.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/rand.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/sum.h>
@@ -35,23 +37,6 @@
 #include <thread>
 #include <vector>
 
-// Counts operator new calls while armed, to show a tuned run() allocates nothing.
-namespace {
-std::atomic<bool> g_count_allocations{false};
-std::atomic<size_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (g_count_allocations.load(std::memory_order_relaxed)) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (void* p = std::malloc(size == 0 ? 1 : size)) {
-    return p;
-  }
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -59,6 +44,8 @@ using tjit::Grid;
 using tjit::KernelMeta;
 using tjit::TritonJitFunction;
 using tjit::testing::error_message;
+using tjit::testing::stream_of;
+using tjit::testing::synchronize;
 
 std::string kernels() {
   const char* path = std::getenv("TJIT_AUTOTUNE_KERNELS");
@@ -67,13 +54,6 @@ std::string kernels() {
 
 TritonJitFunction& kernel(const char* name) { return TritonJitFunction::get_instance(kernels(), name); }
 
-tjit::Stream stream_of(const at::Tensor& t) { return t.is_cuda() ? tjit::current_stream(t.device()) : nullptr; }
-
-void synchronize(const at::Tensor& t) {
-  if (t.is_cuda()) {
-    c10::impl::VirtualGuardImpl(t.device().type()).getStream(t.device()).synchronize();
-  }
-}
 
 // A store folder of the test's own, for the test's lifetime.
 class FreshStore {
@@ -391,15 +371,33 @@ TEST(AutotuneCuda, TunedRunAllocatesNothing) {
   auto grid = [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); };
   fn.run(stream, grid, x, out, n);
   fn.run(stream, grid, x, out, n);
-  g_allocations.store(0);
-  g_count_allocations.store(true);
+  tjit::testing::allocations.store(0);
+  tjit::testing::count_allocations.store(true);
   for (int i = 0; i < 100; ++i) {
     fn.run(stream, grid, x, out, n);
   }
-  g_count_allocations.store(false);
+  tjit::testing::count_allocations.store(false);
   synchronize(out);
-  EXPECT_EQ(g_allocations.load(), 0u);
+  EXPECT_EQ(tjit::testing::allocations.load(), 0u);
   EXPECT_TRUE(at::equal(out, x * 2));
+}
+
+TEST(AutotuneCuda, AConfigNeedingTooMuchSharedMemoryIsSkipped) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  FreshStore store("shared");
+  auto& fn = kernel("matmul_kernel");
+  const int64_t m = 300, n = 260, k = 200;
+  const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  const at::Tensor a = at::randn({m, k}, opts), b = at::randn({k, n}, opts);
+  at::Tensor c = at::full({m, n}, std::nan(""), opts.dtype(at::kFloat));
+  ::testing::internal::CaptureStderr();
+  fn.run(stream_of(a), [&](const KernelMeta& meta) { return Grid(cdiv(m, meta["BM"]), cdiv(n, meta["BN"])); }, a, b,
+         c, m, n, k);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  synchronize(c);
+  EXPECT_NE(log.find("skipping config BM: 256"), std::string::npos) << log;
+  EXPECT_TRUE(at::allclose(c, at::matmul(a.to(at::kFloat), b.to(at::kFloat)), 1e-2, 1e-2));
+  EXPECT_EQ(value_of(fn.tune(stream_of(a), Grid(1), a, b, c, m, n, k), "BM"), "64");
 }
 
 // The driver's graph API, opened the way tjit opens the driver (tests link no CUDA library).

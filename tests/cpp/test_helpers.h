@@ -1,7 +1,12 @@
 #pragma once
 // Shared by the GoogleTest suites: where the test kernels are, and which devices to run on.
 
+#include <tjit/current_stream.h>
+#include <tjit/launch_types.h>
+
 #include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 #include <c10/core/Device.h>
 
@@ -37,6 +42,16 @@ inline std::string error_message(const std::function<void()>& f) {
     return e.what_without_backtrace();
   }
   return "(no error)";
+}
+
+// The stream a test launches on: the device's current torch stream for CUDA; none for CPU.
+inline Stream stream_of(const at::Tensor& t) { return t.is_cuda() ? current_stream(t.device()) : nullptr; }
+
+// Waits for the work on t's device's current stream.
+inline void synchronize(const at::Tensor& t) {
+  if (t.is_cuda()) {
+    c10::impl::VirtualGuardImpl(t.device().type()).getStream(t.device()).synchronize();
+  }
 }
 
 inline std::string device_label(const ::testing::TestParamInfo<c10::Device>& info) {

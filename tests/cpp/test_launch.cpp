@@ -1,6 +1,7 @@
 // Launching through the runtime: on the CPU via Triton's interpreter (runs everywhere) and on
 // CUDA (skipped, with the reason, where there is no GPU).
 
+#include "allocation_counter.h"
 #include "test_helpers.h"
 
 #include <tjit/current_stream.h>
@@ -24,40 +25,17 @@
 #include <thread>
 #include <vector>
 
-// Counts operator new calls while armed, to prove the cached launch path allocates nothing.
-namespace {
-std::atomic<bool> g_count_allocations{false};
-std::atomic<size_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (g_count_allocations.load(std::memory_order_relaxed)) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (void* p = std::malloc(size == 0 ? 1 : size)) {
-    return p;
-  }
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
 using tjit::Grid;
 using tjit::LaunchOptions;
 using tjit::TritonJitFunction;
+using tjit::testing::stream_of;
+using tjit::testing::synchronize;
 using tjit::testing::test_kernels;
 
-tjit::Stream stream_of(const at::Tensor& t) {
-  return t.is_cuda() ? tjit::current_stream(t.device()) : nullptr;
-}
 
-void synchronize(const at::Tensor& t) {
-  if (t.is_cuda()) {
-    c10::impl::VirtualGuardImpl(t.device().type()).getStream(t.device()).synchronize();
-  }
-}
 
 // Binaries the function made ready, compiled or read from the kernel store (the tests' store may
 // be warm from an earlier run).
@@ -160,13 +138,13 @@ TEST(CudaLaunch, CachedLaunchAllocatesNothing) {
   at::Tensor out = at::empty({1024}, at::kCUDA);
   const tjit::Stream stream = stream_of(x);
   fn(stream, Grid(4), LaunchOptions{}, x, out, int64_t{1024}, 2.0f, int64_t{256});  // compile
-  g_allocations = 0;
-  g_count_allocations = true;
+  tjit::testing::allocations = 0;
+  tjit::testing::count_allocations = true;
   for (int i = 0; i < 100; ++i) {
     fn(stream, Grid(4), LaunchOptions{}, x, out, int64_t{1024}, 2.0f, int64_t{256});
   }
-  g_count_allocations = false;
-  EXPECT_EQ(g_allocations.load(), 0u);
+  tjit::testing::count_allocations = false;
+  EXPECT_EQ(tjit::testing::allocations.load(), 0u);
   synchronize(out);
   EXPECT_TRUE(at::allclose(out, x * 2.0));
 }

@@ -98,6 +98,11 @@ def test_bundle_key():
     assert struct.unpack("<Q", struct.pack("<d", -1.5))[0] == 13832806255468478464
     assert aot.bundle_key("k", "k.py", [], [], [], dict(aot.OPTION_DEFAULTS), CUDA_90) == \
         "k\nk.py\n\n\n\n4,3,1,1,0,0,\ncuda:90:32"
+    # maxnreg (a config's register limit) only when set, as the C++ runtime's bundle_key writes it.
+    assert aot.bundle_key("k", "k.py", [], [], [], dict(aot.OPTION_DEFAULTS, maxnreg=128), CUDA_90) == \
+        "k\nk.py\n\n\n\n4,3,1,1,0,0,maxnreg=128,\ncuda:90:32"
+    assert aot.bundle_key("k", "k.py", [], [], [], dict(aot.OPTION_DEFAULTS, maxnreg=0), CUDA_90) == \
+        "k\nk.py\n\n\n\n4,3,1,1,0,0,\ncuda:90:32"
     for constexprs, options, message in (([(0, "x")], {}, "is not null, a boolean, an integer or a float"),
                                          ([(0, [1])], {}, "is not null, a boolean, an integer or a float"),
                                          ([("0", 1)], {}, "a constexpr's index"),
@@ -158,6 +163,19 @@ def test_manifest_values_paths_and_defaults(tmp_path):
     assert everything.describe().endswith("C_INT=7, C_BOOL=True, C_FLOAT=0.5, C_NONE=None)")
 
 
+def test_manifest_maxnreg_only_when_set(tmp_path):
+    # A config's register limit (triton.Config(maxnreg=...)) is an option of its own; 0 is "none",
+    # so an entry with maxnreg 0 is the entry without it.
+    path = _manifest(tmp_path / "m.json", [_entry(ADD, "add_kernel", ADD_FP32, {"maxnreg": 128}),
+                                           _entry(ADD, "add_kernel", ADD_FP32, {"maxnreg": 0}),
+                                           _entry(ADD, "add_kernel", ADD_FP32)])
+    specs = aot.read_manifest(path)
+    assert len(specs) == 2
+    assert dict(specs[0].options) == dict(aot.OPTION_DEFAULTS, maxnreg=128)
+    assert dict(specs[1].options) == aot.OPTION_DEFAULTS
+    assert aot.options_text(dict(specs[0].options)).endswith(" launch_pdl=0 maxnreg=128")
+
+
 def _error_cases():
     ok = _entry(ADD, "add_kernel", ADD_FP32)
     entry = lambda **changes: dict(ok, **changes)  # noqa: E731
@@ -182,6 +200,8 @@ def _error_cases():
         ("option type", [entry(options={"num_warps": "4"})], 0, "option num_warps must be an integer"),
         ("option bool", [entry(options={"launch_pdl": 1})], 0, "option launch_pdl must be true or false"),
         ("num_warps 3", [entry(options={"num_warps": 3})], 0, "power of two"),
+        ("maxnreg 300", [entry(options={"maxnreg": 300})], 0, "option maxnreg must be in [0, 255]"),
+        ("maxnreg bool", [entry(options={"maxnreg": True})], 0, "option maxnreg must be an integer"),
         ("missing parameter", [entry(args={k: v for k, v in ADD_FP32.items() if k != "alpha"})], 0,
          "missing alpha"),
         ("extra parameter", [args(beta="fp32")], 0, "unknown beta"),
