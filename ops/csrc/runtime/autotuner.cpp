@@ -17,10 +17,19 @@
 
 namespace tjit {
 
+namespace {
+// A meta-parameter's value as Python prints it (True, None, 0.5).
+std::string python_text(const ConstexprValue& value) {
+  if (std::holds_alternative<std::monostate>(value)) return "None";
+  if (const auto* b = std::get_if<bool>(&value)) return *b ? "True" : "False";
+  return detail::constexpr_value_json<nlohmann::json>(value).dump();
+}
+}  // namespace
+
 std::string KernelConfig::describe() const {
   std::string out;
   for (const auto& [name, value] : values) {
-    out += name + ": " + detail::constexpr_value_json<nlohmann::json>(value).dump() + ", ";
+    out += name + ": " + python_text(value) + ", ";
   }
   out += "num_warps: " + std::to_string(options.num_warps) + ", num_ctas: " + std::to_string(options.num_ctas) +
          ", num_stages: " + std::to_string(options.num_stages) +

@@ -7,9 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 
 namespace tjit::detail {
 namespace {
@@ -23,7 +21,7 @@ constexpr size_t kChecksumSize = 40;
 constexpr size_t kFrameSize = kMagicSize + 4 + 4 + 8 + kChecksumSize;
 constexpr char kEntryMagic[] = "TJITKRNL";
 constexpr char kSignatureMagic[] = "TJITSIGN";
-constexpr char kTuningMagic[] = "TJITTUNE";
+constexpr char kDecisionMagic[] = "TJITDCSN";
 constexpr char kBundleMagic[] = "TJITBNDL";
 
 template <typename T>
@@ -299,32 +297,17 @@ KernelSignature decode_signature(const std::string& bytes) {
   return decoding([&] { return signature_from_json(j, /*tuning_required=*/true); });
 }
 
-std::string encode_tuning_record(const TuningRecord& record) {
-  json timings = json::array();
-  for (double t : record.timings_ms) {
-    timings.push_back(std::isfinite(t) ? json(t) : json());  // JSON has no infinity
-  }
-  const json j = {{"key", record.key}, {"config", record.config}, {"config_text", record.config_text},
-                  {"timings_ms", timings}};
-  return frame(kTuningMagic, j.dump(), std::string());
+std::string encode_decision_record(const DecisionRecord& record) {
+  return frame(kDecisionMagic, json{{"key", record.key}, {"value", json::parse(record.value)}}.dump(), std::string());
 }
 
-TuningRecord decode_tuning_record(const std::string& bytes) {
-  auto [header, binary] = unframe(kTuningMagic, bytes);
+DecisionRecord decode_decision_record(const std::string& bytes) {
+  auto [header, binary] = unframe(kDecisionMagic, bytes);
   if (!binary.empty()) {
-    throw CorruptStoreFile("a tuning record carries no binary");
+    throw CorruptStoreFile("a decision record carries no binary");
   }
   const json j = parse_header(header);
-  return decoding([&] {
-    TuningRecord r;
-    r.key = j.at("key").get<std::string>();
-    r.config = j.at("config").get<int>();
-    r.config_text = j.at("config_text").get<std::string>();
-    for (const json& t : j.at("timings_ms")) {
-      r.timings_ms.push_back(t.is_null() ? std::numeric_limits<double>::infinity() : t.get<double>());
-    }
-    return r;
-  });
+  return decoding([&] { return DecisionRecord{j.at("key").get<std::string>(), j.at("value").dump()}; });
 }
 
 BundleIndex decode_bundle_index(std::string_view bytes) {

@@ -43,13 +43,12 @@ struct KernelSignature {
   std::string tuning;
 };
 
-// A tuning choice: which config of an autotuned kernel won for one tuning key on one
-// architecture, and the timings it won with.
-struct TuningRecord {
-  std::string key;  // the text that decides the choice (autotuner.cpp: tuning_record_key)
-  int config = -1;  // index into the kernel's configs
-  std::string config_text;
-  std::vector<double> timings_ms;  // per config; infinity for one that failed or was pruned
+// A decision the runtime makes once and keeps in the store: which config of an autotuned kernel
+// won for a tuning key on an architecture, or the values @triton.heuristics computed for a set of
+// argument values. `key` is the text of everything that decided it; `value` is JSON.
+struct DecisionRecord {
+  std::string key;
+  std::string value;
 };
 
 // One compiled specialisation.
@@ -71,8 +70,8 @@ std::string encode_entry(const KernelEntry& entry);
 KernelEntry decode_entry(const std::string& bytes);  // throws CorruptStoreFile
 std::string encode_signature(const KernelSignature& signature);
 KernelSignature decode_signature(const std::string& bytes);  // throws CorruptStoreFile
-std::string encode_tuning_record(const TuningRecord& record);
-TuningRecord decode_tuning_record(const std::string& bytes);  // throws CorruptStoreFile
+std::string encode_decision_record(const DecisionRecord& record);
+DecisionRecord decode_decision_record(const std::string& bytes);  // throws CorruptStoreFile
 
 // A kernel bundle (tjit/kernel_bundle.h; written by ops/aot.py): magic, bundle format, index and
 // payload sizes, a SHA-1 of the index, the index (the kernels as JSON, then a binary table of

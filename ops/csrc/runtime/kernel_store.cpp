@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 using detail::CorruptStoreFile;
 using detail::KernelEntry;
 using detail::KernelSignature;
-using detail::TuningRecord;
+using detail::DecisionRecord;
 
 struct Counters {
   std::atomic<uint64_t> signature_hits{0};
@@ -121,8 +121,8 @@ fs::path entry_path(const fs::path& root, const KernelSignature& kernel, const s
 
 // Named by the key's hash; the key holds the sources' fingerprints and the Triton version, so an
 // edited kernel looks up another file.
-fs::path tuning_record_path(const fs::path& root, const KernelSignature& kernel, const std::string& key) {
-  return kernel_folder(root, kernel.file, kernel.function) / ("tuning-" + sha1_hex(key).substr(0, 32) + ".tjt");
+fs::path decision_record_path(const fs::path& root, const KernelSignature& kernel, const std::string& key) {
+  return kernel_folder(root, kernel.file, kernel.function) / ("decision-" + sha1_hex(key).substr(0, 32) + ".tjd");
 }
 
 std::optional<std::string> read_file(const fs::path& path) {
@@ -338,15 +338,15 @@ void store_kernel(const KernelEntry& entry) {
   }
 }
 
-std::optional<TuningRecord> load_tuning_record(const KernelSignature& kernel, const std::string& key) {
+std::optional<DecisionRecord> load_decision_record(const KernelSignature& kernel, const std::string& key) {
   const auto root = store_root();
   if (!root) {
     return std::nullopt;
   }
-  const fs::path path = tuning_record_path(*root, kernel, key);
-  auto record = read_store_file(path, &decode_tuning_record);
+  const fs::path path = decision_record_path(*root, kernel, key);
+  auto record = read_store_file(path, &decode_decision_record);
   if (record && record->key != key) {
-    report_damage(path, "it holds the tuning choice of another key");
+    report_damage(path, "it holds the decision of another key");
     record.reset();
   }
   if (record) {
@@ -355,9 +355,9 @@ std::optional<TuningRecord> load_tuning_record(const KernelSignature& kernel, co
   return record;
 }
 
-void store_tuning_record(const KernelSignature& kernel, const TuningRecord& record) {
+void store_decision_record(const KernelSignature& kernel, const DecisionRecord& record) {
   if (const auto root = store_root()) {
-    write_atomically(tuning_record_path(*root, kernel, record.key), encode_tuning_record(record));
+    write_atomically(decision_record_path(*root, kernel, record.key), encode_decision_record(record));
   }
 }
 

@@ -29,10 +29,10 @@ std::string kernel_store_key(const KernelSignature& kernel, const Specialization
 std::optional<KernelEntry> load_stored_kernel(const KernelSignature& kernel, const std::string& key);
 void store_kernel(const KernelEntry& entry);
 
-// The tuning choice recorded for `key` (autotuner.cpp builds it: kernel, sources, Triton, target,
-// configs, tuning key), if the store has an intact one.
-std::optional<TuningRecord> load_tuning_record(const KernelSignature& kernel, const std::string& key);
-void store_tuning_record(const KernelSignature& kernel, const TuningRecord& record);
+// The decision recorded for `key` (an autotune choice or heuristic values; the runtime builds the
+// key from the kernel, its sources, Triton and what decided it), if the store has an intact one.
+std::optional<DecisionRecord> load_decision_record(const KernelSignature& kernel, const std::string& key);
+void store_decision_record(const KernelSignature& kernel, const DecisionRecord& record);
 
 // Reports an entry whose binary the driver rejected (logged once, counted as corrupt); the
 // compile that follows replaces it.

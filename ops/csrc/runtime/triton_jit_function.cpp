@@ -2,6 +2,7 @@
 #include <tjit/triton_jit_function.h>
 
 #include "autotuner.h"
+#include "constexpr_json.h"
 #include "cuda_driver.h"
 #include "kernel_bundle_detail.h"
 #include "kernel_store_detail.h"
@@ -14,6 +15,8 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -812,7 +815,11 @@ std::string describe_argument(const CapturedArg& a) {
     case CapturedArg::Kind::Pointer: return c10::toString(a.pointer.dtype);
     case CapturedArg::Kind::Signed: return std::to_string(a.signed_value);
     case CapturedArg::Kind::Unsigned: return std::to_string(a.unsigned_value);
-    case CapturedArg::Kind::Float: return std::to_string(a.float_value);
+    case CapturedArg::Kind::Float: {
+      char text[32];  // exact: store keys are built from it
+      std::snprintf(text, sizeof(text), "%.17g", a.float_value);
+      return text;
+    }
     case CapturedArg::Kind::Bool: return a.bool_value ? "True" : "False";
     case CapturedArg::Kind::None: return "None";
   }
@@ -937,19 +944,68 @@ const std::vector<std::pair<int, ConstexprValue>>& TritonJitFunction::heuristic_
     detail::GilRelease released;
     std::lock_guard lock(entry.mutex);
     if (!entry.ready.load(std::memory_order_acquire)) {
-      TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_,
-                  " has @triton.heuristics, which run in Python for each new set of argument values, and JIT is off "
-                  "(TJIT_JIT=0)");
-      try {
-        entry.value = detail::python_bridge().heuristic_values(impl_->ensure_python(),
-                                                               python_arguments(args, num_args), seen_config);
-      } catch (const c10::Error& e) {
-        TORCH_CHECK(false, "tjit: kernel ", function_name_, ": ", e.what_without_backtrace());
+      std::string arguments;
+      for (size_t i = 0; i < num_args; ++i) {
+        arguments += describe_argument(args[i]) + (args[i].kind == CapturedArg::Kind::Float ? "f " : " ");
+      }
+      const std::string record_key = decision_key("heuristic values") + "config " + std::to_string(seen_config) +
+                                     "\narguments " + arguments + "\n";
+      if (auto stored = stored_heuristic_values(record_key)) {
+        entry.value = std::move(*stored);
+      } else {
+        TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_,
+                    " has @triton.heuristics, which run in Python for each new set of argument values (", arguments,
+                    "), the kernel store has none for these, and JIT is off (TJIT_JIT=0)");
+        try {
+          entry.value = detail::python_bridge().heuristic_values(impl_->ensure_python(),
+                                                                 python_arguments(args, num_args), seen_config);
+        } catch (const c10::Error& e) {
+          TORCH_CHECK(false, "tjit: kernel ", function_name_, ": ", e.what_without_backtrace());
+        }
+        nlohmann::json values = nlohmann::json::array();
+        for (const auto& [index, value] : entry.value) {
+          values.push_back({index, detail::constexpr_value_json<nlohmann::json>(value)});
+        }
+        detail::store_decision_record(impl_->signature, {record_key, values.dump()});
       }
       entry.ready.store(true, std::memory_order_release);
     }
   }
   return entry.value;
+}
+
+std::string TritonJitFunction::decision_key(const char* kind) const {
+  std::string sources;
+  for (const detail::SourceFile& f : impl_->signature.sources) {
+    sources += f.path + "@" + f.fingerprint + " ";
+  }
+  return std::string("tjit ") + kind + " v1\nfile " + kernel_file_ + "\nfunction " + function_name_ + "\nsources " +
+         sources + "\ntriton " + impl_->signature.triton_version + "\n";
+}
+
+std::optional<std::vector<std::pair<int, ConstexprValue>>> TritonJitFunction::stored_heuristic_values(
+    const std::string& key) const {
+  const auto record = detail::load_decision_record(impl_->signature, key);
+  if (!record) {
+    return std::nullopt;
+  }
+  const auto values = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
+  std::vector<std::pair<int, ConstexprValue>> out;
+  for (const auto& item : values.is_array() ? values : nlohmann::json::array()) {
+    const int index = item.is_array() && item.size() == 2 && item[0].is_number_integer() ? item[0].get<int>() : -1;
+    const auto& v = index >= 0 ? item[1] : item;
+    if (index < 0 || static_cast<size_t>(index) >= params_.size() || !(v.is_null() || v.is_boolean() || v.is_number())) {
+      return std::nullopt;  // not what this runtime writes: ask Python again (and rewrite it)
+    }
+    out.emplace_back(index, v.is_null()      ? ConstexprValue(std::monostate{})
+                            : v.is_boolean() ? ConstexprValue(v.get<bool>())
+                            : v.is_number_integer() ? ConstexprValue(v.get<int64_t>())
+                                                    : ConstexprValue(v.get<double>()));
+  }
+  if (out.size() != impl_->tuning.heuristic_params.size()) {
+    return std::nullopt;
+  }
+  return out;
 }
 
 int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
@@ -968,18 +1024,15 @@ int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, c
     }
   }
   const std::string target = device >= 0 ? target_of_device(device).to_string() : std::string("interpreter");
-  std::string sources;
-  for (const detail::SourceFile& f : impl_->signature.sources) {
-    sources += f.path + "@" + f.fingerprint + " ";
-  }
-  const std::string record_key = "tjit tuning v1\nfile " + kernel_file_ + "\nfunction " + function_name_ +
-                                 "\nsources " + sources + "\ntriton " + impl_->signature.triton_version +
-                                 "\ntarget " + target + "\nconfigs " + spec.configs_text + "\nkey " + key_text + "\n";
-  if (auto record = detail::load_tuning_record(impl_->signature, record_key)) {
-    if (record->config >= 0 && static_cast<size_t>(record->config) < configs.size() &&
-        record->config_text == configs[record->config].describe()) {
+  const std::string record_key = decision_key("autotune choice") + "target " + target + "\nconfigs " +
+                                 spec.configs_text + "\nkey " + key_text + "\n";
+  if (auto record = detail::load_decision_record(impl_->signature, record_key)) {
+    const auto value = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
+    const int config = value.is_object() ? value.value("config", -1) : -1;
+    if (config >= 0 && static_cast<size_t>(config) < configs.size() &&
+        value.value("config_text", std::string()) == configs[config].describe()) {
       impl_->num_tunings_loaded.fetch_add(1);
-      return record->config;
+      return config;
     }
   }
   if (device >= 0) {
@@ -1018,9 +1071,10 @@ int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, c
     std::array<bool, detail::kMaxRunParams> has_value;
     detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
     const LaunchOptions& options = configs[c].options;
+    // A failing heuristic or grid is the caller's error, not the config's: it propagates.
+    assemble(args, c, pack, values.data(), has_value.data());
+    const Grid g = grid(KernelMeta(params_, values.data(), has_value.data(), options, function_name_.c_str()));
     try {
-      assemble(args, c, pack, values.data(), has_value.data());
-      const Grid g = grid(KernelMeta(params_, values.data(), has_value.data(), options, function_name_.c_str()));
       auto prepare = [&] { resetter.reset(); };
       auto run_once = [&] { launch(stream, g, options, pack); };
       timings[c] = candidates.size() == 1 ? 0.0
@@ -1040,7 +1094,14 @@ int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, c
               key_text, "):", failures);
   resetter.reset();  // the caller's own run starts from the arguments it passed
   impl_->num_tunings.fetch_add(1);
-  detail::store_tuning_record(impl_->signature, detail::TuningRecord{record_key, best, configs[best].describe(), timings});
+  nlohmann::json timings_json = nlohmann::json::array();
+  for (double t : timings) {
+    timings_json.push_back(std::isfinite(t) ? nlohmann::json(t) : nlohmann::json());  // null: failed or pruned
+  }
+  detail::store_decision_record(
+      impl_->signature,
+      {record_key,
+       nlohmann::json{{"config", best}, {"config_text", configs[best].describe()}, {"timings_ms", timings_json}}.dump()});
   if (detail::compile_logging_enabled()) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[tjit] autotuned %s for key (%s) on %s: %zu of %zu configs timed in %.0f ms (%zu runs); "

@@ -32,7 +32,7 @@ struct KernelStoreCounters {
   uint64_t corrupt = 0;         // damaged files found (each logged once, then replaced)
   uint64_t writes = 0;          // entries and signature records written
   uint64_t write_failures = 0;  // writes that failed (the first one is logged)
-  uint64_t tuning_hits = 0;     // autotune choices read from the store (no timing runs)
+  uint64_t tuning_hits = 0;     // autotune choices and heuristic values read from the store
 };
 KernelStoreCounters kernel_store_counters();
 

@@ -146,6 +146,10 @@ class TritonJitFunction {
   int tune_key(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, int device) const;
   const std::vector<std::pair<int, ConstexprValue>>& heuristic_values(const detail::CapturedArg* args,
                                                                       int config) const;
+  // What the kernel store's decision records of this kernel start their key with: the kind of
+  // decision, the kernel, its sources and the Triton version.
+  std::string decision_key(const char* kind) const;
+  std::optional<std::vector<std::pair<int, ConstexprValue>>> stored_heuristic_values(const std::string& key) const;
   // Places the caller's arguments and config `config`'s (and the heuristics') values into `pack`
   // in parameter order, and the grid's view of them into `values`/`has_value`.
   void assemble(const detail::CapturedArg* args, int config, detail::ArgumentPackBase& pack, ConstexprValue* values,
