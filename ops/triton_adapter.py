@@ -171,7 +171,7 @@ def _tuning_description(obj, fn):
             description["heuristics"] += list(layer.values)
             if description["autotuned"]:
                 description["heuristics_see_config"] = True
-    return json.dumps(description, sort_keys=True)
+    return json.dumps(description)  # configs keep their meta-parameters in source order, as Triton prints them
 
 
 @functools.lru_cache(maxsize=None)

@@ -72,7 +72,8 @@ double KernelMeta::value_as_double(std::string_view name) const {
 namespace detail {
 namespace {
 
-using nlohmann::json;
+// Ordered: a config's meta-parameters keep the order its source gives them, as Triton prints them.
+using json = nlohmann::ordered_json;
 
 int position_of(const std::vector<int>& caller_params, const std::vector<KernelParam>& params,
                 const std::string& name, const std::string& kernel, const char* what) {
