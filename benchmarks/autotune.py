@@ -73,16 +73,35 @@ def triton_cdiv(a, b):
     return (a + b - 1) // b
 
 
-def cpp(binary):
+def cpp(binary, calls=2000, rounds=15):
     path = find_cpp_binary(binary, name="tjit_bench_autotune")
     if path is None:
         return {"skipped": True, "reason": "tjit_bench_autotune not found (ninja -C build tjit_bench_autotune)"}
     env = dict(os.environ, TJIT_LOG_COMPILES="0")
-    proc = subprocess.run([path, "--kernel-file", KERNELS], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run([path, "--kernel-file", KERNELS, "--calls", str(calls), "--rounds", str(rounds)],
+                          capture_output=True, text=True, env=env, timeout=600)
     data = parse_last_json(proc.stdout)
     if data is None:
         return {"skipped": True, "reason": f"exit {proc.returncode}: {(proc.stdout + proc.stderr)[-500:]}"}
     return data
+
+
+def run_autotune(device, smoke, binary=None, log=print):
+    """Both sides, as benchmarks/run_benchmarks.py keeps them; skipped (with the reason) without CUDA."""
+    if device != "cuda":
+        return {"skipped": True, "reason": "autotuning is timed on CUDA only"}
+    calls, rounds = (50, 3) if smoke else (2000, 15)
+    result = {"tjit": cpp(binary, calls, rounds)}
+    if result["tjit"].get("skipped"):
+        log(f"  note: {result['tjit']['reason']}")
+        return {"skipped": True, "reason": result["tjit"]["reason"]}
+    result["python_triton"] = python_triton(calls, rounds)
+    result["tuning_ratio"] = max(result["tjit"]["tuning_ms"][str(n)] / result["python_triton"]["tuning_ms"][str(n)]
+                                 for n in KEYS[1:])
+    result["host_ratio"] = result["tjit"]["host_us"]["autotuned_run"] / result["tjit"]["host_us"]["plain_operator"]
+    for line in report(result).splitlines():
+        log("  " + line)
+    return result
 
 
 def report(result):
@@ -110,10 +129,11 @@ def main():
     if not torch.cuda.is_available():
         print("autotune benchmark: no CUDA device; nothing measured")
         return 0
-    result = {"device": torch.cuda.get_device_name(), "tjit": cpp(args.cpp_bin), "python_triton": python_triton()}
-    if result["tjit"].get("skipped"):
+    result = run_autotune("cuda", False, args.cpp_bin, log=lambda line: None)
+    if result.get("skipped"):
         print(json.dumps(result, indent=1))
         return 1
+    result["device"] = torch.cuda.get_device_name()
     print(report(result))
     if args.out:
         with open(args.out, "w") as f:

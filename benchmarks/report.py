@@ -57,6 +57,10 @@ TARGETS = [
             "(value: ms), triton never imported", "le", 20.0),
     _target("cold_store_vs_jit", "Empty store: all first calls <= 1.10x the same without a store (C++, Python)",
             "le", 1.10),
+    _target("autotune_host", "C++ autotuned run() host time after tuning <= 1.10x the same kernel's plain launch",
+            "le", 1.10),
+    _target("autotune_cost", "tuning cost per new key <= 1.10x Python Triton's autotuner, same kernel and configs",
+            "le", 1.10),
     _target("cold_cpp_bundle", "C++ fresh process, kernels from liboperators' embedded bundle, TJIT_JIT=0: each "
             "op's first call <= 5 ms after CUDA context creation (value: ms), libpython and libtriton never mapped",
             "le", 5.0),
@@ -174,6 +178,14 @@ def evaluate_targets(results):
             ratio, at, reason, failed = _bandwidth_target(bw, "layer_norm", pas, cols, 512, 16384, ["aten"])
         elif tid.startswith("cold_"):
             ratio, at, reason, failed = _cold_start_target(results.get("cold_start"), tid)
+        elif tid.startswith("autotune_"):
+            tuned = results.get("autotune") or {}
+            if not tuned or tuned.get("skipped"):
+                reason = "autotuning not measured" + (f": {tuned.get('reason')}" if tuned.get("reason") else "")
+            elif tid == "autotune_host":
+                ratio, at = tuned["host_ratio"], "add 4096 fp32, host us per call"
+            else:
+                ratio, at = tuned["tuning_ratio"], "add, 8 configs, worst of 3 new keys"
         if failed:  # tjit errored or gave wrong results somewhere in range
             status = "MISS"
         elif ratio is None:
@@ -328,6 +340,14 @@ def write_markdown(results, path, plots=()):
         lines += ["not run", ""]
 
     lines += ["## Cold start (fresh processes)", ""] + cold_start_markdown(results.get("cold_start"))
+
+    lines += ["## Autotuning (benchmarks/autotune.py)", ""]
+    tuned = results.get("autotune") or {}
+    if tuned and not tuned.get("skipped"):
+        import autotune
+        lines += autotune.report(tuned).splitlines() + [""]
+    else:
+        lines += ["not run" + (f": {tuned['reason']}" if tuned.get("reason") else ""), ""]
 
     if plots:
         lines += ["## Plots", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in plots] + [""]

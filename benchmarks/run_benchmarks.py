@@ -32,7 +32,7 @@ def parse_args(argv):
                    "(default: benchmarks/results, or a new temporary folder with --smoke)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes and few iterations, to check that everything runs (implied on CPU)")
-    p.add_argument("--only", choices=("overhead", "bandwidth", "cold_start"), help="run one part only")
+    p.add_argument("--only", choices=("overhead", "bandwidth", "cold_start", "autotune"), help="run one part only")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available, else cpu")
     p.add_argument("--ops", help=f"comma-separated subset of {','.join(OPS)} (default: all)")
     p.add_argument("--dtypes", help="bandwidth dtypes, comma-separated (default: float32,bfloat16)")
@@ -77,6 +77,8 @@ def merge_previous(results, path, ops_filter):
             results["overhead"][part]["ops"] = {**kept, **results["overhead"][part]["ops"]}
     if results.get("cold_start") is None and old.get("cold_start"):
         results["cold_start"] = old["cold_start"]
+    if results.get("autotune") is None and old.get("autotune"):
+        results["autotune"] = old["autotune"]
     if old.get("bandwidth"):
         if results["bandwidth"] is None:
             results["bandwidth"] = old["bandwidth"]
@@ -128,6 +130,7 @@ def main(argv=None):
     if device == "cpu":
         python_baselines.patch_interpreter_for_numpy()
     import bandwidth
+    import autotune
     import cold_start
     import overhead
     import report
@@ -154,7 +157,7 @@ def main(argv=None):
     if missing:
         print(f"note: torch.ops.tjit has no {', '.join(missing)} yet; tjit is skipped there")
 
-    results = {"meta": meta, "overhead": {}, "bandwidth": None, "cold_start": None}
+    results = {"meta": meta, "overhead": {}, "bandwidth": None, "cold_start": None, "autotune": None}
     if args.only in (None, "overhead"):
         print("\n== host overhead, Python ==", flush=True)
         results["overhead"]["python"] = overhead.run_python_overhead(device, smoke, ops_filter)
@@ -167,6 +170,9 @@ def main(argv=None):
     if args.only in (None, "cold_start"):
         print("\n== cold start (fresh processes) ==", flush=True)
         results["cold_start"] = cold_start.run_cold_start(device, smoke, runs=args.cold_start_runs)
+    if args.only in (None, "autotune"):
+        print("\n== autotuning (tjit against Python Triton's autotuner) ==", flush=True)
+        results["autotune"] = autotune.run_autotune(device, smoke, None)
     meta["seconds"] = round(time.perf_counter() - started, 1)
     if args.merge:
         results = merge_previous(results, os.path.join(out_dir, report.RESULTS_JSON), ops_filter)

@@ -304,7 +304,6 @@ class _DtypeOnly:
 
 def _named_args(handle, args, tensors_as_dtype):
     import torch
-    _, _, fn = _kernels[handle]
     names = _caller_parameter_names(handle)
     values = {}
     for param_name, value in zip(names, args):

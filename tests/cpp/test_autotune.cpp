@@ -339,7 +339,8 @@ TEST_P(Autotune, ASecondProcessLoadsTheChoiceWithoutTiming) {
   self.resize(::readlink("/proc/self/exe", self.data(), self.size()));
   const std::string device = GetParam().is_cuda() ? "cuda" : "cpu";
   // With CUDA, the child also runs with JIT off: signature, choice and binary all come from the store.
-  const std::string command = "TJIT_CACHE_DIR='" + store.path() + "' " + (GetParam().is_cuda() ? "TJIT_JIT=0 " : "") +
+  const std::string command = "env -u TJIT_CACHE TJIT_CACHE_DIR='" + store.path() + "' " +
+                              (GetParam().is_cuda() ? "TJIT_JIT=0 " : "") +
                               "'" + self + "' --gtest_also_run_disabled_tests --gtest_filter='*/Autotune." +
                               "DISABLED_ChildLoadsTheChoice/" + device + "' 2>&1 | grep -q '^\\[  PASSED  \\] 1 test\\.'";
   EXPECT_EQ(std::system(command.c_str()), 0) << command;

@@ -77,15 +77,24 @@ def test_smoke_writes_json_and_markdown(smoke_run):
     else:
         assert check.get("skipped") is True, check
 
+    # Autotuning is timed on CUDA only: tjit's tuning and launch against Python Triton's autotuner.
+    tuned = results["autotune"]
+    if torch.cuda.is_available():
+        assert tuned.get("host_ratio", 0) > 0 and tuned.get("tuning_ratio", 0) > 0, tuned
+        assert set(tuned["tjit"]["tuning_ms"]) == set(tuned["python_triton"]["tuning_ms"]), tuned
+    else:
+        assert tuned["skipped"] is True and "CUDA" in tuned["reason"], tuned
+
     targets = results["targets"]
-    assert len(targets) == 16
+    assert len(targets) == 18
     for t in targets:
         assert {"target", "ratio", "status", "worst_at"} <= set(t)
         assert t["status"] in ("PASS", "MISS", "N/A")
 
     md = (folder / "results.md").read_text()
     for heading in ("## Targets", "## Host overhead per call, Python", "## Host overhead per call, C++",
-                    "## Bandwidth (GB/s)", "### softmax fwd", "### layer_norm bwd", "## Cold start (fresh processes)"):
+                    "## Bandwidth (GB/s)", "### softmax fwd", "### layer_norm bwd", "## Cold start (fresh processes)",
+                    "## Autotuning (benchmarks/autotune.py)"):
         assert heading in md, heading
     # The summary table comes last.
     assert stdout.strip().splitlines()[-1].startswith("targets: ")

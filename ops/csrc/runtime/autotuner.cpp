@@ -254,9 +254,8 @@ ArgumentResetter::ArgumentResetter(const TuningSpec& spec, const CapturedArg* ar
                    "cuMemcpyDtoDAsync", "saving a restore_value argument for autotuning");
         span.saved = std::shared_ptr<void>(copy, copy->get());
       } else {
-        std::shared_ptr<char[]> copy(new char[bytes]);
-        std::memcpy(copy.get(), data, bytes);
-        span.saved = std::shared_ptr<void>(copy, copy.get());
+        auto copy = std::make_shared<std::vector<char>>(data, data + bytes);
+        span.saved = std::shared_ptr<void>(copy, copy->data());
       }
     }
     restore_.push_back(std::move(span));
