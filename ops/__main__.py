@@ -39,7 +39,8 @@ def _cache(args):
         else:
             print(f"kernel store: {summary['directory']}" + ("" if summary["exists"] else " (not created yet)"))
             print(f"  {summary['entries']} entries of {summary['kernels']} kernels, "
-                  f"{summary['signatures']} signature records, {_size(summary['bytes'])}")
+                  f"{summary['signatures']} signature records, {summary['decisions']} decision records "
+                  f"(autotune choices, heuristic values), {_size(summary['bytes'])}")
             if summary["damaged"]:
                 print(f"  {summary['damaged']} damaged files (ignored by the runtime, replaced on next use)")
         return 0

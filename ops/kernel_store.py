@@ -19,6 +19,10 @@ ENTRY_MAGIC = b"TJITKRNL"
 SIGNATURE_MAGIC = b"TJITSIGN"
 ENTRY_SUFFIX = ".tjk"
 SIGNATURE_NAME = "signature.tjs"
+# Decisions the runtime makes once per kernel and key: autotune choices, heuristic values
+# (JSON header {"key": text, "value": ...}, no binary).
+DECISION_MAGIC = b"TJITDCSN"
+DECISION_SUFFIX = ".tjd"
 _FRAME = struct.Struct("<8sIIQ40s")  # magic, format, header bytes, binary bytes, SHA-1 (hex)
 
 
@@ -147,8 +151,8 @@ def _store_files(folder: str):
 
 
 def read(folder: Optional[str] = None) -> Iterator[object]:
-    """Every entry (Entry) and damaged file (Damaged) in the store; signature records are checked
-    and reported only when damaged."""
+    """Every entry (Entry) and damaged file (Damaged) in the store; signature and decision records
+    are checked and reported only when damaged."""
     folder = folder or directory()
     if folder is None:
         return
@@ -156,6 +160,14 @@ def read(folder: Optional[str] = None) -> Iterator[object]:
         with open(path, "rb") as f:
             data = f.read()
         is_signature = os.path.basename(path) == SIGNATURE_NAME
+        if path.endswith(DECISION_SUFFIX):
+            try:
+                header, binary = decode(data, DECISION_MAGIC)
+                if binary or not isinstance(header.get("key"), str) or "value" not in header:
+                    raise DamagedFile("not a decision record (key, value, no binary)")
+            except DamagedFile as e:
+                yield Damaged(path, len(data), str(e))
+            continue
         try:
             header, binary = decode(data, SIGNATURE_MAGIC if is_signature else ENTRY_MAGIC)
             if not is_signature:
@@ -199,7 +211,7 @@ def matches(item, kernel: Optional[str]) -> bool:
 def info(folder: Optional[str] = None) -> dict:
     folder = folder or directory()
     summary = {"directory": folder, "enabled": folder is not None, "exists": bool(folder and os.path.isdir(folder)),
-               "kernels": 0, "entries": 0, "signatures": 0, "damaged": 0, "bytes": 0}
+               "kernels": 0, "entries": 0, "signatures": 0, "decisions": 0, "damaged": 0, "bytes": 0}
     if folder is None:
         return summary
     functions = set()
@@ -207,6 +219,8 @@ def info(folder: Optional[str] = None) -> dict:
         summary["bytes"] += os.path.getsize(path)
         if os.path.basename(path) == SIGNATURE_NAME:
             summary["signatures"] += 1
+        elif path.endswith(DECISION_SUFFIX):
+            summary["decisions"] += 1
     for item in read(folder):
         if isinstance(item, Entry):
             summary["entries"] += 1

@@ -291,6 +291,24 @@ def test_damaged_signature_is_replaced(probe, store):
     assert not run_probe(probe, store, [256]).python
 
 
+def test_signature_from_before_autotune_is_replaced_quietly(probe, store):
+    # A record an earlier tjit wrote has no "tuning" field: intact, but it cannot say whether the
+    # kernel is autotuned. It is a miss (counted stale, no warning) and is rewritten with the field.
+    run_probe(probe, store, [256])
+    signature = store_files(store, "signature.tjs")[0]
+    with open(signature, "rb") as f:
+        header, _ = kernel_store.decode(f.read(), kernel_store.SIGNATURE_MAGIC)
+    del header["tuning"]
+    with open(signature, "wb") as f:
+        f.write(kernel_store.encode(header, b"", kernel_store.SIGNATURE_MAGIC))
+    run = run_probe(probe, store, [256])
+    assert run.python and run.counters["signature_hits"] == 0 and run.counters["corrupt"] == 0
+    assert run.counters["stale"] >= 1 and "damaged" not in run.stderr
+    with open(signature, "rb") as f:
+        assert kernel_store.decode(f.read(), kernel_store.SIGNATURE_MAGIC)[0]["tuning"] == ""
+    assert not run_probe(probe, store, [256]).python
+
+
 def test_deleted_kernel_file_is_a_clear_error(probe, store, tmp_path):
     kernel = tmp_path / "deleted.py"
     shutil.copy(TEST_KERNELS, kernel)
@@ -423,6 +441,19 @@ def test_cache_command(probe, store, tmp_path):
     assert all(e["launch"]["symbol"] == "scale_kernel" and e["launch"]["num_warps"] == 4 for e in listing)
     text = cache_cli("list", store=store)
     assert "scale_kernel(x_ptr: *fp32:16" in text and "target cuda:80:32" in text and "num_warps=4" in text
+
+    # A decision record (an autotune choice, as the runtime writes one) is counted, not listed as an
+    # entry, and reported when damaged.
+    kernel_dir = os.path.dirname(entry_for(store, 512))
+    decision = os.path.join(kernel_dir, "decision-0123.tjd")
+    with open(decision, "wb") as f:
+        f.write(kernel_store.encode({"key": "tjit autotune choice v1\n", "value": {"config": 1}}, b"",
+                                    kernel_store.DECISION_MAGIC))
+    summary = json.loads(cache_cli("info", "--json", store=store))
+    assert summary["decisions"] == 1 and summary["damaged"] == 0 and summary["entries"] == 4
+    flip_byte(decision)
+    assert json.loads(cache_cli("info", "--json", store=store))["damaged"] == 1
+    os.remove(decision)
 
     flip_byte(entry_for(store, 512))
     assert json.loads(cache_cli("info", "--json", store=store))["damaged"] == 1

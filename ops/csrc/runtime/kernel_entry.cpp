@@ -143,7 +143,10 @@ KernelSignature signature_from_json(const json& j, bool tuning_required = false)
     s.sources.push_back({f.at("path").get<std::string>(), f.at("fingerprint").get<std::string>()});
   }
   s.triton_version = j.at("triton").get<std::string>();
-  if (tuning_required || j.contains("tuning")) {
+  if (tuning_required && !j.contains("tuning")) {
+    throw OutdatedStoreFile("written by an earlier tjit, without the kernel's autotune description");
+  }
+  if (j.contains("tuning")) {
     s.tuning = j.at("tuning").get<std::string>();
   }
   return s;

@@ -66,6 +66,13 @@ class CorruptStoreFile : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An intact record written by an earlier tjit that lacks what this one needs (a signature record
+// from before autotune support): a miss that is replaced without a warning.
+class OutdatedStoreFile : public CorruptStoreFile {
+ public:
+  using CorruptStoreFile::CorruptStoreFile;
+};
+
 std::string encode_entry(const KernelEntry& entry);
 KernelEntry decode_entry(const std::string& bytes);  // throws CorruptStoreFile
 std::string encode_signature(const KernelSignature& signature);

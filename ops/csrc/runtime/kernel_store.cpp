@@ -2,6 +2,7 @@
 // atomically. Layout (docs/design.md, "Kernel store"):
 //   <folder>/v<format>/<function>-<16 hex of SHA-1(kernel file path)>/signature.tjs
 //   <folder>/v<format>/<function>-<...>/<32 hex of SHA-1(key)>.tjk
+//   <folder>/v<format>/<function>-<...>/decision-<32 hex of SHA-1(key)>.tjd  (autotune, heuristics)
 
 #include "kernel_store_detail.h"
 
@@ -156,6 +157,9 @@ std::optional<T> read_store_file(const fs::path& path, T (*decode)(const std::st
   }
   try {
     return decode(*bytes);
+  } catch (const detail::OutdatedStoreFile&) {
+    state().counters.stale.fetch_add(1);
+    return std::nullopt;
   } catch (const CorruptStoreFile& e) {
     report_damage(path, e.what());
     return std::nullopt;
