@@ -233,4 +233,20 @@ TEST_F(SpecializationTest, DescribeNamesEveryParameter) {
             "C_FLOAT=0.25, C_NONE=None");
 }
 
+// A float constexpr never describes like an integer one: they compile differently, and the kernel
+// store's key is built from this text.
+TEST(ConstexprText, FloatsNeverReadAsIntegers) {
+  EXPECT_EQ(tjit::constexpr_text(int64_t{1}), "1");
+  EXPECT_EQ(tjit::constexpr_text(1.0), "1.0");
+  EXPECT_EQ(tjit::constexpr_text(-2.0), "-2.0");
+  EXPECT_EQ(tjit::constexpr_text(0.25), "0.25");
+  EXPECT_EQ(tjit::constexpr_text(1e20), "1e+20");
+  EXPECT_EQ(tjit::constexpr_text(true), "True");
+  EXPECT_EQ(tjit::constexpr_text(std::monostate{}), "None");
+  const tjit::Specialization as_int{{"constexpr"}, {{0, int64_t{1}}}, {}};
+  const tjit::Specialization as_float{{"constexpr"}, {{0, 1.0}}, {}};
+  EXPECT_EQ(as_int.describe({"C"}), "C=1");
+  EXPECT_EQ(as_float.describe({"C"}), "C=1.0");
+}
+
 }  // namespace

@@ -17,19 +17,10 @@
 
 namespace tjit {
 
-namespace {
-// A meta-parameter's value as Python prints it (True, None, 0.5).
-std::string python_text(const ConstexprValue& value) {
-  if (std::holds_alternative<std::monostate>(value)) return "None";
-  if (const auto* b = std::get_if<bool>(&value)) return *b ? "True" : "False";
-  return detail::constexpr_value_json<nlohmann::json>(value).dump();
-}
-}  // namespace
-
 std::string KernelConfig::describe() const {
   std::string out;
   for (const auto& [name, value] : values) {
-    out += name + ": " + python_text(value) + ", ";
+    out += name + ": " + constexpr_text(value) + ", ";
   }
   out += "num_warps: " + std::to_string(options.num_warps) + ", num_ctas: " + std::to_string(options.num_ctas) +
          ", num_stages: " + std::to_string(options.num_stages) +
@@ -100,11 +91,11 @@ int parameter_index(const std::vector<KernelParam>& params, const std::string& n
   TORCH_CHECK(false, "tjit: kernel ", kernel, ": ", what, " sets '", name, "', which is not one of its parameters");
 }
 
-ConstexprValue value_from_json(const json& j) {
-  if (j.is_null()) return std::monostate{};
-  if (j.is_boolean()) return j.get<bool>();
-  if (j.is_number_integer()) return j.get<int64_t>();
-  return j.get<double>();
+ConstexprValue meta_parameter(const json& j, const std::string& name, const std::string& kernel) {
+  const auto value = constexpr_value_from_json(j);
+  TORCH_CHECK(value, "tjit: kernel ", kernel, ": a config sets '", name, "' to ", j.dump(),
+              "; meta-parameters are None, bool, int or float");
+  return *value;
 }
 
 }  // namespace
@@ -135,7 +126,13 @@ TuningSpec parse_tuning_spec(const std::string& tuning, const std::vector<Kernel
   }
   try {
     spec.autotuned = j.at("autotuned").get<bool>();
-    std::vector<bool> set_by_layers(params.size(), false);
+    std::vector<bool> set_by_configs(params.size(), false);
+    std::vector<bool> set_by_heuristics(params.size(), false);
+    for (const json& h : j.at("heuristics")) {
+      const int index = parameter_index(params, h.get<std::string>(), kernel, "@triton.heuristics");
+      spec.heuristic_params.push_back(index);
+      set_by_heuristics[index] = true;
+    }
     for (const json& c : j.at("configs")) {
       KernelConfig config;
       std::vector<std::pair<int, ConstexprValue>> values;
@@ -143,9 +140,10 @@ TuningSpec parse_tuning_spec(const std::string& tuning, const std::vector<Kernel
         const int index = parameter_index(params, name, kernel, "a config");
         TORCH_CHECK(params[index].is_constexpr, "tjit: kernel ", kernel, ": a config sets '", name,
                     "', which is not a tl.constexpr parameter");
-        config.values.emplace_back(name, value_from_json(value));
-        values.emplace_back(index, value_from_json(value));
-        set_by_layers[index] = true;
+        const ConstexprValue v = meta_parameter(value, name, kernel);
+        config.values.emplace_back(name, v);
+        values.emplace_back(index, v);
+        set_by_configs[index] = true;
       }
       config.options.num_warps = c.at("num_warps").get<int>();
       config.options.num_stages = c.at("num_stages").get<int>();
@@ -158,24 +156,21 @@ TuningSpec parse_tuning_spec(const std::string& tuning, const std::vector<Kernel
       spec.configs.emplace_back();
       spec.config_values.emplace_back();
     }
+    // A meta-parameter some config sets must come from every config (or a heuristic): the caller
+    // cannot pass it for some configs only.
     for (size_t c = 0; c < spec.config_values.size(); ++c) {
+      std::vector<bool> set_here(params.size(), false);
+      for (const auto& value : spec.config_values[c]) {
+        set_here[value.first] = true;
+      }
       for (size_t i = 0; i < params.size(); ++i) {
-        const bool sets = std::any_of(spec.config_values[c].begin(), spec.config_values[c].end(),
-                                      [&](const auto& v) { return v.first == static_cast<int>(i); });
-        TORCH_CHECK(!spec.autotuned || sets || !set_by_layers[i] ||
-                        std::any_of(j.at("heuristics").begin(), j.at("heuristics").end(),
-                                    [&](const json& h) { return h.get<std::string>() == params[i].name; }),
-                    "tjit: kernel ", kernel, ": config ", spec.configs[c].describe(), " does not set '",
-                    params[i].name, "', which other configs set; every config must set the same meta-parameters");
+        TORCH_CHECK(!set_by_configs[i] || set_here[i] || set_by_heuristics[i], "tjit: kernel ", kernel, ": config ",
+                    spec.configs[c].describe(), " does not set '", params[i].name,
+                    "', which other configs set; every config must set the same meta-parameters");
       }
     }
-    for (const json& h : j.at("heuristics")) {
-      const int index = parameter_index(params, h.get<std::string>(), kernel, "@triton.heuristics");
-      spec.heuristic_params.push_back(index);
-      set_by_layers[index] = true;
-    }
     for (size_t i = 0; i < params.size(); ++i) {
-      if (!set_by_layers[i]) {
+      if (!set_by_configs[i] && !set_by_heuristics[i]) {
         spec.caller_params.push_back(static_cast<int>(i));
       }
     }
@@ -216,14 +211,14 @@ std::pair<char*, size_t> span_of(const at::Tensor& t) {
   return {static_cast<char*>(t.data_ptr()), static_cast<size_t>(last + 1) * t.element_size()};
 }
 
-c10::DataPtr allocate_on(int device, size_t bytes) {
+}  // namespace
+
+c10::DataPtr allocate_device_memory(int device, size_t bytes, const char* purpose) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
   c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::CUDA);
-  TORCH_CHECK(allocator != nullptr, "tjit: autotuning needs torch's CUDA allocator");
+  TORCH_CHECK(allocator != nullptr, "tjit: ", purpose, " needs device memory and torch has no CUDA allocator");
   return allocator->allocate(bytes);
 }
-
-}  // namespace
 
 ArgumentResetter::ArgumentResetter(const TuningSpec& spec, const CapturedArg* args, void* stream, const char* kernel)
     : stream_(stream) {
@@ -247,7 +242,7 @@ ArgumentResetter::ArgumentResetter(const TuningSpec& spec, const CapturedArg* ar
     Span span{data, bytes, t.is_cuda(), nullptr};
     if (bytes > 0) {
       if (span.cuda) {
-        auto copy = std::make_shared<c10::DataPtr>(allocate_on(t.device().index(), bytes));
+        auto copy = std::make_shared<c10::DataPtr>(allocate_device_memory(t.device().index(), bytes, "autotuning (restore_value)"));
         const auto& cu = cuda_driver();
         check_cuda(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(copy->get()), reinterpret_cast<CUdeviceptr>(data),
                                         bytes, static_cast<CUstream>(stream)),
@@ -326,7 +321,7 @@ double time_on_gpu(void* stream_handle, int device, const std::function<void()>&
   const auto& cu = cuda_driver();
   const auto stream = static_cast<CUstream>(stream_handle);
   constexpr size_t kCacheBytes = 256u << 20;  // what Triton's benchmarker clears the L2 cache with
-  c10::DataPtr cache = allocate_on(device, kCacheBytes);
+  c10::DataPtr cache = allocate_device_memory(device, kCacheBytes, "autotuning (clearing the L2 cache)");
   auto clear_cache = [&] {
     check_cuda(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(cache.get()), 0, kCacheBytes / 4, stream),
                "cuMemsetD32Async", "clearing the L2 cache for autotuning");

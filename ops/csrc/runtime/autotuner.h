@@ -7,6 +7,8 @@
 #include <tjit/kernel_param.h>
 #include <tjit/launch_types.h>
 
+#include <c10/core/Allocator.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -116,6 +118,10 @@ class WordKeyedTable {
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<Entry>>> table_;
   std::atomic<Entry*> last_{nullptr};
 };
+
+// `bytes` of CUDA memory on `device` from torch's allocator (stream-ordered on the device's current
+// torch stream). `purpose` names what needs it in the error when torch has no CUDA allocator.
+c10::DataPtr allocate_device_memory(int device, size_t bytes, const char* purpose);
 
 // Puts reset_to_zero arguments back to zero and restore_value arguments back to their values at
 // construction, between timed runs: on `stream` for CUDA tensors, at once for CPU ones.

@@ -65,26 +65,30 @@ std::string Specialization::describe(const std::vector<std::string>& param_names
       if (index != static_cast<int>(i)) {
         continue;
       }
-      out += "=";
-      std::visit(
-          [&out](const auto& v) {
-            using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, std::monostate>) {
-              out += "None";
-            } else if constexpr (std::is_same_v<T, bool>) {
-              out += v ? "True" : "False";
-            } else if constexpr (std::is_same_v<T, double>) {
-              char buffer[32];
-              const auto end = std::to_chars(buffer, buffer + sizeof(buffer), v).ptr;  // shortest round trip
-              out.append(buffer, end);
-            } else {
-              out += std::to_string(v);
-            }
-          },
-          value);
+      out += "=" + constexpr_text(value);
     }
   }
   return out;
+}
+
+std::string constexpr_text(const ConstexprValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          return "None";
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return v ? "True" : "False";
+        } else if constexpr (std::is_same_v<T, double>) {
+          char buffer[32];
+          const auto end = std::to_chars(buffer, buffer + sizeof(buffer), v).ptr;  // shortest round trip
+          std::string text(buffer, end);
+          return text.find_first_not_of("-0123456789") == std::string::npos ? text + ".0" : text;
+        } else {
+          return std::to_string(v);
+        }
+      },
+      value);
 }
 
 }  // namespace tjit

@@ -153,17 +153,8 @@ KernelSignature signature_from_json(const json& j, bool tuning_required = false)
 }
 
 ConstexprValue constexpr_from_json(const json& j) {
-  if (j.is_null()) {
-    return std::monostate{};
-  }
-  if (j.is_boolean()) {
-    return j.get<bool>();
-  }
-  if (j.is_number_integer()) {
-    return j.get<int64_t>();
-  }
-  if (j.is_number_float()) {
-    return j.get<double>();
+  if (auto value = constexpr_value_from_json(j)) {
+    return *value;
   }
   throw CorruptStoreFile("constexpr value " + j.dump() + " is not None, a bool, an int or a float");
 }

@@ -13,7 +13,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include <nlohmann/json.hpp>
@@ -199,10 +198,8 @@ c10::DataPtr allocate_scratch(int64_t size, const Grid& grid, int num_ctas, int 
   if (size <= 0) {
     return {};
   }
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
-  c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::CUDA);
-  TORCH_CHECK(allocator != nullptr, "tjit: the kernel needs scratch memory and torch has no CUDA allocator");
-  return allocator->allocate(static_cast<size_t>(size) * grid.size() * num_ctas);
+  return detail::allocate_device_memory(device, static_cast<size_t>(size) * grid.size() * num_ctas,
+                                        "the kernel's scratch memory");
 }
 
 }  // namespace
@@ -813,15 +810,11 @@ std::string describe_argument(const CapturedArg& a) {
   switch (a.kind) {
     case CapturedArg::Kind::Tensor: return c10::toString(a.tensor->scalar_type());
     case CapturedArg::Kind::Pointer: return c10::toString(a.pointer.dtype);
-    case CapturedArg::Kind::Signed: return std::to_string(a.signed_value);
+    case CapturedArg::Kind::Signed: return constexpr_text(a.signed_value);
     case CapturedArg::Kind::Unsigned: return std::to_string(a.unsigned_value);
-    case CapturedArg::Kind::Float: {
-      char text[32];  // exact: store keys are built from it
-      std::snprintf(text, sizeof(text), "%.17g", a.float_value);
-      return text;
-    }
-    case CapturedArg::Kind::Bool: return a.bool_value ? "True" : "False";
-    case CapturedArg::Kind::None: return "None";
+    case CapturedArg::Kind::Float: return constexpr_text(a.float_value);
+    case CapturedArg::Kind::Bool: return constexpr_text(a.bool_value);
+    case CapturedArg::Kind::None: return constexpr_text(std::monostate{});
   }
   return "";
 }
@@ -946,7 +939,7 @@ const std::vector<std::pair<int, ConstexprValue>>& TritonJitFunction::heuristic_
     if (!entry.ready.load(std::memory_order_acquire)) {
       std::string arguments;
       for (size_t i = 0; i < num_args; ++i) {
-        arguments += describe_argument(args[i]) + (args[i].kind == CapturedArg::Kind::Float ? "f " : " ");
+        arguments += describe_argument(args[i]) + " ";
       }
       const std::string record_key = decision_key("heuristic values") + "config " + std::to_string(seen_config) +
                                      "\narguments " + arguments + "\n";
@@ -993,14 +986,11 @@ std::optional<std::vector<std::pair<int, ConstexprValue>>> TritonJitFunction::st
   std::vector<std::pair<int, ConstexprValue>> out;
   for (const auto& item : values.is_array() ? values : nlohmann::json::array()) {
     const int index = item.is_array() && item.size() == 2 && item[0].is_number_integer() ? item[0].get<int>() : -1;
-    const auto& v = index >= 0 ? item[1] : item;
-    if (index < 0 || static_cast<size_t>(index) >= params_.size() || !(v.is_null() || v.is_boolean() || v.is_number())) {
+    const auto value = index >= 0 ? detail::constexpr_value_from_json(item[1]) : std::nullopt;
+    if (!value || static_cast<size_t>(index) >= params_.size()) {
       return std::nullopt;  // not what this runtime writes: ask Python again (and rewrite it)
     }
-    out.emplace_back(index, v.is_null()      ? ConstexprValue(std::monostate{})
-                            : v.is_boolean() ? ConstexprValue(v.get<bool>())
-                            : v.is_number_integer() ? ConstexprValue(v.get<int64_t>())
-                                                    : ConstexprValue(v.get<double>()));
+    out.emplace_back(index, *value);
   }
   if (out.size() != impl_->tuning.heuristic_params.size()) {
     return std::nullopt;

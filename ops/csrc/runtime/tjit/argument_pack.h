@@ -108,8 +108,10 @@ struct is_std_optional<std::optional<T>> : std::true_type {};
 template <typename>
 inline constexpr bool always_false = false;
 
-template <typename T>
-void add_argument(ArgumentPackBase& pack, const T& value) {
+// Hands one C++ argument to `pack` (an ArgumentPackBase, or anything with the same add_* members)
+// by its type: the one place that decides which C++ types a kernel argument may have.
+template <typename Sink, typename T>
+void add_argument(Sink& pack, const T& value) {
   using D = std::decay_t<T>;
   if constexpr (std::is_same_v<D, at::Tensor>) {
     pack.add_tensor(value);

@@ -14,12 +14,12 @@
 // The caller passes the parameters that no config and no heuristic sets, in order; the grid is a
 // tjit::Grid or a callable from the chosen meta-parameters to one (Python's grid=lambda META: ...).
 
+#include <tjit/argument_pack.h>
 #include <tjit/compiled_kernel.h>
 #include <tjit/kernel_param.h>
 #include <tjit/launch_types.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -72,7 +72,8 @@ class KernelMeta {
 namespace detail {
 
 // One argument of a run() call, kept until the runtime has placed the config's values among them.
-// Tensors are held by address: they outlive the call.
+// Tensors are held by address: they outlive the call. It takes its value through add_argument,
+// so run() accepts exactly the argument types operator() accepts.
 struct CapturedArg {
   enum class Kind : uint8_t { Tensor, Pointer, Signed, Unsigned, Float, Bool, None };
   Kind kind = Kind::None;
@@ -82,42 +83,20 @@ struct CapturedArg {
   uint64_t unsigned_value = 0;
   double float_value = 0;
   bool bool_value = false;
-};
 
-template <typename>
-inline constexpr bool always_false_argument = false;
+  void add_tensor(const at::Tensor& t) { kind = Kind::Tensor, tensor = &t; }
+  void add_pointer(const DevicePointer& p) { kind = Kind::Pointer, pointer = p; }
+  void add_signed(int64_t v) { kind = Kind::Signed, signed_value = v; }
+  void add_unsigned(uint64_t v) { kind = Kind::Unsigned, unsigned_value = v; }
+  void add_float(double v) { kind = Kind::Float, float_value = v; }
+  void add_bool(bool v) { kind = Kind::Bool, bool_value = v; }
+  void add_none() { kind = Kind::None; }
+};
 
 template <typename T>
 CapturedArg capture_argument(const T& value) {
-  using D = std::decay_t<T>;
   CapturedArg a;
-  if constexpr (std::is_same_v<D, at::Tensor>) {
-    a.kind = CapturedArg::Kind::Tensor;
-    a.tensor = &value;
-  } else if constexpr (std::is_same_v<D, DevicePointer>) {
-    a.kind = CapturedArg::Kind::Pointer;
-    a.pointer = value;
-  } else if constexpr (std::is_same_v<D, std::nullopt_t> || std::is_same_v<D, std::nullptr_t>) {
-    a.kind = CapturedArg::Kind::None;
-  } else if constexpr (std::is_same_v<D, bool>) {
-    a.kind = CapturedArg::Kind::Bool;
-    a.bool_value = value;
-  } else if constexpr (std::is_integral_v<D> && std::is_unsigned_v<D>) {
-    a.kind = CapturedArg::Kind::Unsigned;
-    a.unsigned_value = static_cast<uint64_t>(value);
-  } else if constexpr (std::is_integral_v<D>) {
-    a.kind = CapturedArg::Kind::Signed;
-    a.signed_value = static_cast<int64_t>(value);
-  } else if constexpr (std::is_enum_v<D>) {
-    return capture_argument(static_cast<std::underlying_type_t<D>>(value));
-  } else if constexpr (std::is_floating_point_v<D>) {
-    a.kind = CapturedArg::Kind::Float;
-    a.float_value = static_cast<double>(value);
-  } else {
-    static_assert(always_false_argument<D>,
-                  "tjit: run() takes at::Tensor, tjit::DevicePointer, integers, float/double, bool and "
-                  "std::nullopt arguments");
-  }
+  add_argument(a, value);
   return a;
 }
 

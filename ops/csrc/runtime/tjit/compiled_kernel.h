@@ -15,6 +15,11 @@ namespace tjit {
 // A compile-time value: None, bool, integer or float, as Python Triton would pass it.
 using ConstexprValue = std::variant<std::monostate, bool, int64_t, double>;
 
+// A compile-time value as Python's repr writes it: None, True, 1024, 0.5, 1.0 (a float never reads
+// as an integer; the shortest text that reads back as the same double). Logs, errors and the kernel
+// store's keys use it, so values that compile differently never share a text.
+std::string constexpr_text(const ConstexprValue& value);
+
 // The specialisation of one call: the signature Triton compiles, derived from the
 // arguments exactly as Python Triton 3.6 derives it.
 struct Specialization {
