@@ -207,6 +207,28 @@ def _softmax_plan(m, n, t, single_pass_limit, backward):
     return ("row", 8192, False, 32) if t.element_size() == 2 else ("row", 4096, False, 16)
 
 
+LONG_ROW_MIN_SPLIT_BLOCK = 4096  # the autotuned long-row kernels' smallest split step
+LONG_ROW_MAX_CHUNKS = 128
+
+
+def _tuned_long_rows(m, n, t, min_cols):
+    """Whether ops/csrc/ops/{softmax,layer_norm}.cpp send these rows to the autotuned
+    *_fwd_long_kernel (CUDA, past the single-pass limit, not fp64, S = cdiv(n, 4096) <= 128)."""
+    chunks = triton.cdiv(n, LONG_ROW_MIN_SPLIT_BLOCK)
+    return (t.is_cuda and n > min_cols and t.dtype != torch.float64 and chunks <= LONG_ROW_MAX_CHUNKS
+            and m * chunks < 2**30)
+
+
+def _long_row_arguments(m, n, device):
+    """What the C++ operator gives an autotuned *_fwd_long_kernel: a grid from the chosen config, a
+    zeroed sync, partials for the smallest split step and the row-count bucket of the tuning key."""
+    sync = torch.zeros(m + 1, dtype=torch.int32, device=device)
+    partials = torch.empty(m * triton.cdiv(n, LONG_ROW_MIN_SPLIT_BLOCK) * 2, dtype=torch.float32, device=device)
+    bucket = min(triton.next_power_of_2(m), 4096)
+    grid = lambda meta: (m * triton.cdiv(n, meta["BLOCK_N"]) if meta["SPLIT"] else m, )  # noqa: E731
+    return grid, sync, partials, bucket
+
+
 def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
     if dim % max(x.dim(), 1) != x.dim() - 1:
         return softmax(x.movedim(dim, -1), -1, block_n, index_64, single_pass).movedim(-1, dim)
@@ -215,6 +237,10 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
     out = _empty((m, n), x.dtype, x.device)
     if index_64 is None:
         index_64 = _needs_index_64(x2)
+    if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, 32768):
+        grid, sync, partials, bucket = _long_row_arguments(m, n, x.device)
+        softmax_k.softmax_fwd_long_kernel[grid](out, x2, partials, sync, bucket, n, x2.stride(0), out.stride(0), INDEX_64=index_64)
+        return out.view(x.shape)
     plan = _softmax_plan(m, n, x2, 32768, backward=False)
     if block_n is not None or single_pass is not None:  # an explicit one-program-per-row launch
         block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
@@ -286,17 +312,27 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
     y = _empty((m, n), x.dtype, x.device)
     mean = _empty((m, ), acc, x.device) if stats else None
     rstd = _empty((m, ), acc, x.device) if stats else None
-    block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
     if index_64 is None:
         index_64 = _needs_index_64(x2)
-    layer_norm_k.layer_norm_fwd_kernel[(m, )](y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps,
-                                              HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
-                                              BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
-                                              num_warps=_row_num_warps(block_n, single))
+    if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, 16384):
+        grid, sync, partials, bucket = _long_row_arguments(m, n, x.device)
+        layer_norm_k.layer_norm_fwd_long_kernel[grid](y, x2, weight, bias, mean, rstd, partials, sync, bucket, n,
+                                                      x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
+                                                      HAS_BIAS=bias is not None, INDEX_64=index_64)
+    else:
+        _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single_pass, index_64)
     if not stats:
         return y.view(x.shape), None, None
     stat_shape = x.shape[:-1] + (1, )
     return y.view(x.shape), mean.view(stat_shape), rstd.view(stat_shape)
+
+
+def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single_pass, index_64):
+    block_n, single = _row_blocking(n, x2.dtype, block_n, single_pass)
+    layer_norm_k.layer_norm_fwd_kernel[(m, )](y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps,
+                                              HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
+                                              BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
+                                              num_warps=_row_num_warps(block_n, single))
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=True, block_n=None, index_64=None,

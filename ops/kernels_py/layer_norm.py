@@ -110,40 +110,141 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
             y = y + tl.load(b_ptr + cols, mask=mask, other=0.0).to(ACC)
         tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
-        # Welford per lane: lane j sees columns j, j + BLOCK_N, ...
-        cnt_vec = tl.zeros([BLOCK_N], dtype=ACC)
-        mean_vec = tl.zeros([BLOCK_N], dtype=ACC)
-        m2_vec = tl.zeros([BLOCK_N], dtype=ACC)
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            mask = c < N
-            # Read again when normalising: keep it in L2 (evict_last).
-            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
-            cnt_vec += mask.to(ACC)
-            delta = x - mean_vec
-            # Padding lanes may divide by a zero count; tl.where discards that value.
-            mean_vec += tl.where(mask, delta / cnt_vec, 0.0)
-            m2_vec += tl.where(mask, delta * (x - mean_vec), 0.0)
-        # Merge the lanes (Chan et al.): M2 = sum(M2_j + n_j * (mean_j - mean)^2).
-        mean = tl.sum(cnt_vec * mean_vec, axis=0) / N
-        d = mean_vec - mean
-        var = tl.sum(m2_vec + cnt_vec * d * d, axis=0) / N
-        rstd = 1.0 / tl.sqrt(var + eps)
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            mask = c < N
-            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
-            y = (x - mean) * rstd
-            if HAS_WEIGHT:
-                y = y * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
-            if HAS_BIAS:
-                y = y + tl.load(b_ptr + c, mask=mask, other=0.0).to(ACC)
-            tl.store(y_row + c, y.to(y_ptr.dtype.element_ty), mask=mask)
+        mean, rstd = _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N,
+                                                ACC)
 
     if mean_ptr is not None:
         tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
     if rstd_ptr is not None:
         tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                               BLOCK_N: tl.constexpr, ACC: tl.constexpr):
+    # One row of any length in BLOCK_N-column steps, read twice; returns (mean, rstd).
+    cols = tl.arange(0, BLOCK_N)
+    # Welford per lane: lane j sees columns j, j + BLOCK_N, ...
+    cnt_vec = tl.zeros([BLOCK_N], dtype=ACC)
+    mean_vec = tl.zeros([BLOCK_N], dtype=ACC)
+    m2_vec = tl.zeros([BLOCK_N], dtype=ACC)
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        mask = c < N
+        # Read again when normalising: keep it in L2 (evict_last).
+        x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
+        cnt_vec += mask.to(ACC)
+        delta = x - mean_vec
+        # Padding lanes may divide by a zero count; tl.where discards that value.
+        mean_vec += tl.where(mask, delta / cnt_vec, 0.0)
+        m2_vec += tl.where(mask, delta * (x - mean_vec), 0.0)
+    # Merge the lanes (Chan et al.): M2 = sum(M2_j + n_j * (mean_j - mean)^2).
+    mean = tl.sum(cnt_vec * mean_vec, axis=0) / N
+    d = mean_vec - mean
+    var = tl.sum(m2_vec + cnt_vec * d * d, axis=0) / N
+    rstd = 1.0 / tl.sqrt(var + eps)
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        mask = c < N
+        x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+        y = (x - mean) * rstd
+        if HAS_WEIGHT:
+            y = y * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+        if HAS_BIAS:
+            y = y + tl.load(b_ptr + c, mask=mask, other=0.0).to(ACC)
+        tl.store(y_row + c, y.to(y_row.dtype.element_ty), mask=mask)
+    return mean, rstd
+
+
+# Long rows on CUDA, under @triton.autotune: each config is either one program per row, looped as
+# above (SPLIT=False, grid (M,)), or S = cdiv(N, BLOCK_N) programs per row (SPLIT=True, grid
+# (M * S,)), each holding its BLOCK_N-column chunk in registers, so the row is read once. Split
+# programs publish their chunk's (mean, M2) to `partials` and wait for the row's other chunks
+# through `sync`, as softmax.py's split kernels do (its comment has the protocol and why the
+# tickets cannot deadlock), then merge the chunks with Chan's formula in chunk order (every program
+# of a row gets the same mean and rstd) and normalise their chunk.
+#     sync      int32 [M + 1], ZEROED before each launch (reset_to_zero between timing runs)
+#     partials  fp32 [M * cdiv(N, 4096) * 2]: room for the smallest split step
+# M_BUCKET, the row count rounded up to a power of two (at most 4096), is in the tuning key and
+# not read. fp32, fp16 and bf16 rows (statistics in fp32); S <= LONG_ROW_MAX_CHUNKS = 128.
+LONG_ROW_MAX_CHUNKS = tl.constexpr(128)
+
+
+def _long_row_configs():
+    looped = [(4096, 16), (8192, 32), (2048, 8)]
+    split = [(8192, 8), (4096, 4), (8192, 16), (16384, 16)]
+    return ([triton.Config({"BLOCK_N": b, "SPLIT": False}, num_warps=w) for b, w in looped] +
+            [triton.Config({"BLOCK_N": b, "SPLIT": True}, num_warps=w) for b, w in split])
+
+
+# The split kernels' ticket and wait (twins of softmax.py's: each kernel file imports only triton).
+@triton.jit
+def _ticket(sync_ptr, S):
+    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
+    return ticket // S, ticket % S
+
+
+@triton.jit
+def _publish_and_wait(sync_ptr, row, S):
+    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    while arrived < S:
+        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+
+
+@triton.autotune(configs=_long_row_configs(), key=["M_BUCKET", "N"], reset_to_zero=["sync_ptr"])
+@triton.jit(do_not_specialize=["M_BUCKET"])
+def layer_norm_fwd_long_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, partials_ptr, sync_ptr, M_BUCKET, N,
+                               stride_x_row, stride_y_row, eps: tl.float64, HAS_WEIGHT: tl.constexpr,
+                               HAS_BIAS: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_N: tl.constexpr,
+                               SPLIT: tl.constexpr):
+    eps = tl.full((), eps, tl.float32)
+    if SPLIT:
+        S = tl.cdiv(N, BLOCK_N)
+        row, chunk = _ticket(sync_ptr, S)
+        if INDEX_64:
+            row = row.to(tl.int64)
+        cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask = cols < N
+        x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        count = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
+        chunk_mean = tl.sum(x, axis=0) / count
+        diff = tl.where(mask, x - chunk_mean, 0.0)
+        slot = partials_ptr + (row * S + chunk) * 2
+        tl.atomic_xchg(slot, chunk_mean, sem="relaxed")
+        tl.atomic_xchg(slot + 1, tl.sum(diff * diff, axis=0), sem="relaxed")
+        _publish_and_wait(sync_ptr, row, S)
+        k = tl.arange(0, LONG_ROW_MAX_CHUNKS)
+        kmask = k < S
+        means = tl.atomic_add(partials_ptr + (row * S + k) * 2, 0.0, mask=kmask, sem="relaxed")
+        m2s = tl.atomic_add(partials_ptr + (row * S + k) * 2 + 1, 0.0, mask=kmask, sem="relaxed")
+        counts = tl.where(kmask, tl.minimum(N - k * BLOCK_N, BLOCK_N), 0).to(tl.float32)
+        means = tl.where(kmask, means, 0.0)
+        mean = tl.sum(counts * means, axis=0) / N
+        d = means - mean
+        var = tl.sum(tl.where(kmask, m2s + counts * d * d, 0.0), axis=0) / N
+        rstd = 1.0 / tl.sqrt(var + eps)
+        y = (x - mean) * rstd
+        if HAS_WEIGHT:
+            y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            y = y + tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row * stride_y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        if chunk == 0:
+            if mean_ptr is not None:
+                tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
+            if rstd_ptr is not None:
+                tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+    else:
+        row = tl.program_id(0)
+        if INDEX_64:
+            row = row.to(tl.int64)
+        mean, rstd = _layer_norm_fwd_row_looped(y_ptr + row * stride_y_row, x_ptr + row * stride_x_row, w_ptr, b_ptr,
+                                                N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, tl.float32)
+        if mean_ptr is not None:
+            tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
+        if rstd_ptr is not None:
+            tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
 
 
 @triton.jit

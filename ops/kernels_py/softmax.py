@@ -89,32 +89,39 @@ def softmax_fwd_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLO
         y = e / tl.sum(e, axis=0)
         tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
     else:
-        # Pass 1: online softmax statistics kept per lane (running max m_vec and sum of
-        # exp(x - m_vec)), so each chunk costs no cross-lane reduction.
-        m_vec = tl.full([BLOCK_N], float("-inf"), ACC)
-        s_vec = tl.zeros([BLOCK_N], dtype=ACC)
-        # The row is read again in pass 2: ask L2 to keep it (evict_last) so the second read
-        # is served from L2 rather than from memory.
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            x = tl.load(in_row + c, mask=c < N, other=float("-inf"), eviction_policy="evict_last").to(ACC)
-            m_new = tl.maximum(m_vec, x)
-            # A lane that has seen only -inf keeps m_new = -inf; shifting by 0 instead avoids
-            # exp(-inf - -inf) = NaN (its sum stays 0 either way).
-            shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-            s_vec = s_vec * tl.exp(m_vec - shift) + tl.exp(x - shift)
-            m_vec = m_new
-        row_max = tl.max(m_vec, axis=0)
-        # Lanes with m_vec = -inf have s_vec = 0 and exp(-inf) = 0: they drop out.
-        inv_sum = 1.0 / tl.sum(s_vec * tl.exp(m_vec - row_max), axis=0)
+        _softmax_fwd_row_looped(out_row, in_row, N, BLOCK_N, ACC)
 
-        # Pass 2: normalise.
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            mask = c < N
-            x = tl.load(in_row + c, mask=mask, other=float("-inf"), eviction_policy="evict_first").to(ACC)
-            y = tl.exp(x - row_max) * inv_sum
-            tl.store(out_row + c, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+@triton.jit
+def _softmax_fwd_row_looped(out_row, in_row, N, BLOCK_N: tl.constexpr, ACC: tl.constexpr):
+    # Softmax of one row of any length in BLOCK_N-column steps: the row is read twice.
+    cols = tl.arange(0, BLOCK_N)
+    # Pass 1: online softmax statistics kept per lane (running max m_vec and sum of
+    # exp(x - m_vec)), so each chunk costs no cross-lane reduction.
+    m_vec = tl.full([BLOCK_N], float("-inf"), ACC)
+    s_vec = tl.zeros([BLOCK_N], dtype=ACC)
+    # The row is read again in pass 2: ask L2 to keep it (evict_last) so the second read
+    # is served from L2 rather than from memory.
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        x = tl.load(in_row + c, mask=c < N, other=float("-inf"), eviction_policy="evict_last").to(ACC)
+        m_new = tl.maximum(m_vec, x)
+        # A lane that has seen only -inf keeps m_new = -inf; shifting by 0 instead avoids
+        # exp(-inf - -inf) = NaN (its sum stays 0 either way).
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s_vec = s_vec * tl.exp(m_vec - shift) + tl.exp(x - shift)
+        m_vec = m_new
+    row_max = tl.max(m_vec, axis=0)
+    # Lanes with m_vec = -inf have s_vec = 0 and exp(-inf) = 0: they drop out.
+    inv_sum = 1.0 / tl.sum(s_vec * tl.exp(m_vec - row_max), axis=0)
+
+    # Pass 2: normalise.
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        mask = c < N
+        x = tl.load(in_row + c, mask=mask, other=float("-inf"), eviction_policy="evict_first").to(ACC)
+        y = tl.exp(x - row_max) * inv_sum
+        tl.store(out_row + c, y.to(out_row.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -256,6 +263,14 @@ def _publish_and_wait(sync_ptr, row, S):
 @triton.jit
 def softmax_fwd_split_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M, N, S, stride_in_row, stride_out_row,
                              BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, INDEX_64: tl.constexpr):
+    _softmax_fwd_chunk(out_ptr, in_ptr, partials_ptr, sync_ptr, N, S, stride_in_row, stride_out_row, BLOCK_N, S_POW2,
+                       INDEX_64)
+
+
+@triton.jit
+def _softmax_fwd_chunk(out_ptr, in_ptr, partials_ptr, sync_ptr, N, S, stride_in_row, stride_out_row,
+                       BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, INDEX_64: tl.constexpr):
+    # One program's BLOCK_N-column chunk of a row shared by S programs (S <= S_POW2).
     row, chunk = _ticket(sync_ptr, S)
     if INDEX_64:
         row = row.to(tl.int64)
@@ -265,7 +280,7 @@ def softmax_fwd_split_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M, N, S, s
     # A chunk of only -inf shifts by 0 instead of -inf (no -inf - -inf); its e and sum are 0.
     m = tl.max(x, axis=0)
     shift = tl.where(m == float("-inf"), 0.0, m)
-    # e stays in registers, so each element costs one exp (bf16 rows are bound by exp throughput).
+    # e stays in registers, so each element costs one exp.
     e = tl.exp(x - shift)
     slot = partials_ptr + (row * S + chunk) * 2
     tl.atomic_xchg(slot, m, sem="relaxed")
@@ -283,6 +298,41 @@ def softmax_fwd_split_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M, N, S, s
     total = tl.sum(ss * tl.exp(ms - row_max), axis=0)
     y = e * (tl.exp(shift - row_max) / total)
     tl.store(out_ptr + row * stride_out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# Long forward rows on CUDA, under @triton.autotune: each config is either the looped kernel's
+# one program per row (SPLIT=False, grid (M,)) or the split kernel's S = cdiv(N, BLOCK_N) programs
+# per row (SPLIT=True, grid (M * S,)), so the tuner picks the strategy, the step and the warps for
+# the row length, the row count and the dtype it sees. The configs include the hand-written plans
+# this replaced (looped 8192/32 and 4096/16, split 8192/8). The caller allocates `partials` for
+# S = cdiv(N, 4096) chunks (the smallest split step; at most LONG_ROW_MAX_CHUNKS = 128, so rows of up
+# to 524288 columns) and passes a ZEROED `sync` [M + 1] (reset_to_zero zeroes it between timing
+# runs). M_BUCKET, the row count rounded up to a power of two (at most 4096), is in the tuning key
+# but not read: a choice made on 3 rows is not reused for 4000. A fixed chunk bound (rather than
+# next_pow2(S)) keeps one binary per config for every row length.
+LONG_ROW_MAX_CHUNKS = tl.constexpr(128)
+
+
+def _long_row_configs():
+    looped = [(8192, 32), (4096, 16), (16384, 16)]
+    split = [(8192, 8), (4096, 4), (8192, 16), (16384, 16)]
+    return ([triton.Config({"BLOCK_N": b, "SPLIT": False}, num_warps=w) for b, w in looped] +
+            [triton.Config({"BLOCK_N": b, "SPLIT": True}, num_warps=w) for b, w in split])
+
+
+@triton.autotune(configs=_long_row_configs(), key=["M_BUCKET", "N"], reset_to_zero=["sync_ptr"])
+@triton.jit(do_not_specialize=["M_BUCKET"])
+def softmax_fwd_long_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M_BUCKET, N, stride_in_row, stride_out_row,
+                            INDEX_64: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr):
+    if SPLIT:
+        _softmax_fwd_chunk(out_ptr, in_ptr, partials_ptr, sync_ptr, N, tl.cdiv(N, BLOCK_N), stride_in_row,
+                           stride_out_row, BLOCK_N, LONG_ROW_MAX_CHUNKS, INDEX_64)
+    else:
+        row = tl.program_id(0)
+        if INDEX_64:
+            row = row.to(tl.int64)
+        _softmax_fwd_row_looped(out_ptr + row * stride_out_row, in_ptr + row * stride_in_row, N, BLOCK_N,
+                                tl.float32)
 
 
 @triton.jit

@@ -110,12 +110,18 @@ TEST_P(Autotune, PicksTheFastestConfigAndComputesTheSameResult) {
   for (int64_t n : sizes) {
     const at::Tensor x = at::randn({n}, options());
     at::Tensor out = poisoned_like(x);
+    // Nothing chosen for this key yet: chosen_config() neither tunes nor launches.
+    EXPECT_FALSE(fn.chosen_config(x, out, n).has_value()) << "n=" << n;
+    EXPECT_EQ(fn.num_tunings() - tunings, n == sizes[0] ? 0u : 1u);
     fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
     synchronize(out);
     EXPECT_TRUE(at::equal(out, x * 2)) << "n=" << n;
     const tjit::KernelConfig chosen = fn.tune(stream_of(x), Grid(1), x, out, n);
     EXPECT_EQ(value_of(chosen, "REPEAT"), "1") << chosen.describe();
     EXPECT_EQ(value_of(chosen, "BLOCK"), "256");
+    const auto looked_up = fn.chosen_config(x, out, n);
+    ASSERT_TRUE(looked_up.has_value());
+    EXPECT_EQ(looked_up->describe(), chosen.describe());
   }
   EXPECT_EQ(fn.num_tunings() - tunings, 2u);
   // The first key again: no tuning.
@@ -351,6 +357,10 @@ TEST_P(Autotune, DISABLED_ChildLoadsTheChoice) {
   const int64_t n = 5555;
   const at::Tensor x = at::randn({n}, options());
   at::Tensor out = poisoned_like(x);
+  // The stored choice is there before any run, with no timing.
+  const auto stored = fn.chosen_config(x, out, n);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(value_of(*stored, "REPEAT"), "1") << stored->describe();
   fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
   synchronize(out);
   EXPECT_TRUE(at::equal(out, x * 2));
@@ -463,8 +473,12 @@ TEST(AutotuneCuda, TuningDuringGraphCaptureIsAnErrorAndTuneFirstWorks) {
   CUstream stream = nullptr;
   ASSERT_EQ(cu.stream_create(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   auto grid = [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); };
-  // A new key inside a capture: refused with what to do.
+  // A new key inside a capture: refused with what to do. chosen_config() (what a caller with a
+  // fallback asks first) has nothing for it.
+  EXPECT_FALSE(tjit::stream_is_capturing(stream));
   ASSERT_EQ(cu.begin_capture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  EXPECT_TRUE(tjit::stream_is_capturing(stream));
+  EXPECT_FALSE(fn.chosen_config(x, out, n).has_value());
   const std::string message = error_message([&] { fn.run(stream, grid, x, out, n); });
   CUgraph graph = nullptr;
   ASSERT_EQ(cu.end_capture(stream, &graph), CUDA_SUCCESS);
@@ -476,8 +490,10 @@ TEST(AutotuneCuda, TuningDuringGraphCaptureIsAnErrorAndTuneFirstWorks) {
   const size_t runs = fn.num_tuning_runs();
   ASSERT_EQ(cu.synchronize(stream), CUDA_SUCCESS);
   ASSERT_EQ(cu.begin_capture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  EXPECT_TRUE(fn.chosen_config(x, out, n).has_value());
   fn.run(stream, grid, x, out, n);
   ASSERT_EQ(cu.end_capture(stream, &graph), CUDA_SUCCESS);
+  EXPECT_FALSE(tjit::stream_is_capturing(stream));
   CUgraphExec exec = nullptr;
   ASSERT_EQ(cu.instantiate(&exec, graph, 0), CUDA_SUCCESS);
   out.fill_(std::nan(""));

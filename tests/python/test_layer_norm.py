@@ -5,7 +5,7 @@ autograd, gradcheck, opcheck."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import poison_allocator, random_tensor
+from conftest import poison_allocator, random_tensor, requires_cuda
 
 TOL = {
     torch.float32: dict(rtol=1e-4, atol=1e-5),
@@ -186,3 +186,54 @@ def test_float64_eps_is_not_rounded(device, eps, shape):
     for name, a, e in zip(("input", "weight", "bias"), torch.autograd.grad(got, leaves, g),
                           torch.autograd.grad(ref, ref_leaves, g)):
         assert_close_fp64(a, e, f"gradient of {name}")
+
+
+@requires_cuda
+def test_long_rows_autotuned_cuda():
+    # Past 16384 columns, CUDA rows of fp32/fp16/bf16 go to layer_norm_fwd_long_kernel, which tunes
+    # between looped and split configs at the first call of each row length: every config must
+    # give the same answer, so several lengths, dtypes, strides and the chunk limit are checked
+    # (4096 * 128 columns: the last tuned length; one more: the hand-written looped plan).
+    shapes = [((300, 40000), torch.float32), ((5, 24577), torch.float16), ((7, 70001), torch.bfloat16),
+              ((2, 4096 * 128), torch.float32), ((1, 4096 * 128 + 1), torch.float32), ((3, 16385), torch.bfloat16)]
+    for (rows, cols), dtype in shapes:
+        for affine in [(True, True), (False, False), (True, False)]:
+            x, normalized, w, b = make((rows, cols), (cols, ), dtype, "cuda", affine)
+            check_forward(x, normalized, w, b)
+        # mean and rstd as aten has them (layer_norm_forward stores them; inference does not)
+        x, normalized, w, b = make((rows, cols), (cols, ), dtype, "cuda")
+        out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [cols], w, b, 1e-5)
+        ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.float(), [cols], w.float(), b.float(), 1e-5)
+        torch.testing.assert_close(out, ref_out.to(dtype), **TOL[dtype])
+        torch.testing.assert_close(mean, ref_mean.reshape(rows), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(rstd, ref_rstd.reshape(rows), rtol=1e-4, atol=1e-6)
+    wide = random_tensor((6, 2 * 40000), torch.float32, "cuda")
+    check_forward(wide[:, :40000], (40000, ), None, None)  # rows with a row stride
+    check_backward(*make((9, 50000), (50000, ), torch.float32, "cuda"))
+
+
+@requires_cuda
+def test_long_rows_in_a_cuda_graph():
+    # A row length never tuned cannot be timed inside a capture: the capture records the
+    # hand-written looped plan (and is correct). Once tuned, the capture records the tuned kernel.
+    # The looped kernel's binary is loaded first (a row past the tuned range with the same
+    # specialisation), so nothing compiles during the capture.
+    torch.ops.tjit.layer_norm(*make((64, 4096 * 128 + 1), (4096 * 128 + 1, ), torch.bfloat16, "cuda"), 1e-5)
+    for cols, tuned_first in ((45001, False), (45000, True)):
+        x, normalized, w, b = make((64, cols), (cols, ), torch.bfloat16, "cuda")
+        static_in = x.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        if tuned_first:
+            with torch.cuda.stream(side):
+                torch.ops.tjit.layer_norm(static_in, normalized, w, b, 1e-5)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = torch.ops.tjit.layer_norm(static_in, normalized, w, b, 1e-5)
+        new = random_tensor(x.shape, x.dtype, "cuda")
+        static_in.copy_(new)
+        static_out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(static_out, F.layer_norm(new, normalized, w, b, 1e-5), **TOL[x.dtype])

@@ -70,8 +70,12 @@ def test_split_rows_cuda():
     # On CUDA, long rows are shared by several programs (softmax.py's *_split_kernel): forward for
     # 4-byte types past 32768 columns, backward past 16384. Chunk counts that are not powers of
     # two, the 128-chunk limit and one past it (looped), row strides, many rows.
+    # Forward rows past 32768 columns of up to 4096 * 128 columns (not fp64) go to the autotuned
+    # softmax_fwd_long_kernel (looped or split configs, tuned per row length), longer ones to the
+    # hand-written plans.
     for dtype, shape in [(torch.float32, (300, 40000)), (torch.float32, (2, 8192 * 128)), (torch.float32, (1, 8192 * 128 + 1)),
-                         (torch.float16, (5, 24577)), (torch.bfloat16, (7, 70001))]:
+                         (torch.float16, (5, 24577)), (torch.bfloat16, (7, 70001)), (torch.bfloat16, (2, 4096 * 128)),
+                         (torch.bfloat16, (3, 4096 * 128 + 1)), (torch.float16, (33, 32769))]:
         x = random_tensor(shape, dtype, "cuda") * 4
         check_softmax(x, -1)
         g = random_tensor(shape, dtype, "cuda")
@@ -87,6 +91,31 @@ def test_split_rows_cuda():
     x[0, :20000] = float("-inf")  # whole chunks of -inf
     x[1, :] = float("-inf")  # an all -inf row: NaN, as torch
     torch.testing.assert_close(torch.ops.tjit.softmax(x, -1), torch.softmax(x, -1), equal_nan=True)
+
+
+@requires_cuda
+def test_long_rows_in_a_cuda_graph():
+    # A row length never tuned cannot be timed inside a capture: the capture records the
+    # hand-written plan (its binary loaded first by a row past the tuned range with the same
+    # specialisation). Once tuned, the capture records the tuned kernel.
+    torch.ops.tjit.softmax(random_tensor((64, 4096 * 128 + 1), torch.bfloat16, "cuda"), -1)
+    for cols, tuned_first in ((45001, False), (45000, True)):
+        static_in = random_tensor((64, cols), torch.bfloat16, "cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        if tuned_first:
+            with torch.cuda.stream(side):
+                torch.ops.tjit.softmax(static_in, -1)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = torch.ops.tjit.softmax(static_in, -1)
+        new = random_tensor(static_in.shape, static_in.dtype, "cuda") * 4
+        static_in.copy_(new)
+        static_out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(static_out, torch.softmax(new.float(), -1).to(new.dtype), **TOL[new.dtype])
 
 
 def test_dtype_argument(device):

@@ -72,6 +72,20 @@ RowPlan plan_rows(int64_t cols) {
   return {4096, false, 16};
 }
 
+// Rows past the single-pass limit on CUDA go to layer_norm_fwd_long_kernel, which autotunes between
+// looped and split strategies (layer_norm.py); its split configs need S = cdiv(N, 4096) <= 128
+// programs per row to fit on the GPU at once. fp64 keeps the hand-written plan (the kernel keeps
+// its statistics in fp32).
+constexpr int64_t kLongRowMinSplitBlock = 4096;
+constexpr int64_t kLongRowMaxChunks = 128;
+constexpr int64_t kLongRowMaxRowBucket = 4096;
+
+bool tuned_long_rows(int64_t rows, int64_t cols, const at::Tensor& t) {
+  const int64_t chunks = detail::ceil_div(cols, kLongRowMinSplitBlock);
+  return t.is_cuda() && cols > 16384 && t.scalar_type() != at::kDouble && chunks <= kLongRowMaxChunks &&
+         rows * chunks < detail::kInt32Limit / 2;
+}
+
 template <typename Int>
 std::vector<Int> leading_shape(c10::ArrayRef<Int> sizes, int64_t lead) {
   return std::vector<Int>(sizes.begin(), sizes.begin() + lead);
@@ -116,13 +130,38 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   const auto [x, v] = detail::rows_of(input, cols);
   const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
   const at::Tensor b = present(bias) ? bias->contiguous() : at::Tensor();
+  const bool index64 = detail::needs_index64(x) || detail::needs_index64(out);
+  const Stream stream = current_stream(input.device());
+  if (tuned_long_rows(v.rows, cols, x)) {
+    static auto& long_kernel =
+        TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_long_kernel");
+    const at::Tensor sync = at::zeros({v.rows + 1}, x.options().dtype(at::kInt));
+    const at::Tensor partials =
+        at::empty({v.rows * detail::ceil_div(cols, kLongRowMinSplitBlock) * 2}, x.options().dtype(at::kFloat));
+    const int64_t row_bucket = std::min(detail::next_power_of_2(v.rows), kLongRowMaxRowBucket);
+    // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
+    // the hand-written plan below.
+    if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, partials, sync, row_bucket,
+                                                                  cols, v.row_stride, cols, eps, w.defined(),
+                                                                  b.defined(), index64)) {
+      const int64_t rows = v.rows;
+      long_kernel.run(
+          stream,
+          [rows, cols](const KernelMeta& meta) {
+            return Grid(detail::blocks_for(meta["SPLIT"] ? rows * detail::ceil_div(cols, meta["BLOCK_N"]) : rows, 1,
+                                           kOp));
+          },
+          out, x, w, b, mean, rstd, partials, sync, row_bucket, cols, v.row_stride, cols, eps, w.defined(),
+          b.defined(), index64);
+      return {out, mean, rstd};
+    }
+  }
   const RowPlan plan = plan_rows(cols);
   static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_kernel");
   // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as the
   // double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten does).
-  kernel(current_stream(input.device()), Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps},
-         out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(),
-         plan.block_n, plan.single_pass, detail::needs_index64(x) || detail::needs_index64(out));
+  kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out, x, w, b, mean, rstd,
+         v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.block_n, plan.single_pass, index64);
   return {out, mean, rstd};
 }
 

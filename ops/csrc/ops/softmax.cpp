@@ -105,6 +105,20 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t singl
   return plan;
 }
 
+// Forward rows past the single-pass limit on CUDA go to softmax_fwd_long_kernel, which autotunes
+// between looped and split strategies (softmax.py); its split configs need S = cdiv(N, 4096) <=
+// 128 programs per row to fit on the GPU at once. fp64 keeps the hand-written plan (the kernel
+// accumulates in fp32).
+constexpr int64_t kLongRowMinSplitBlock = 4096;
+constexpr int64_t kLongRowMaxChunks = 128;
+constexpr int64_t kLongRowMaxRowBucket = 4096;
+
+bool tuned_long_rows(int64_t rows, int64_t cols, const at::Tensor& t) {
+  const int64_t chunks = detail::ceil_div(cols, kLongRowMinSplitBlock);
+  return t.is_cuda() && cols > 32768 && t.scalar_type() != at::kDouble && chunks <= kLongRowMaxChunks &&
+         rows * chunks < detail::kInt32Limit / 2;
+}
+
 // The zeroed ticket/arrival counters and the per-chunk statistics the split kernels exchange.
 struct SplitWorkspace {
   at::Tensor sync;
@@ -173,6 +187,26 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   const auto [in, v] = detail::rows_of(dim_last(x, dim), cols);
   const bool index64 = detail::needs_index64(in) || detail::needs_index64(out_moved);
   const Stream stream = current_stream(x.device());
+  if (tuned_long_rows(v.rows, cols, x)) {
+    static auto& long_kernel =
+        TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_long_kernel");
+    const SplitWorkspace ws = split_workspace(v.rows, detail::ceil_div(cols, kLongRowMinSplitBlock), 2, x);
+    const int64_t row_bucket = std::min(detail::next_power_of_2(v.rows), kLongRowMaxRowBucket);
+    // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
+    // the hand-written plan below.
+    if (!stream_is_capturing(stream) ||
+        long_kernel.chosen_config(out_moved, in, ws.partials, ws.sync, row_bucket, cols, v.row_stride, cols, index64)) {
+      const int64_t rows = v.rows;
+      long_kernel.run(
+          stream,
+          [rows, cols](const KernelMeta& meta) {
+            return Grid(detail::blocks_for(meta["SPLIT"] ? rows * detail::ceil_div(cols, meta["BLOCK_N"]) : rows, 1,
+                                           kOp));
+          },
+          out_moved, in, ws.partials, ws.sync, row_bucket, cols, v.row_stride, cols, index64);
+      return restore_dim(out_moved, x, dim);
+    }
+  }
   const RowPlan plan = plan_rows(v.rows, cols, x, 32768, /*backward=*/false);
   switch (plan.kind) {
     case RowPlan::Kind::ShortRows: {

@@ -3,6 +3,7 @@
 // compares both on the same calls.
 
 #include <tjit/argument_pack.h>
+#include <tjit/autotune.h>
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
@@ -74,6 +75,14 @@ void ArgumentPackBase::note_device(c10::Device d) {
   TORCH_CHECK(d == device_, "tjit: kernel ", kernel_name_, ": argument '", params_[count_].name,
               "' is on ", d, " but an earlier tensor argument is on ", device_,
               "; all tensors of one launch must be on the same device");
+}
+
+void CapturedArg::add_tensor(const at::Tensor& t) {
+  if (t.defined()) {
+    kind = Kind::Tensor, tensor = &t;
+  } else {
+    kind = Kind::None;
+  }
 }
 
 void ArgumentPackBase::add_tensor(const at::Tensor& t) {

@@ -385,13 +385,6 @@ double time_on_cpu(const std::function<void()>& prepare, const std::function<voi
   return median(std::move(times));
 }
 
-bool stream_is_capturing(void* stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  check_cuda(cuda_driver().cuStreamIsCapturing(static_cast<CUstream>(stream), &status), "cuStreamIsCapturing",
-             "autotuning");
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 PrimaryContextScope::PrimaryContextScope(int device) {
   const auto& cu = cuda_driver();
   CUdevice dev = 0;

@@ -156,9 +156,6 @@ double time_on_gpu(void* stream, int device, const std::function<void()>& prepar
 // The same on CPU (Triton's interpreter): the median wall time of 3 runs after one warm-up run.
 double time_on_cpu(const std::function<void()>& prepare, const std::function<void()>& run, size_t& runs);
 
-// Whether `stream` is being captured into a CUDA graph.
-bool stream_is_capturing(void* stream);
-
 // Makes the device's primary context current for its lifetime.
 class PrimaryContextScope {
  public:

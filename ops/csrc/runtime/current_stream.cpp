@@ -1,5 +1,7 @@
 #include <tjit/current_stream.h>
 
+#include "cuda_driver.h"
+
 #include <c10/core/Stream.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
@@ -52,6 +54,13 @@ Stream current_stream(const c10::Device& device) {
   }
   const c10::impl::VirtualGuardImpl guard_impl(device.type());
   return native_handle(guard_impl.getStream(device));
+}
+
+bool stream_is_capturing(Stream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  detail::check_cuda(detail::cuda_driver().cuStreamIsCapturing(static_cast<CUstream>(stream), &status),
+                     "cuStreamIsCapturing", "the stream's capture status");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 }  // namespace tjit

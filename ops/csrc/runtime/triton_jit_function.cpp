@@ -1,3 +1,4 @@
+#include <tjit/current_stream.h>
 #include <tjit/kernel_store.h>
 #include <tjit/triton_jit_function.h>
 
@@ -822,7 +823,7 @@ std::string describe_argument(const CapturedArg& a) {
 }  // namespace
 
 int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
-                                    size_t num_args, bool launch_it) const {
+                                    size_t num_args, RunMode mode) const {
   const detail::TuningSpec& spec = impl_->tuning;
   TORCH_CHECK(spec.unsupported.empty(), "tjit: kernel ", function_name_, " cannot be called through run(): ",
               spec.unsupported, ". Call it with every argument (operator()) instead");
@@ -870,13 +871,17 @@ int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& gri
       detail::GilRelease released;  // the thread tuning this key may need the GIL
       std::lock_guard lock(choice.mutex);
       if (!choice.ready.load(std::memory_order_acquire)) {
-        choice.value = tune_key(stream, grid, args, device);
+        const int chosen = tune_key(stream, grid, args, device, /*may_time=*/mode != RunMode::Lookup);
+        if (chosen < 0) {
+          return -1;  // Lookup, and nothing chosen or stored yet
+        }
+        choice.value = chosen;
         choice.ready.store(true, std::memory_order_release);
       }
     }
     config = choice.value;
   }
-  if (launch_it) {
+  if (mode == RunMode::Launch) {
     std::array<ConstexprValue, detail::kMaxRunParams> values;
     std::array<bool, detail::kMaxRunParams> has_value;
     detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
@@ -999,7 +1004,7 @@ std::optional<std::vector<std::pair<int, ConstexprValue>>> TritonJitFunction::st
 }
 
 int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
-                                int device) const {
+                                int device, bool may_time) const {
   const detail::TuningSpec& spec = impl_->tuning;
   const auto& configs = spec.configs;
   const size_t num_args = spec.caller_params.size();
@@ -1025,8 +1030,11 @@ int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, c
       return config;
     }
   }
+  if (!may_time) {
+    return -1;
+  }
   if (device >= 0) {
-    TORCH_CHECK(!detail::stream_is_capturing(stream), "tjit: kernel ", function_name_,
+    TORCH_CHECK(!stream_is_capturing(stream), "tjit: kernel ", function_name_,
                 " needs autotuning for a new key (", key_text, "), but its stream is being captured into a CUDA graph, ",
                 "where tuning cannot time anything. Run it once with these shapes before the capture, or call tune() "
                 "with the same arguments first (or give the kernel store a choice made earlier)");

@@ -84,7 +84,7 @@ struct CapturedArg {
   double float_value = 0;
   bool bool_value = false;
 
-  void add_tensor(const at::Tensor& t) { kind = Kind::Tensor, tensor = &t; }
+  void add_tensor(const at::Tensor& t);  // an undefined tensor is None, as operator() takes it
   void add_pointer(const DevicePointer& p) { kind = Kind::Pointer, pointer = p; }
   void add_signed(int64_t v) { kind = Kind::Signed, signed_value = v; }
   void add_unsigned(uint64_t v) { kind = Kind::Unsigned, unsigned_value = v; }

@@ -12,4 +12,9 @@ namespace tjit {
 // CUDA header, and works with torch releases older than c10::Stream::native_handle() (2.10).
 Stream current_stream(const c10::Device& device);
 
+// Whether `stream` (a CUDA stream, nullptr for the legacy default stream) is being captured into a
+// CUDA graph: there a launch is recorded, not run, and TritonJitFunction::run() cannot tune a new
+// key. Needs the CUDA driver.
+bool stream_is_capturing(Stream stream);
+
 }  // namespace tjit

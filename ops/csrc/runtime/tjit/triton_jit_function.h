@@ -73,7 +73,7 @@ class TritonJitFunction {
   template <typename GridFn, typename... Args>
   void run(Stream stream, const GridFn& grid, const Args&... args) const {
     const std::array<detail::CapturedArg, sizeof...(Args)> captured{detail::capture_argument(args)...};
-    run_captured(stream, detail::GridSource(grid), captured.data(), captured.size(), /*launch=*/true);
+    run_captured(stream, detail::GridSource(grid), captured.data(), captured.size(), RunMode::Launch);
   }
 
   // Tunes the key these arguments have, as run() would, without the final launch, and returns the
@@ -83,7 +83,20 @@ class TritonJitFunction {
   KernelConfig tune(Stream stream, const GridFn& grid, const Args&... args) const {
     const std::array<detail::CapturedArg, sizeof...(Args)> captured{detail::capture_argument(args)...};
     return configs()[run_captured(stream, detail::GridSource(grid), captured.data(), captured.size(),
-                                  /*launch=*/false)];
+                                  RunMode::Tune)];
+  }
+
+  // The config run() would use for these arguments if choosing it needs no timing: the choice made
+  // earlier in this process for their tuning key, or one the kernel store has (then remembered);
+  // nullopt when the key still needs tuning. A kernel without @triton.autotune has its one config.
+  // Never launches. For a caller with its own fallback where run() cannot tune, such as a stream
+  // being captured into a CUDA graph (tjit::stream_is_capturing).
+  template <typename... Args>
+  std::optional<KernelConfig> chosen_config(const Args&... args) const {
+    const std::array<detail::CapturedArg, sizeof...(Args)> captured{detail::capture_argument(args)...};
+    const int config = run_captured(nullptr, detail::GridSource(Grid(1)), captured.data(), captured.size(),
+                                    RunMode::Lookup);
+    return config < 0 ? std::nullopt : std::optional<KernelConfig>(configs()[config]);
   }
 
   // Whether the kernel is under @triton.autotune, and its configs (one, Triton's defaults, for a
@@ -138,12 +151,16 @@ class TritonJitFunction {
 
   void launch(Stream stream, Grid grid, const LaunchOptions& options,
               detail::ArgumentPackBase& pack) const;
-  // Returns the index of the config used.
+  // Launch: choose the config (tuning a new key) and launch; Tune: choose it without launching;
+  // Lookup: only a choice made before or stored (-1 when there is none).
+  enum class RunMode { Launch, Tune, Lookup };
+  // Returns the index of the config chosen, or -1 (Lookup only).
   int run_captured(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, size_t num_args,
-                   bool launch) const;
-  // Chooses the config for a new tuning key: from the kernel store, else by timing. device: -1 for
-  // CPU tensors (the interpreter).
-  int tune_key(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, int device) const;
+                   RunMode mode) const;
+  // Chooses the config for a new tuning key: from the kernel store, else by timing (unless
+  // `may_time` is false: then -1). device: -1 for CPU tensors (the interpreter).
+  int tune_key(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, int device,
+               bool may_time) const;
   const std::vector<std::pair<int, ConstexprValue>>& heuristic_values(const detail::CapturedArg* args,
                                                                       int config) const;
   // What the kernel store's decision records of this kernel start their key with: the kind of
