@@ -1,11 +1,14 @@
-"""Memory bandwidth of tjit's operators against aten, Python Triton and a device-to-device copy.
+"""Memory bandwidth of tjit's operators against aten, Python Triton, FlagGems, Liger-Kernel and a
+device-to-device copy.
 
 GB/s = (nominal bytes read + bytes written) / time, the same byte count for every implementation
 of a case (so GB/s ratios are time ratios). Time: on CUDA, the median replay time of a CUDA graph
 of the call (triton.testing.do_bench_cudagraph), so small sizes measure kernels rather than the
 host's launch gaps (host overhead is overhead.py's job); calls that cannot be captured fall back to
 triton.testing.do_bench (CUDA events, L2 flushed before each call); on CPU (smoke
-runs, Triton's interpreter) the median of a few perf_counter timings. When one call's data is
+runs, Triton's interpreter) the median of a few perf_counter timings. Each record says how it was
+timed ("timing": "graph", "plain" or "perf_counter"; "capture_error" when a graph could not be
+captured) and the notes name every implementation / case timed plainly. When one call's data is
 under ~50 MB (fits in L2), the timed function rotates over several independent input sets.
 
 Implementations per case:
@@ -13,6 +16,11 @@ Implementations per case:
     aten            the torch function (layer_norm backward: aten.native_layer_norm_backward)
     python_triton   the same Triton kernel from Python (triton_wrappers.py, python_baselines.add)
     tutorial        softmax forward only: the Triton tutorial's fused softmax (python_baselines)
+    flaggems        FlagGems (flag_gems.ops): add, sum, softmax fwd/bwd, layer_norm fwd/bwd (peers.py)
+    liger           Liger-Kernel: softmax fwd/bwd, layer_norm fwd/bwd up to 65536 columns (peers.py)
+                    Backward passes of both call the library's backward function on saved statistics,
+                    as the autograd engine would. A peer that is absent (not installed, CPU) or
+                    lacks the op or size gets a "skipped" record with a note.
     copy            dst.copy_(src) moving the same number of bytes (bytes/2 read + bytes/2 written); on
                     CUDA the faster of a graph replay and a plainly timed call (do_bench), as graph
                     memcpy nodes run slower than plain copies at some sizes
@@ -21,6 +29,10 @@ Nominal bytes (e = element size, M rows, N columns, stats are fp32):
     add        3 * n * e                       sum        n * e + e
     softmax    fwd 2*M*N*e, bwd 3*M*N*e        layer_norm fwd 2*M*N*e + 2*N*e (inference: no mean/rstd)
                                                layer_norm bwd 3*M*N*e + 3*N*e + 8*M
+The same count for every implementation, whatever else it moves: aten's, FlagGems' and Liger's
+layer_norm forwards also store mean/rstd (FlagGems in x's dtype, so its backward reads 4*M bytes
+of them for bf16), FlagGems' sum stores ~sqrt(n) partial sums, Liger's layer_norm backward
+reduces per-SM partial dw/db in fp32 (2 * SMs * N * 4 bytes each way); none of that is counted.
 """
 
 import itertools
@@ -31,6 +43,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+import peers as peer_lib
 import python_baselines as pb
 import triton_wrappers as tw
 
@@ -40,7 +53,7 @@ MAX_SETS = 8
 MAX_FOOTPRINT_BYTES = 40e9  # skip cases whose tensors would need more than this
 TUTORIAL_MAX_COLS = 65536  # the tutorial kernel keeps a whole row in registers
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
-IMPL_ORDER = ("tjit", "aten", "python_triton", "tutorial", "copy")
+IMPL_ORDER = ("tjit", "aten", "python_triton", "tutorial", "flaggems", "liger", "copy")
 
 
 def sweep(smoke):
@@ -59,6 +72,8 @@ class Timer:
         self.rep_ms = rep_ms
         self.graph_timings = 0
         self.plain_timings = 0
+        self.last_timing = None  # how the last call timed: "graph", "plain" or "perf_counter"
+        self.last_capture_error = None  # why the last call could not be captured (plain timings)
 
     def describe(self):
         if self.cuda:
@@ -68,7 +83,9 @@ class Timer:
         return "median of 3 time.perf_counter timings after 1 warm-up call (CPU, Triton interpreter)"
 
     def __call__(self, fn):
-        """Median milliseconds per call of fn."""
+        """Median milliseconds per call of fn; then last_timing says how it was timed and
+        last_capture_error why a CUDA graph could not be captured (None unless "plain")."""
+        self.last_capture_error = None
         if self.cuda:
             import triton.testing
             # Replays of a CUDA graph of fn: GPU time without the host's launch gaps, so small
@@ -77,11 +94,15 @@ class Timer:
             try:
                 ms = triton.testing.do_bench_cudagraph(fn, rep=self.rep_ms, return_mode="median")
                 self.graph_timings += 1
+                self.last_timing = "graph"
                 return ms
-            except Exception:  # noqa: BLE001 - capture unsupported for this fn
+            except Exception as exc:  # noqa: BLE001 - capture unsupported for this fn
                 torch.cuda.synchronize()
                 self.plain_timings += 1
+                self.last_timing = "plain"
+                self.last_capture_error = _first_error_line(exc)
                 return triton.testing.do_bench(fn, warmup=self.warmup_ms, rep=self.rep_ms, return_mode="median")
+        self.last_timing = "perf_counter"
         fn()
         samples = []
         for _ in range(3):
@@ -132,8 +153,10 @@ def _first_error_line(exc):
 
 class Runner:
 
-    def __init__(self, device, smoke, timer, ops_filter=None, dtypes=None, log=print):
+    def __init__(self, device, smoke, timer, ops_filter=None, dtypes=None, log=print, peers=None):
         self.device = device
+        # FlagGems and Liger-Kernel ({name: peers.Peer}); absent ones carry the reason.
+        self.peers = peer_lib.load(device) if peers is None else peers
         self.cuda = device == "cuda"
         self.smoke = smoke
         self.timer = timer
@@ -178,20 +201,24 @@ class Runner:
                 dst.copy_(src)
 
             ms = self.timer(run)
+            timing = self.timer.last_timing
             if self.cuda:
                 # A copy_ captured in a CUDA graph becomes a memcpy node, which on an H200 runs at
                 # ~2.8 TB/s for some sizes (512 MB, 1.5 GB) where a plain copy_ reaches ~4.2 TB/s
                 # (measured 2026-11-22); the device's copy bandwidth is the better of the two.
                 import triton.testing
-                ms = min(ms, triton.testing.do_bench(run, warmup=self.timer.warmup_ms, rep=self.timer.rep_ms,
-                                                     return_mode="median"))
-            self.copy_cache[key] = (ms, 2 * numel * elt / ms / 1e6)
+                plain = triton.testing.do_bench(run, warmup=self.timer.warmup_ms, rep=self.timer.rep_ms,
+                                                return_mode="median")
+                if plain < ms:
+                    ms, timing = plain, "plain"
+            self.copy_cache[key] = (ms, 2 * numel * elt / ms / 1e6, timing)
             del sets, it
         return self.copy_cache[key]
 
-    def case(self, op, pas, dtype_name, shape, nbytes, footprint, make_sets, impls, check):
-        """Measures one case. impls: {name: make(input_set) -> zero-argument callable}; the callable's
-        result goes to check(name, result, input_set) -> relative error (first set only)."""
+    def case(self, op, pas, dtype_name, shape, nbytes, footprint, make_sets, impls, check, skip_notes=None):
+        """Measures one case. impls: {name: make(input_set) -> zero-argument callable, or None when
+        skipped (skip_notes: {name: why})}; the callable's result goes to
+        check(name, result, input_set) -> relative error (first set only)."""
         dtype = DTYPES[dtype_name]
         base = {"op": op, "pass": pas, "dtype": dtype_name, "shape": list(shape), "numel": math.prod(shape),
                 "bytes": int(nbytes)}
@@ -207,6 +234,8 @@ class Runner:
             rec = dict(base, impl=name)
             if make is None:
                 rec["skipped"] = True
+                if (skip_notes or {}).get(name):
+                    rec["note"] = skip_notes[name]
                 self.records.append(rec)
                 continue
             it = fns = None
@@ -217,6 +246,9 @@ class Runner:
                 rec["ok"] = bool(err <= TOLERANCE[dtype])
                 it = itertools.cycle(fns)
                 ms = self.timer(lambda: next(it)())
+                rec["timing"] = self.timer.last_timing
+                if self.timer.last_capture_error:
+                    rec["capture_error"] = self.timer.last_capture_error
                 rec["ms"] = ms
                 rec["gbps"] = nbytes / ms / 1e6
                 line.append(f"{name} {_gb(rec['gbps'])}" + ("" if rec["ok"] else "(WRONG)"))
@@ -232,21 +264,51 @@ class Runner:
         if nbytes > 1e9:
             self.free()
         try:
-            ms, gbps = self.copy_gbps(nbytes, dtype)
-            self.records.append(dict(base, impl="copy", ms=ms, gbps=gbps))
+            ms, gbps, timing = self.copy_gbps(nbytes, dtype)
+            self.records.append(dict(base, impl="copy", ms=ms, gbps=gbps, timing=timing))
             line.append(f"copy {_gb(gbps)}")
         except Exception as exc:
             self.records.append(dict(base, impl="copy", error=_first_error_line(exc)))
         self.log(f"  {label:<34} GB/s: " + "  ".join(line))
 
-    def tjit_or_none(self, op, make):
-        if hasattr(torch.ops.tjit, op):
-            return make
-        note = f"torch.ops.tjit.{op} does not exist yet: tjit skipped in the {op} bandwidth cases"
+    def note_once(self, note):
         if note not in self.notes:
             self.notes.append(note)
             self.log("  note: " + note)
+
+    def tjit_or_none(self, op, make):
+        if hasattr(torch.ops.tjit, op):
+            return make
+        self.note_once(f"torch.ops.tjit.{op} does not exist yet: tjit skipped in the {op} bandwidth cases")
         return None
+
+    def peer_impls(self, op, pas, shape, inputs):
+        """({peer: make or None}, {peer: why skipped}) for one case: make(input_set) binds the
+        peer's (op, pas) to inputs(input_set) (the argument tuple peers.Peer.bind takes)."""
+        impls, skipped = {}, {}
+        for name, peer in self.peers.items():
+            why = peer.why_not(op, pas, shape)
+            if why is None:
+                impls[name] = lambda s, peer=peer: peer.bind(op, pas, *inputs(s))
+                continue
+            impls[name], skipped[name] = None, why
+            if not peer.available:
+                self.note_once(f"{name}: {why}; skipped in every case")
+            else:
+                self.note_once(f"{name} {op} {pas}: {why}: skipped")
+        return impls, skipped
+
+    def capture_notes(self):
+        """One note per (implementation, op, pass) timed with do_bench because its calls could not
+        be captured in a CUDA graph (copy excepted: it is always timed both ways)."""
+        plain = {}
+        for r in self.records:
+            if r.get("timing") == "plain" and r["impl"] != "copy":
+                plain.setdefault((r["impl"], r["op"], r["pass"]), []).append(r)
+        for (impl, op, pas), recs in plain.items():
+            cases = ", ".join(f"{r['dtype']} {'x'.join(map(str, r['shape']))}" for r in recs)
+            self.note_once(f"{impl} {op} {pas}: not capturable in a CUDA graph, timed with do_bench at {cases} "
+                           f"(first error: {recs[0].get('capture_error')})")
 
     # ------------------------------------------------------------------------------------ ops
 
@@ -266,8 +328,9 @@ class Runner:
                 impls = {"tjit": self.tjit_or_none("add", lambda s: (lambda: torch.ops.tjit.add(*s))),
                          "aten": lambda s: (lambda: torch.add(*s)),
                          "python_triton": lambda s: (lambda: pb.add(*s))}
+                peers, skipped = self.peer_impls("add", "fwd", [n], lambda s: s)
                 self.case("add", "fwd", dtype_name, [n], nbytes, (2 * self.n_sets(nbytes) + 3) * n * e, make_sets,
-                          impls, check)
+                          {**impls, **peers}, check, skipped)
 
     def run_sum(self, sizes):
         for dtype_name in self.dtypes:
@@ -286,8 +349,9 @@ class Runner:
                 impls = {"tjit": self.tjit_or_none("sum", lambda x: (lambda: torch.ops.tjit.sum(x))),
                          "aten": lambda x: (lambda: torch.sum(x)),
                          "python_triton": lambda x: (lambda: tw.sum_all(x))}
+                peers, skipped = self.peer_impls("sum", "fwd", [n], lambda x: (x, ))
                 self.case("sum", "fwd", dtype_name, [n], nbytes, (self.n_sets(nbytes) + 1) * n * e, make_sets,
-                          impls, check)
+                          {**impls, **peers}, check, skipped)
 
     def run_softmax(self, sizes):
         m = sizes["rows"]
@@ -309,8 +373,9 @@ class Runner:
                          "aten": lambda x: (lambda: torch.softmax(x, -1)),
                          "python_triton": lambda x: (lambda: tw.softmax(x)),
                          "tutorial": (lambda x: (lambda: pb.tutorial_softmax(x))) if n <= TUTORIAL_MAX_COLS else None}
+                peers, skipped = self.peer_impls("softmax", "fwd", [m, n], lambda x: (x, ))
                 self.case("softmax", "fwd", dtype_name, [m, n], nbytes, (self.n_sets(nbytes) + 3) * mn * e, make_fwd,
-                          impls, check_fwd)
+                          {**impls, **peers}, check_fwd, skipped)
 
                 # backward: grad_in = out * (grad_out - sum(grad_out * out))
                 nbytes = 3 * mn * e
@@ -329,8 +394,9 @@ class Runner:
                          "aten": lambda s, dtype=dtype:
                          (lambda: torch.ops.aten._softmax_backward_data(s[0], s[1], -1, dtype)),
                          "python_triton": lambda s: (lambda: tw.softmax_backward(s[0], s[1]))}
+                peers, skipped = self.peer_impls("softmax", "bwd", [m, n], lambda s, dtype=dtype: (s[0], s[1], dtype))
                 self.case("softmax", "bwd", dtype_name, [m, n], nbytes, (2 * self.n_sets(nbytes) + 3) * mn * e,
-                          make_bwd, impls, check_bwd)
+                          make_bwd, {**impls, **peers}, check_bwd, skipped)
 
     def run_layer_norm(self, sizes):
         m = sizes["rows"]
@@ -358,8 +424,9 @@ class Runner:
                 impls = {"tjit": self.tjit_or_none("layer_norm", tjit_fwd),
                          "aten": lambda s, n=n: (lambda: F.layer_norm(s[0], (n, ), s[1], s[2], eps)),
                          "python_triton": lambda s: (lambda: tw.layer_norm(s[0], s[1], s[2], eps, stats=False)[0])}
+                peers, skipped = self.peer_impls("layer_norm", "fwd", [m, n], lambda s: (*s, eps))
                 self.case("layer_norm", "fwd", dtype_name, [m, n], nbytes, (self.n_sets(nbytes) + 3) * mn * e,
-                          make_fwd, impls, check_fwd)
+                          make_fwd, {**impls, **peers}, check_fwd, skipped)
 
                 # backward: dx, dw, db from the backward operators / kernels
                 nbytes = 3 * mn * e + 3 * n * e + 8 * m
@@ -401,8 +468,11 @@ class Runner:
                     torch.ops.tjit.layer_norm_forward, torch.ops.tjit.layer_norm_backward)),
                          "aten": op_bwd(torch.ops.aten.native_layer_norm, torch.ops.aten.native_layer_norm_backward),
                          "python_triton": triton_bwd}
+                # The peers' backward functions too (peers.py computes their mean/rstd once, here).
+                peers, skipped = self.peer_impls("layer_norm", "bwd", [m, n],
+                                                 lambda s: (*(t.detach() for t in s), eps))
                 self.case("layer_norm", "bwd", dtype_name, [m, n], nbytes, (4 * self.n_sets(nbytes) + 4) * mn * e,
-                          make_bwd, impls, check_bwd)
+                          make_bwd, {**impls, **peers}, check_bwd, skipped)
 
 
 OPS = ("add", "sum", "softmax", "layer_norm")
@@ -420,7 +490,9 @@ def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep
         getattr(runner, f"run_{op}")(sizes)
         timings[op] = round(time.perf_counter() - start, 1)
         log(f"  ({op}: {timings[op]} s)")
+    runner.capture_notes()
     return {"config": {"device": device, "timer": timer.describe(), "sizes": sizes, "dtypes": runner.dtypes,
+                       "peers": peer_lib.describe(runner.peers),
                        "l2_rotate_below_bytes": L2_ROTATE_BYTES, "max_input_sets": runner.max_sets,
                        "max_footprint_bytes": runner.max_footprint, "tutorial_max_cols": TUTORIAL_MAX_COLS,
                        "tolerance": {str(k).replace("torch.", ""): v for k, v in TOLERANCE.items()},

@@ -14,6 +14,10 @@ r of every implementation, then round r + 1, ...) after a warm-up, so drift hits
     tjit_overload    add only: torch.ops.tjit.add.default (the overload, no overload resolution)
     aten_via_torch_ops  add only: torch.ops.aten.add.Tensor, aten's kernel through the torch.ops
                      call path tjit's operators take (what that path costs, apart from the kernel)
+    flaggems         FlagGems: flag_gems.ops.add / sum / softmax(x, -1) / layer_norm (peers.py)
+    liger            Liger-Kernel, softmax and layer_norm: LigerSoftmaxFunction.apply,
+                     LigerLayerNormFunction.apply (peers.py); absent peers (CPU, not installed) are
+                     skipped with a note
 
 C++: runs the tjit_bench_overhead executable (benchmarks/cpp/bench_overhead.cpp) and keeps its JSON.
 """
@@ -28,6 +32,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+import peers as peer_lib
 import python_baselines as pb
 import triton_wrappers as tw
 
@@ -57,8 +62,9 @@ def measure_round_robin(fns, sync, calls, rounds, warmup):
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
-def _cases(device):
-    """[(op, shape, {impl: fn})] with each fn bound to its inputs, plus the tjit calls and references."""
+def _cases(device, peers=None, ops_filter=None):
+    """[(op, shape, {impl: fn})] with each fn bound to its inputs, plus the tjit calls, references and
+    notes on the peers (FlagGems, Liger-Kernel) that are absent or lack an operator."""
     f32 = dict(device=device, dtype=torch.float32)
     x1 = torch.randn(1024, **f32)
     y1 = torch.randn(1024, **f32)
@@ -100,6 +106,23 @@ def _cases(device):
         ln["triton_op"] = lambda: ops.layer_norm(x2, w, b, 1e-5)
     cases.append(("layer_norm", [32, 1024], ln))
 
+    # The peers, on the same inputs (peers.Peer.bind takes the arguments the bandwidth cases pass).
+    peer_notes = []
+    peers = peer_lib.load(device) if peers is None else peers
+    inputs = {"add": (x1, y1), "sum": (x1, ), "softmax": (x2, ), "layer_norm": (x2, w, b, 1e-5)}
+    for name, peer in peers.items():
+        if not peer.available:
+            peer_notes.append(f"{name}: {peer.note}; skipped")
+            continue
+        for op, shape, fns in cases:
+            if ops_filter and op not in ops_filter:
+                continue
+            why = peer.why_not(op, "fwd", shape)
+            if why is None:
+                fns[name] = peer.bind(op, "fwd", *inputs[op])
+            else:
+                peer_notes.append(f"{name} {op}: {why}: skipped")
+
     tjit_fns = {
         "add": lambda: torch.ops.tjit.add(x1, y1),
         "sum": lambda: torch.ops.tjit.sum(x1),
@@ -113,14 +136,14 @@ def _cases(device):
         "softmax": lambda: torch.softmax(x2, -1),
         "layer_norm": lambda: F.layer_norm(x2, (1024, ), w, b, 1e-5),
     }
-    return cases, tjit_fns, refs, ops_error
+    return cases, tjit_fns, refs, ops_error, peer_notes
 
 
 def _first_tensor(value):
     return value[0] if isinstance(value, (tuple, list)) else value
 
 
-def run_python_overhead(device, smoke, ops_filter, log=print):
+def run_python_overhead(device, smoke, ops_filter, log=print, peers=None):
     cuda = device == "cuda"
     calls = 5 if smoke else 1000
     rounds = 3 if smoke else 25
@@ -130,13 +153,14 @@ def run_python_overhead(device, smoke, ops_filter, log=print):
         if cuda:
             torch.cuda.synchronize()
 
-    cases, tjit_fns, refs, ops_error = _cases(device)
+    peers = peer_lib.load(device) if peers is None else peers
+    cases, tjit_fns, refs, ops_error, peer_notes = _cases(device, peers, ops_filter)
     result = {"config": {"device": device, "dtype": "float32", "calls_per_round": calls, "rounds": rounds,
                          "warmup_calls": warmup, "statistic": "median over rounds of host us per call"},
-              "ops": {}, "notes": []}
-    if ops_error:
-        result["notes"].append(ops_error)
-        log(f"  note: {ops_error}")
+              "ops": {}, "notes": [], "peers": peer_lib.describe(peers)}
+    for note in ([ops_error] if ops_error else []) + peer_notes:
+        result["notes"].append(note)
+        log(f"  note: {note}")
     for op, shape, fns in cases:
         if ops_filter and op not in ops_filter:
             continue
@@ -165,7 +189,7 @@ def run_python_overhead(device, smoke, ops_filter, log=print):
         entry["us_per_call"] = measure_round_robin(fns, sync, calls, rounds, warmup)
         us = entry["us_per_call"]
         if "tjit" in us:
-            for other in ("aten", "python_triton", "triton_op"):
+            for other in ("aten", "python_triton", "triton_op", "flaggems", "liger"):
                 if other in us:
                     entry["ratios"][f"tjit/{other}"] = us["tjit"] / us[other]
         result["ops"][op] = entry

@@ -17,6 +17,13 @@ Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range)
     cold start, empty kernel store          all first calls <= 1.10 x the same without a store (C++, Python)
     cold start, C++, embedded bundle        every first call <= 5 ms, neither libpython nor libtriton mapped
                                             (measured when liboperators is built with TJIT_EMBED_KERNELS=ON)
+    <op> <pass> against the peers           >= 1.00 x the best of aten, tutorial, FlagGems and Liger-Kernel,
+                                            every dtype and size, for add fwd, sum fwd, softmax fwd / bwd,
+                                            layer_norm fwd / bwd (N/A when no peer was measured, e.g. on CPU;
+                                            a peer's wrong result is not compared, and the note says so)
+    Python host time                        <= 0.20 x FlagGems for every operator (worst op named)
+    softmax fwd bandwidth                   >= 0.85 x copy from 1024 to 131072 columns, fp32 and bf16
+    layer_norm fwd / bwd bandwidth          >= 0.85 x / >= 0.70 x copy from 512 to 65536 columns, fp32 and bf16
 """
 
 import argparse
@@ -25,9 +32,11 @@ import math
 import os
 import sys
 
-IMPL_ORDER = ("tjit", "aten", "python_triton", "tutorial", "triton_op", "triton_launch", "copy")
+IMPL_ORDER = ("tjit", "aten", "python_triton", "tutorial", "flaggems", "liger", "triton_op", "triton_launch",
+              "copy")
 COLORS = {"tjit": "C0", "aten": "C1", "python_triton": "C2", "tutorial": "C3", "triton_op": "C4",
-          "triton_launch": "C5", "copy": "gray"}
+          "triton_launch": "C5", "flaggems": "C6", "liger": "C9", "copy": "gray"}
+PEERS = ("flaggems", "liger")  # FlagGems and Liger-Kernel (benchmarks/peers.py)
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 
@@ -64,7 +73,31 @@ TARGETS = [
     _target("cold_cpp_bundle", "C++ fresh process, kernels from liboperators' embedded bundle, TJIT_JIT=0: each "
             "op's first call <= 5 ms after CUDA context creation (value: ms), libpython and libtriton never mapped",
             "le", 5.0),
+    _target("add_fwd_peers", "add fwd >= 1.00x best of aten, FlagGems, every dtype and size", "ge", 1.00),
+    _target("sum_fwd_peers", "sum fwd >= 1.00x best of aten, FlagGems, every dtype and size", "ge", 1.00),
+    _target("softmax_fwd_peers", "softmax fwd >= 1.00x best of aten, tutorial, FlagGems, Liger, every dtype and size",
+            "ge", 1.00),
+    _target("softmax_bwd_peers", "softmax bwd >= 1.00x best of aten, FlagGems, Liger, every dtype and size",
+            "ge", 1.00),
+    _target("layer_norm_fwd_peers", "layer_norm fwd >= 1.00x best of aten, FlagGems, Liger, every dtype and size",
+            "ge", 1.00),
+    _target("layer_norm_bwd_peers", "layer_norm bwd >= 1.00x best of aten, FlagGems, Liger, every dtype and size",
+            "ge", 1.00),
+    _target("py_host_vs_flaggems", "Python host time per call <= 0.20x FlagGems, every operator", "le", 0.20),
+    _target("softmax_fwd_copy_128k", "softmax fwd >= 0.85x copy, 1024..131072 columns, fp32 and bf16", "ge", 0.85),
+    _target("layer_norm_fwd_copy", "layer_norm fwd >= 0.85x copy, 512..65536 columns, fp32 and bf16", "ge", 0.85),
+    _target("layer_norm_bwd_copy", "layer_norm bwd >= 0.70x copy, 512..65536 columns, fp32 and bf16", "ge", 0.70),
 ]
+# Peer targets: (op, pass) against the best of these (those absent in a case are left out).
+PEER_REFS = ("aten", "tutorial") + PEERS
+PEER_TARGETS = {"add_fwd_peers": ("add", "fwd"), "sum_fwd_peers": ("sum", "fwd"),
+                "softmax_fwd_peers": ("softmax", "fwd"), "softmax_bwd_peers": ("softmax", "bwd"),
+                "layer_norm_fwd_peers": ("layer_norm", "fwd"), "layer_norm_bwd_peers": ("layer_norm", "bwd")}
+# Copy targets: (op, pass, fewest columns, most columns), fp32 and bf16.
+COPY_TARGETS = {"softmax_fwd_copy_128k": ("softmax", "fwd", 1024, 131072),
+                "layer_norm_fwd_copy": ("layer_norm", "fwd", 512, 65536),
+                "layer_norm_bwd_copy": ("layer_norm", "bwd", 512, 65536)}
+COPY_TARGET_DTYPES = ("float32", "bfloat16")
 
 
 def _cold_start_target(cold, tid):
@@ -106,17 +139,21 @@ def _index_records(records):
     return index
 
 
-def _bandwidth_target(records, op, pas, size_of, lo, hi, refs):
-    """Worst tjit/ref GB/s ratio over the cases of (op, pas) whose size_of(shape) is in [lo, hi].
-    refs: names of reference implementations; the reference is the fastest of them per case.
+def _bandwidth_target(records, op, pas, size_of, lo, hi, refs, dtypes=None, name_ref=False, skip_wrong_refs=False):
+    """Worst tjit/ref GB/s ratio over the cases of (op, pas) whose size_of(shape) is in [lo, hi]
+    (and whose dtype is in dtypes, when given).
+    refs: names of reference implementations; the reference is the fastest of them per case
+    (name_ref: worst_at names it; skip_wrong_refs: a reference with wrong results is left out, and
+    the note says where).
     Returns (ratio, worst_at, note, tjit_failed): ratio None when nothing could be compared;
     tjit_failed when tjit errored or gave wrong results somewhere in range."""
     index = _index_records(records)
     cases = sorted({(r["dtype"], tuple(r["shape"])) for r in records
-                    if r["op"] == op and r["pass"] == pas and lo <= size_of(r["shape"]) <= hi})
+                    if r["op"] == op and r["pass"] == pas and lo <= size_of(r["shape"]) <= hi
+                    and (dtypes is None or r["dtype"] in dtypes)})
     if not cases:
         return None, None, "no measurements in range", False
-    worst, worst_at, problems = None, None, []
+    worst, worst_at, problems, left_out = None, None, [], []
     for dtype, shape in cases:
         where = f"{dtype} {_size_label(shape)}"
         t = index.get((op, pas, dtype, shape, "tjit"))
@@ -127,16 +164,62 @@ def _bandwidth_target(records, op, pas, size_of, lo, hi, refs):
             continue
         if t.get("ok") is False:
             problems.append(f"tjit wrong at {where}")
-        ref_vals = [index[(op, pas, dtype, shape, name)]["gbps"] for name in refs
-                    if "gbps" in index.get((op, pas, dtype, shape, name), {})]
+        ref_vals = {}
+        for name in refs:
+            rec = index.get((op, pas, dtype, shape, name), {})
+            if "gbps" not in rec:
+                continue
+            if skip_wrong_refs and rec.get("ok") is False:
+                left_out.append(f"{name} at {where}")
+                continue
+            ref_vals[name] = rec["gbps"]
         if not ref_vals:
             continue
-        ratio = t["gbps"] / max(ref_vals)
+        best = max(ref_vals, key=ref_vals.get)
+        ratio = t["gbps"] / ref_vals[best]
         if worst is None or ratio < worst:
-            worst, worst_at = ratio, where
-    if problems:
+            worst, worst_at = ratio, f"{where} vs {best}" if name_ref else where
+    if left_out:
+        problems.append("wrong results not compared: " + ", ".join(left_out))
+    if any(p.startswith("tjit") for p in problems):
         return worst, worst_at, "; ".join(problems), True
-    return worst, worst_at, None if worst is not None else "no reference measured", False
+    note = "; ".join(problems) or (None if worst is not None else "no reference measured")
+    return worst, worst_at, note, False
+
+
+def _peer_bandwidth_target(records, op, pas):
+    """(ratio, worst_at, note, tjit_failed) of a peer target: tjit against the best of aten, the
+    tutorial and the peers per case, over every dtype and size; N/A while no peer was measured."""
+    sub = [r for r in records if r["op"] == op and r["pass"] == pas]
+    if not sub:
+        return None, None, f"{op} {pas} not measured", False
+    if not any(r["impl"] in PEERS and "gbps" in r for r in sub):
+        why = {}
+        for r in sub:
+            if r["impl"] in PEERS and r["impl"] not in why:
+                why[r["impl"]] = r.get("note") or r.get("error") or "not measured"
+        why = "; ".join(f"{k}: {v}" for k, v in why.items())
+        return None, None, "no peer measured" + (f": {why}" if why else ""), False
+    size_of = lambda shape: math.prod(shape) if len(shape) == 1 else shape[-1]  # noqa: E731
+    return _bandwidth_target(records, op, pas, size_of, 0, math.inf, PEER_REFS, name_ref=True, skip_wrong_refs=True)
+
+
+def _host_vs_peer_target(python, peer):
+    """(ratio, worst_at, note, tjit_failed): the largest tjit / peer host time per call over the
+    operators measured with both; N/A without the peer."""
+    ops = python.get("ops", {})
+    ratios = {op: e["us_per_call"]["tjit"] / e["us_per_call"][peer] for op, e in ops.items()
+              if e["us_per_call"].get("tjit") and e["us_per_call"].get(peer)}
+    if not ratios:
+        note = ((python.get("peers") or {}).get(peer) or {}).get("note") or f"{peer} not measured"
+        return None, None, note, False
+    worst = max(ratios, key=ratios.get)
+    problems = [f"not measured: {op}" for op in ops if op not in ratios]
+    problems += [f"{name} wrong for {op}" for op in ratios for name in ("tjit", peer)
+                 if ops[op].get("checks", {}).get(name) is False]
+    failed = any(ops[op].get("checks", {}).get("tjit") is False for op in ratios)
+    shape = "x".join(map(str, ops[worst].get("shape", [])))
+    return ratios[worst], f"{worst} {shape} fp32, host us per call", "; ".join(problems) or None, failed
 
 
 def evaluate_targets(results):
@@ -150,7 +233,15 @@ def evaluate_targets(results):
     for t in TARGETS:
         ratio, at, reason, failed = None, None, None, False
         tid = t["id"]
-        if tid.startswith("cpp_"):
+        if tid in PEER_TARGETS:
+            ratio, at, reason, failed = _peer_bandwidth_target(bw, *PEER_TARGETS[tid])
+        elif tid in COPY_TARGETS:
+            op, pas, lo, hi = COPY_TARGETS[tid]
+            ratio, at, reason, failed = _bandwidth_target(bw, op, pas, cols, lo, hi, ["copy"],
+                                                          dtypes=COPY_TARGET_DTYPES)
+        elif tid == "py_host_vs_flaggems":
+            ratio, at, reason, failed = _host_vs_peer_target((ov.get("python") or {}), "flaggems")
+        elif tid.startswith("cpp_"):
             key = "tjit_add/at_add" if tid == "cpp_add_vs_aten" else "bare/raw"
             if cpp.get("skipped") or not cpp:
                 reason = "C++ benchmark skipped" + (f": {cpp.get('reason')}" if cpp.get("reason") else "")
@@ -237,12 +328,39 @@ def _size_label(shape):
 def python_overhead_rows(results):
     py = ((results.get("overhead") or {}).get("python") or {}).get("ops", {})
     impls = _ordered({k for e in py.values() for k in e["us_per_call"]})
+    # tjit / each peer, where some operator has both
+    ratios = ["tjit/aten", "tjit/python_triton"] + [f"tjit/{p}" for p in PEERS
+                                                    if any(f"tjit/{p}" in e["ratios"] for e in py.values())]
     rows = []
     for op, e in py.items():
         us = e["us_per_call"]
         rows.append([op, "x".join(map(str, e["shape"]))] + [_fmt(us.get(i)) for i in impls] +
-                    [_fmt(e["ratios"].get("tjit/aten")), _fmt(e["ratios"].get("tjit/python_triton"))])
-    return ["op", "shape"] + [f"{i} us" for i in impls] + ["tjit/aten", "tjit/python_triton"], rows
+                    [_fmt(e["ratios"].get(r)) for r in ratios])
+    return ["op", "shape"] + [f"{i} us" for i in impls] + ratios, rows
+
+
+def _peers_info(results):
+    """{peer: peers.Peer.describe()} as recorded by the bandwidth or overhead part (None if neither)."""
+    bw = ((results.get("bandwidth") or {}).get("config") or {}).get("peers")
+    return bw or ((results.get("overhead") or {}).get("python") or {}).get("peers")
+
+
+def peers_markdown(results):
+    info = _peers_info(results)
+    if not info:
+        return ["not recorded", ""]
+    lines = _table(["peer", "version", "state"],
+                   [[name, p.get("version") or "-", "used" if p.get("available") else p.get("note")]
+                    for name, p in info.items()]) + [""]
+    calls = []
+    for name, p in info.items():
+        if not p.get("available"):
+            continue
+        calls += [f"- {name} {op}: `{call}`" for op, call in (p.get("calls") or {}).items()]
+        calls += [f"- {name} {op}: not measured ({why})" for op, why in (p.get("missing") or {}).items()]
+        calls += [f"- {name} {op}: up to {cols} columns" for op, cols in (p.get("max_cols") or {}).items()]
+    lines += calls + ([""] if calls else [])
+    return lines + ["What each peer call is and what it counts: benchmarks/peers.py, benchmarks/README.md.", ""]
 
 
 def targets_rows(targets, note_width=None):
@@ -263,6 +381,7 @@ def write_markdown(results, path, plots=()):
               "ratios (higher is better) for bandwidth. See benchmarks/README.md.", ""]
     targets = results.get("targets") or evaluate_targets(results)
     lines += ["## Targets", ""] + _table(*targets_rows(targets)) + [""]
+    lines += ["## Peers (FlagGems, Liger-Kernel)", ""] + peers_markdown(results)
 
     lines += ["## Host overhead per call, Python", ""]
     py = (results.get("overhead") or {}).get("python")
@@ -311,10 +430,14 @@ def write_markdown(results, path, plots=()):
                 groups.append(g)
         for op, pas in groups:
             sub = [r for r in recs if r["op"] == op and r["pass"] == pas]
-            impls = _ordered({r["impl"] for r in sub})
+            # Columns: tjit always; others where something ran (a peer skipped everywhere, e.g. on
+            # CPU, has no column; the notes say why).
+            impls = _ordered({r["impl"] for r in sub if r["impl"] == "tjit" or "gbps" in r or r.get("error")})
+            measured = {r["impl"] for r in sub if "gbps" in r}
+            ratio_refs = ["aten"] + [p for p in PEERS if p in measured] + ["copy"]
             index = _index_records(sub)
             lines += [f"### {op} {pas}", ""]
-            rows = []
+            rows, plain = [], False
             for dtype in dict.fromkeys(r["dtype"] for r in sub):
                 for shape in dict.fromkeys(tuple(r["shape"]) for r in sub if r["dtype"] == dtype):
                     cells, vals = [], {}
@@ -322,15 +445,21 @@ def write_markdown(results, path, plots=()):
                         rec = index.get((op, pas, dtype, shape, i), {})
                         if "gbps" in rec:
                             vals[i] = rec["gbps"]
-                            cells.append(_fmt(rec["gbps"], 1) + ("" if rec.get("ok", True) else " (wrong)"))
+                            # copy is always timed both ways (the faster counts); others: a mark
+                            # where the call could not be captured in a CUDA graph
+                            mark = " †" if rec.get("timing") == "plain" and i != "copy" else ""
+                            plain = plain or bool(mark)
+                            cells.append(_fmt(rec["gbps"], 1) + mark + ("" if rec.get("ok", True) else " (wrong)"))
                         elif rec.get("error"):
                             cells.append("error")
                         else:
                             cells.append("-")
                     t = vals.get("tjit")
                     ratio = lambda ref: _fmt(t / vals[ref]) if t and vals.get(ref) else "-"  # noqa: E731
-                    rows.append([dtype, _size_label(shape)] + cells + [ratio("aten"), ratio("copy")])
-            lines += _table(["dtype", "size"] + impls + ["tjit/aten", "tjit/copy"], rows) + [""]
+                    rows.append([dtype, _size_label(shape)] + cells + [ratio(ref) for ref in ratio_refs])
+            lines += _table(["dtype", "size"] + impls + [f"tjit/{ref}" for ref in ratio_refs], rows) + [""]
+            if plain:
+                lines += ["† not capturable in a CUDA graph: timed with do_bench (plain calls)", ""]
             errors = [f"- {r['dtype']} {_size_label(r['shape'])} {r['impl']}: {r['error']}"
                       for r in sub if r.get("error")]
             lines += errors + ([""] if errors else [])

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """tjit's benchmark suite: host overhead (Python and C++), memory bandwidth and cold start, tjit against
-aten, Python Triton, torch.library.triton_op and a device copy, with the targets checked at the end.
+aten, Python Triton, torch.library.triton_op, FlagGems and Liger-Kernel (where installed; peers.py) and a
+device copy, with the targets checked at the end.
 
     python3 benchmarks/run_benchmarks.py --out benchmarks/results      # on the CUDA machine
     python3 benchmarks/run_benchmarks.py --smoke                       # anywhere: tiny sizes, CPU ok
@@ -85,8 +86,10 @@ def merge_previous(results, path, ops_filter):
         else:
             kept = [r for r in old["bandwidth"]["records"] if r["op"] not in ran]
             results["bandwidth"]["records"] = kept + results["bandwidth"]["records"]
-            results["bandwidth"]["notes"] = [n for n in old["bandwidth"].get("notes", [])
-                                             if not any(op in n for op in ran)] + results["bandwidth"]["notes"]
+            # dict.fromkeys: notes not tied to an op (absent peers) come with every run, once is enough
+            results["bandwidth"]["notes"] = list(dict.fromkeys(
+                [n for n in old["bandwidth"].get("notes", []) if not any(op in n for op in ran)] +
+                results["bandwidth"]["notes"]))
     results["meta"]["merged_with_run_of"] = old.get("meta", {}).get("date_utc")
     return results
 

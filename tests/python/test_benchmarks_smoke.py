@@ -1,18 +1,39 @@
 """The benchmark suite runs end to end: benchmarks/run_benchmarks.py --smoke on CPU (tiny sizes,
 Triton's interpreter) writes its JSON and Markdown with the expected structure, and refuses to
-write smoke results into benchmarks/results."""
+write smoke results into benchmarks/results. The peers (FlagGems, Liger-Kernel) are skipped on CPU
+with a note and their targets are N/A there; the targets against peers and copy are evaluated on
+small synthetic results, and the bandwidth runner measures stand-in peers (torch functions), records
+a peer's exception and goes on."""
 
 import json
+import math
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
-SCRIPT = os.path.join(ROOT, "benchmarks", "run_benchmarks.py")
+BENCH = os.path.join(ROOT, "benchmarks")
+SCRIPT = os.path.join(BENCH, "run_benchmarks.py")
 OPS = ("add", "sum", "softmax", "layer_norm")
+PEERS = ("flaggems", "liger")
+PEER_TARGET_IDS = ("add_fwd_peers", "sum_fwd_peers", "softmax_fwd_peers", "softmax_bwd_peers", "layer_norm_fwd_peers",
+                   "layer_norm_bwd_peers", "py_host_vs_flaggems")
+TARGET_IDS = ("cpp_add_vs_aten", "cpp_bare_vs_raw", "py_add_vs_aten", "py_add_vs_triton", "add_bw", "sum_bw",
+              "softmax_fwd_bw", "softmax_bwd_bw", "softmax_fwd_copy", "softmax_bwd_copy", "layer_norm_fwd_bw",
+              "layer_norm_bwd_bw", "cold_cpp_warm_store", "cold_py_warm_store", "cold_store_vs_jit", "autotune_host",
+              "autotune_cost", "cold_cpp_bundle") + PEER_TARGET_IDS + ("softmax_fwd_copy_128k", "layer_norm_fwd_copy",
+                                                                       "layer_norm_bwd_copy")
+
+
+def import_bench(name):
+    """A module of benchmarks/ (report, peers: neither loads kernels at import)."""
+    if BENCH not in sys.path:
+        sys.path.insert(0, BENCH)
+    return __import__(name)
 
 
 def run(args, timeout):
@@ -86,7 +107,8 @@ def test_smoke_writes_json_and_markdown(smoke_run):
         assert tuned["skipped"] is True and "CUDA" in tuned["reason"], tuned
 
     targets = results["targets"]
-    assert len(targets) == 18
+    assert len(targets) == 28
+    assert tuple(t["id"] for t in targets) == TARGET_IDS
     for t in targets:
         assert {"target", "ratio", "status", "worst_at"} <= set(t)
         assert t["status"] in ("PASS", "MISS", "N/A")
@@ -98,6 +120,264 @@ def test_smoke_writes_json_and_markdown(smoke_run):
         assert heading in md, heading
     # The summary table comes last.
     assert stdout.strip().splitlines()[-1].startswith("targets: ")
+
+
+def test_smoke_skips_peers_on_cpu(smoke_run):
+    """On CPU FlagGems and Liger-Kernel are skipped, never imported: every peer record is a skipped one
+    with its note, the notes and the Markdown say why, and every target against them is N/A."""
+    folder, stdout = smoke_run
+    with open(folder / "results.json") as f:
+        results = json.load(f)
+    records = results["bandwidth"]["records"]
+    for peer in PEERS:
+        recs = [r for r in records if r["impl"] == peer]
+        # one per case: every op, pass, dtype and size
+        assert len(recs) == len([r for r in records if r["impl"] == "aten"]), peer
+        for r in recs:
+            assert r.get("skipped") is True and "gbps" not in r, r
+            assert "skipped on cpu" in r["note"] and "CUDA-only" in r["note"], r
+        info = results["bandwidth"]["config"]["peers"][peer]
+        assert info["available"] is False and "skipped on cpu" in info["note"], info
+        assert any(n.startswith(f"{peer}: skipped on cpu") for n in results["bandwidth"]["notes"]), peer
+        python = results["overhead"]["python"]
+        assert any(n.startswith(f"{peer}: skipped on cpu") for n in python["notes"]), peer
+        assert all(peer not in e["us_per_call"] for e in python["ops"].values()), peer
+    assert "flag_gems" not in sys.modules and "liger_kernel" not in sys.modules
+    targets = {t["id"]: t for t in results["targets"]}
+    for tid in PEER_TARGET_IDS:
+        assert targets[tid]["status"] == "N/A" and targets[tid]["ratio"] is None, targets[tid]
+        assert "skipped on cpu" in targets[tid]["note"], targets[tid]
+    # Smoke sizes (128, 256 columns) are below the copy targets' ranges.
+    for tid in ("softmax_fwd_copy_128k", "layer_norm_fwd_copy", "layer_norm_bwd_copy"):
+        assert targets[tid]["status"] == "N/A", targets[tid]
+    md = (folder / "results.md").read_text()
+    assert "## Peers (FlagGems, Liger-Kernel)" in md
+    assert "| flaggems | " in md and "| liger | " in md
+    # no column for a peer skipped everywhere
+    assert "| flaggems |" not in md.split("## Bandwidth (GB/s)")[1].split("Notes:")[0]
+
+
+def _rec(op, pas, dtype, shape, impl, gbps=None, **extra):
+    rec = {"op": op, "pass": pas, "dtype": dtype, "shape": list(shape), "numel": math.prod(shape),
+           "bytes": 1, "impl": impl, **extra}
+    if gbps is None:
+        rec["skipped"] = True
+    else:
+        rec.update(gbps=gbps, ms=1.0, ok=extra.get("ok", True), timing=extra.get("timing", "graph"))
+    return rec
+
+
+def _softmax_results(liger_gbps, flaggems_ok=True):
+    """softmax fwd at two sizes and both dtypes: tjit 100 GB/s, aten 90, flaggems 95 (or 500 with
+    wrong results), liger `liger_gbps` at 4096x1024 float32, 50 elsewhere, copy 110."""
+    records = []
+    for dtype in ("float32", "bfloat16"):
+        for cols in (1024, 131072):
+            shape = (4096, cols)
+            liger = liger_gbps if (dtype, cols) == ("float32", 1024) else 50.0
+            records += [_rec("softmax", "fwd", dtype, shape, "tjit", 100.0),
+                        _rec("softmax", "fwd", dtype, shape, "aten", 90.0),
+                        _rec("softmax", "fwd", dtype, shape, "flaggems", 95.0 if flaggems_ok else 500.0,
+                             ok=flaggems_ok),
+                        _rec("softmax", "fwd", dtype, shape, "liger", liger) if cols <= 65536 else
+                        _rec("softmax", "fwd", dtype, shape, "liger", note="more than 65536 columns"),
+                        _rec("softmax", "fwd", dtype, shape, "copy", 110.0)]
+    return {"bandwidth": {"records": records, "notes": []}}
+
+
+def test_peer_targets_synthetic():
+    report = import_bench("report")
+
+    def target(results, tid):
+        return next(t for t in report.evaluate_targets(results) if t["id"] == tid)
+
+    # A peer faster than tjit somewhere: MISS, naming the case and the peer.
+    t = target(_softmax_results(liger_gbps=125.0), "softmax_fwd_peers")
+    assert t["status"] == "MISS" and t["ratio"] == pytest.approx(100 / 125), t
+    assert t["worst_at"] == "float32 4096x1024 vs liger", t
+    # tjit faster than every peer and aten everywhere: PASS; the worst case is against flaggems.
+    t = target(_softmax_results(liger_gbps=60.0), "softmax_fwd_peers")
+    assert t["status"] == "PASS" and t["ratio"] == pytest.approx(100 / 95), t
+    assert t["worst_at"].endswith("vs flaggems"), t
+    # A peer's wrong results are not compared, and the note says so.
+    t = target(_softmax_results(liger_gbps=60.0, flaggems_ok=False), "softmax_fwd_peers")
+    assert t["status"] == "PASS" and t["ratio"] == pytest.approx(100 / 90), t
+    assert "wrong results not compared: flaggems" in t["note"], t
+    # tjit wrong anywhere: MISS however fast.
+    results = _softmax_results(liger_gbps=60.0)
+    results["bandwidth"]["records"][0]["ok"] = False
+    assert target(results, "softmax_fwd_peers")["status"] == "MISS"
+    # Peers only skipped: N/A, with their notes.
+    results = _softmax_results(liger_gbps=60.0)
+    for r in results["bandwidth"]["records"]:
+        if r["impl"] in PEERS:
+            r.pop("gbps", None)
+            r.update(skipped=True, note=f"{r['impl']} not installed")
+    t = target(results, "softmax_fwd_peers")
+    assert t["status"] == "N/A" and "flaggems: flaggems not installed" in t["note"], t
+    # A pass not run at all: N/A.
+    assert target(results, "layer_norm_bwd_peers")["status"] == "N/A"
+
+    # Copy: 100 / 110 = 0.91 >= 0.85 over 1024..131072 columns; one slow dtype makes it MISS.
+    t = target(_softmax_results(liger_gbps=60.0), "softmax_fwd_copy_128k")
+    assert t["status"] == "PASS" and t["ratio"] == pytest.approx(100 / 110), t
+    results = _softmax_results(liger_gbps=60.0)
+    for r in results["bandwidth"]["records"]:
+        if r["impl"] == "copy" and r["dtype"] == "bfloat16" and r["shape"][-1] == 131072:
+            r["gbps"] = 200.0
+    t = target(results, "softmax_fwd_copy_128k")
+    assert t["status"] == "MISS" and t["worst_at"] == "bfloat16 4096x131072", t
+    # The existing 0.80x copy target stops at 65536 columns: that slow case is outside it.
+    assert target(results, "softmax_fwd_copy")["status"] == "PASS"
+
+    # layer_norm copy targets: fwd >= 0.85x, bwd >= 0.70x, 512..65536 columns only.
+    records = []
+    for pas, tjit in (("fwd", 80.0), ("bwd", 75.0)):
+        for cols in (256, 512, 65536, 131072):
+            slow = cols in (256, 131072)  # outside the range: never counted
+            records += [_rec("layer_norm", pas, "float32", (4096, cols), "tjit", 10.0 if slow else tjit),
+                        _rec("layer_norm", pas, "float32", (4096, cols), "copy", 100.0)]
+    results = {"bandwidth": {"records": records}}
+    t = target(results, "layer_norm_fwd_copy")
+    assert t["status"] == "MISS" and t["ratio"] == pytest.approx(0.80), t
+    t = target(results, "layer_norm_bwd_copy")
+    assert t["status"] == "PASS" and t["ratio"] == pytest.approx(0.75), t
+
+
+def test_host_vs_flaggems_target_synthetic():
+    report = import_bench("report")
+
+    def overhead(us):
+        ops = {op: {"shape": [1024], "us_per_call": v, "ratios": {}, "checks": {}} for op, v in us.items()}
+        peers = {"flaggems": {"available": False, "note": "flag_gems not installed"}}
+        return {"overhead": {"python": {"ops": ops, "peers": peers}}}
+
+    def target(results):
+        return next(t for t in report.evaluate_targets(results) if t["id"] == "py_host_vs_flaggems")
+
+    t = target(overhead({"add": {"tjit": 5.0, "flaggems": 50.0}, "softmax": {"tjit": 6.0, "flaggems": 50.0}}))
+    assert t["status"] == "PASS" and t["ratio"] == pytest.approx(6.0 / 50.0) and t["worst_at"].startswith("softmax")
+    t = target(overhead({"add": {"tjit": 5.0, "flaggems": 40.0}, "sum": {"tjit": 6.0, "flaggems": 20.0}}))
+    assert t["status"] == "MISS" and t["ratio"] == pytest.approx(0.30) and t["worst_at"].startswith("sum"), t
+    t = target(overhead({"add": {"tjit": 5.0, "aten": 4.0}}))
+    assert t["status"] == "N/A" and t["note"] == "flag_gems not installed", t
+
+
+def test_peers_absent_have_notes(monkeypatch):
+    """peers.load_peer never raises: not installed, CPU and an import error each give a note."""
+    peers = import_bench("peers")
+    for name in PEERS:
+        peer = peers.load_peer(name, "cpu")
+        assert not peer.available and peer.note.startswith("skipped on cpu"), peer.note
+        assert peer.why_not("softmax", "fwd", [4, 128]) == peer.note
+    monkeypatch.setattr(peers, "_installed", lambda name: False)
+    assert peers.load_peer("flaggems", "cuda").note == "flag_gems not installed"
+    monkeypatch.setattr(peers, "_installed", lambda name: True)
+
+    def broken(peer):
+        raise RuntimeError("No device were detected on your machine ! \n Please check that your driver is complete.")
+
+    monkeypatch.setitem(peers._LOADERS, "liger", broken)
+    note = peers.load_peer("liger", "cuda").note
+    assert note == "import failed: RuntimeError: No device were detected on your machine !", note
+
+
+RUNNER_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    import torch.nn.functional as F
+    import tjit
+    import python_baselines
+    python_baselines.patch_interpreter_for_numpy()
+    import bandwidth
+    import peers
+
+    # Stand-ins for the peers, made of torch functions: one op raises, one has a column limit.
+    fake = peers.Peer("flaggems", "0-test")
+    fake.ops[("softmax", "fwd")] = lambda x: (lambda: torch.softmax(x, -1))
+    def broken(dy, y, dtype):
+        def call():
+            raise RuntimeError("peer failure on purpose")
+        return call
+    fake.ops[("softmax", "bwd")] = broken
+    fake.ops[("layer_norm", "fwd")] = lambda x, w, b, eps: (lambda: F.layer_norm(x, (x.shape[-1], ), w, b, eps))
+    def ln_bwd(x, w, b, dy, eps):
+        n = x.shape[-1]
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, eps)
+        return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [n], mean, rstd, w, b, [True, True, True])
+    fake.ops[("layer_norm", "bwd")] = ln_bwd
+    fake.max_cols, fake.max_cols_why = {"layer_norm": 128}, "test limit"
+    absent = peers.Peer("liger", None, "liger_kernel not installed")
+    stand_ins = {"flaggems": fake, "liger": absent}
+
+    timer = bandwidth.Timer("cpu", True)
+    runner = bandwidth.Runner("cpu", True, timer, dtypes=["float32"], log=lambda *a: None, peers=stand_ins)
+    sizes = bandwidth.sweep(True)
+    runner.run_softmax(sizes)
+    runner.run_layer_norm(sizes)
+
+    # A timer whose captures "fail": every record says it was timed plainly, and the notes say where.
+    class PlainTimer:
+        cuda = False
+        last_timing = last_capture_error = None
+        def __call__(self, fn):
+            fn()
+            self.last_timing, self.last_capture_error = "plain", "RuntimeError: not capturable on purpose"
+            return 1.0
+    plain = bandwidth.Runner("cpu", True, PlainTimer(), dtypes=["float32"], log=lambda *a: None, peers=stand_ins)
+    plain.run_add({"flat": [1024]})
+    plain.capture_notes()
+    print(json.dumps({"records": runner.records, "notes": runner.notes, "plain_records": plain.records,
+                      "plain_notes": plain.notes}))
+""")
+
+
+def test_bandwidth_runner_with_stand_in_peers():
+    env = dict(os.environ, TRITON_INTERPRET="1", TJIT_LOG_COMPILES="0")
+    proc = subprocess.run([sys.executable, "-c", RUNNER_SCRIPT, BENCH], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    records = out["records"]
+    index = {(r["op"], r["pass"], r["shape"][-1], r["impl"]): r for r in records}
+    # measured like the others, checked against the same reference, timed the same way
+    for key in (("softmax", "fwd", 128, "flaggems"), ("softmax", "fwd", 256, "flaggems"),
+                ("layer_norm", "fwd", 128, "flaggems"), ("layer_norm", "bwd", 128, "flaggems")):
+        r = index[key]
+        assert r.get("gbps", 0) > 0 and r["ok"] is True and r["timing"] == "perf_counter", r
+        assert r["bytes"] == index[key[:3] + ("aten", )]["bytes"], r
+    # the raising peer is recorded; the run goes on (layer_norm afterwards, and the other impls)
+    for cols in (128, 256):
+        r = index[("softmax", "bwd", cols, "flaggems")]
+        assert r["error"] == "RuntimeError: peer failure on purpose" and "gbps" not in r, r
+        assert index[("softmax", "bwd", cols, "aten")].get("gbps", 0) > 0
+    # over its column limit, and the absent peer: skipped with the reason
+    r = index[("layer_norm", "fwd", 256, "flaggems")]
+    assert r["skipped"] is True and "more than 128 columns (test limit)" in r["note"], r
+    assert any(n.startswith("flaggems layer_norm fwd: more than 128 columns") for n in out["notes"]), out["notes"]
+    assert all(r.get("skipped") and r["note"] == "liger_kernel not installed" for r in records if r["impl"] == "liger")
+    assert "liger: liger_kernel not installed; skipped in every case" in out["notes"]
+    # every timed record says how; plain timings are named in the notes (copy excepted)
+    assert all(r["timing"] == "plain" for r in out["plain_records"] if "gbps" in r)
+    assert all(r["capture_error"] == "RuntimeError: not capturable on purpose" for r in out["plain_records"]
+               if "gbps" in r and r["impl"] != "copy")
+    for impl in ("tjit", "aten", "python_triton"):
+        assert any(n.startswith(f"{impl} add fwd: not capturable in a CUDA graph, timed with do_bench at float32 1024")
+                   for n in out["plain_notes"]), (impl, out["plain_notes"])
+    assert not any(n.startswith("copy ") for n in out["plain_notes"])
+
+
+def test_markdown_marks_plain_timings_and_peer_ratios(tmp_path):
+    report = import_bench("report")
+    results = _softmax_results(liger_gbps=60.0)
+    results["bandwidth"]["records"][2]["timing"] = "plain"  # flaggems float32 4096x1024
+    results["bandwidth"]["config"] = {"timer": "test"}
+    md = open(report.write_markdown(results, str(tmp_path / "results.md"))).read()
+    assert ("| dtype | size | tjit | aten | flaggems | liger | copy | tjit/aten | tjit/flaggems | tjit/liger "
+            "| tjit/copy |") in md
+    assert "| float32 | 4096x1024 | 100.0 | 90.0 | 95.0 † | 60.0 | 110.0 | 1.11 | 1.05 | 1.67 | 0.91 |" in md
+    assert "† not capturable in a CUDA graph" in md
 
 
 def test_smoke_refuses_benchmarks_results():
