@@ -331,19 +331,20 @@ double time_on_gpu(void* stream_handle, int device, const std::function<void()>&
   run();
   ++runs;
   sync();
-  // The estimate includes the cache clearing, as do_bench's does: it decides how many runs fit the
-  // budget, so a tiny kernel gets ~1000 timed runs, not 20000.
+  // The estimate includes the cache clearing (and the resets), as do_bench's does: it decides how
+  // many runs fit the budget, so a tiny kernel gets ~1000 timed runs, not 20000. Every run starts
+  // from reset arguments: a kernel may need them (a zeroed counter) to run at all.
   Event start;
   Event end;
   check_cuda(cu.cuEventRecord(start.event, stream), "cuEventRecord", "autotuning");
   for (int i = 0; i < 5; ++i) {
+    prepare();
     clear_cache();
     run();
     ++runs;
   }
   check_cuda(cu.cuEventRecord(end.event, stream), "cuEventRecord", "autotuning");
   sync();
-  prepare();  // the five runs above wrote the outputs
   const double estimate = std::max(elapsed_ms(start, end) / 5.0, 1e-3);
   const int warmups = std::max(1, static_cast<int>(warmup_ms / estimate));
   const int reps = std::max(1, std::min(static_cast<int>(rep_ms / estimate), 10000));

@@ -148,7 +148,8 @@ class ArgumentResetter {
 // The median time in ms of `run`, measured as triton.testing.do_bench measures it: an estimate
 // from 5 runs (cache clearing included), then warmup_ms worth of warm-up runs and rep_ms worth of
 // timed runs, each timed with CUDA events on `stream` after clearing the L2 cache with a 256 MB
-// memset. `prepare` runs before every warm-up and timed run, outside the timed part. The device's primary context must be current.
+// memset. `prepare` runs before every run: outside the timed runs, inside the first estimate (as
+// do_bench times its hooks there). The device's primary context must be current.
 // `runs` counts the launches.
 double time_on_gpu(void* stream, int device, const std::function<void()>& prepare, const std::function<void()>& run,
                    double warmup_ms, double rep_ms, size_t& runs);

@@ -40,6 +40,20 @@ def accumulate_kernel(x, acc, total, n, BLOCK: tl.constexpr):
     tl.atomic_add(total, tl.sum(value, axis=0))
 
 
+# Every timing run must start from a zeroed `counter` (as the split kernels' ticket counters need):
+# a run's programs take tickets 0 .. P-1, and `worst` (never reset) keeps the largest
+# ticket - (P - 1) seen, which stays 0 only if no run started from another run's count.
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 256}, num_warps=4)],
+    key=["n"],
+    reset_to_zero=["counter"],
+)
+@triton.jit
+def ticket_kernel(counter, worst, n, BLOCK: tl.constexpr):
+    ticket = tl.atomic_add(counter, 1)
+    tl.atomic_max(worst, ticket - tl.num_programs(0) + 1)
+
+
 # Heuristics inside the autotuner see the config (EVEN reads BLOCK); SCALE is a caller constexpr.
 @triton.autotune(
     configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 128})],
