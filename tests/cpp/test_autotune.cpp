@@ -384,10 +384,9 @@ TEST_P(Autotune, DISABLED_ChildLoadsTheChoice) {
   const int64_t n = 5555;
   const at::Tensor x = at::randn({n}, options());
   at::Tensor out = poisoned_like(x);
-  // The stored choice is there before any run, with no timing.
-  const auto stored = fn.chosen_config(x, out, n);
-  ASSERT_TRUE(stored.has_value());
-  EXPECT_EQ(value_of(*stored, "REPEAT"), "1") << stored->describe();
+  // The stored choice is there before any run, with no timing (which config won is the parent's
+  // business: at this size every config runs at launch latency).
+  ASSERT_TRUE(fn.chosen_config(x, out, n).has_value());
   fn.run(stream_of(x), [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n);
   synchronize(out);
   EXPECT_TRUE(at::equal(out, x * 2));
