@@ -23,6 +23,10 @@ Choosing BLOCK_N / SINGLE_PASS / num_warps for the row kernels (fwd and bwd_dx)
 -------------------------------------------------------------------------------
     if N <= 16384: BLOCK_N = next_pow2(N); SINGLE_PASS = True;  num_warps = min(16, max(1, BLOCK_N // 512))
     else:          BLOCK_N = 4096;         SINGLE_PASS = False; num_warps = 16
+    forward, N > 16384 on CUDA, not fp64, cdiv(N, 4096) <= 128: layer_norm_fwd_long_kernel instead,
+                   @triton.autotune over looped and split configs (above the kernel), keyed on N and
+                   the row-count bucket. H200, 4096 rows, fp32: 3.1-3.2 TB/s at N = 32768 ... 131072
+                   (looped: 2.6); bf16 stayed at the looped plan's 2.5-2.8 TB/s.
 SINGLE_PASS=True requires N <= BLOCK_N (the row lives in registers); SINGLE_PASS=False works for
 any N >= 1. Measured on an H200, fp32 forward (2026-11-22): ~4.0 TB/s single pass for N = 512 ...
 8192, ~3.6 TB/s at N = 16384 (looped 4096/16 warps there: ~3.1 TB/s), ~2.4 TB/s looped at N = 65536.

@@ -22,6 +22,8 @@ Choosing a kernel and its constexprs (ops/csrc/ops/softmax.cpp; LIMIT = 32768 fo
     forward, fp16/bf16, 16384 < N <= 20480: one program per row, looped: BLOCK_N = 4096, num_warps = 16
     N <= LIMIT: one program per row, row in registers: BLOCK_N = next_pow2(N), SINGLE_PASS = True,
                 num_warps = 32 if BLOCK_N > 16384 else min(16, max(1, BLOCK_N // 512))
+    forward, longer, CUDA, not fp64, cdiv(N, 4096) <= 128: softmax_fwd_long_kernel, @triton.autotune over
+                looped and split configs (below), keyed on N and the row-count bucket
     longer, CUDA, S = cdiv(N, 8192) <= 128, forward with 4-byte elements or backward with fp16/bf16/fp32:
                 *_split_kernel (below), BLOCK_N = 8192, num_warps = 8
     otherwise:  one program per row, looped (SINGLE_PASS = False): BLOCK_N = 16384 / 16 warps when M is
