@@ -72,20 +72,6 @@ RowPlan plan_rows(int64_t cols) {
   return {4096, false, 16};
 }
 
-// Rows past the single-pass limit on CUDA go to layer_norm_fwd_long_kernel, which autotunes between
-// looped and split strategies (layer_norm.py); its split configs need S = cdiv(N, 4096) <= 128
-// programs per row to fit on the GPU at once. fp64 keeps the hand-written plan (the kernel keeps
-// its statistics in fp32).
-constexpr int64_t kLongRowMinSplitBlock = 4096;
-constexpr int64_t kLongRowMaxChunks = 128;
-constexpr int64_t kLongRowMaxRowBucket = 4096;
-
-bool tuned_long_rows(int64_t rows, int64_t cols, const at::Tensor& t) {
-  const int64_t chunks = detail::ceil_div(cols, kLongRowMinSplitBlock);
-  return t.is_cuda() && cols > 16384 && t.scalar_type() != at::kDouble && chunks <= kLongRowMaxChunks &&
-         rows * chunks < detail::kInt32Limit / 2;
-}
-
 template <typename Int>
 std::vector<Int> leading_shape(c10::ArrayRef<Int> sizes, int64_t lead) {
   return std::vector<Int>(sizes.begin(), sizes.begin() + lead);
@@ -132,13 +118,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   const at::Tensor b = present(bias) ? bias->contiguous() : at::Tensor();
   const bool index64 = detail::needs_index64(x) || detail::needs_index64(out);
   const Stream stream = current_stream(input.device());
-  if (tuned_long_rows(v.rows, cols, x)) {
+  if (detail::tuned_long_rows(v.rows, cols, x, 16384)) {
     static auto& long_kernel =
         TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_long_kernel");
     const at::Tensor sync = at::zeros({v.rows + 1}, x.options().dtype(at::kInt));
     const at::Tensor partials =
-        at::empty({v.rows * detail::ceil_div(cols, kLongRowMinSplitBlock) * 2}, x.options().dtype(at::kFloat));
-    const int64_t row_bucket = std::min(detail::next_power_of_2(v.rows), kLongRowMaxRowBucket);
+        at::empty({v.rows * detail::ceil_div(cols, detail::kLongRowMinSplitBlock) * 2}, x.options().dtype(at::kFloat));
+    const int64_t row_bucket = detail::long_row_bucket(v.rows);
     // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
     // the hand-written plan below.
     if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, partials, sync, row_bucket,

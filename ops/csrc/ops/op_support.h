@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <optional>
 #include <utility>
@@ -75,5 +76,20 @@ int planning_multiprocessors(const at::Tensor& t);
 int64_t next_power_of_2(int64_t n);
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The autotuned long-row kernels (softmax.py's softmax_fwd_long_kernel, layer_norm.py's
+// layer_norm_fwd_long_kernel): split configs need S = cdiv(N, 4096) <= 128 programs per row to fit on
+// the GPU at once; fp64 keeps the hand-written plans (the kernels keep statistics in fp32); the
+// interpreter would wait forever on a split row.
+inline constexpr int64_t kLongRowMinSplitBlock = 4096;
+inline constexpr int64_t kLongRowMaxChunks = 128;
+// Whether rows of more than `min_cols` columns go to a long-row kernel.
+inline bool tuned_long_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t min_cols) {
+  const int64_t chunks = ceil_div(cols, kLongRowMinSplitBlock);
+  return t.is_cuda() && cols > min_cols && t.scalar_type() != at::kDouble && chunks <= kLongRowMaxChunks &&
+         rows * chunks < kInt32Limit / 2;
+}
+// The row count as the kernels' tuning key has it: the next power of two, at most 4096.
+inline int64_t long_row_bucket(int64_t rows) { return std::min<int64_t>(next_power_of_2(rows), 4096); }
 
 }  // namespace tjit::detail

@@ -105,20 +105,6 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t singl
   return plan;
 }
 
-// Forward rows past the single-pass limit on CUDA go to softmax_fwd_long_kernel, which autotunes
-// between looped and split strategies (softmax.py); its split configs need S = cdiv(N, 4096) <=
-// 128 programs per row to fit on the GPU at once. fp64 keeps the hand-written plan (the kernel
-// accumulates in fp32).
-constexpr int64_t kLongRowMinSplitBlock = 4096;
-constexpr int64_t kLongRowMaxChunks = 128;
-constexpr int64_t kLongRowMaxRowBucket = 4096;
-
-bool tuned_long_rows(int64_t rows, int64_t cols, const at::Tensor& t) {
-  const int64_t chunks = detail::ceil_div(cols, kLongRowMinSplitBlock);
-  return t.is_cuda() && cols > 32768 && t.scalar_type() != at::kDouble && chunks <= kLongRowMaxChunks &&
-         rows * chunks < detail::kInt32Limit / 2;
-}
-
 // The zeroed ticket/arrival counters and the per-chunk statistics the split kernels exchange.
 struct SplitWorkspace {
   at::Tensor sync;
@@ -187,11 +173,11 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   const auto [in, v] = detail::rows_of(dim_last(x, dim), cols);
   const bool index64 = detail::needs_index64(in) || detail::needs_index64(out_moved);
   const Stream stream = current_stream(x.device());
-  if (tuned_long_rows(v.rows, cols, x)) {
+  if (detail::tuned_long_rows(v.rows, cols, x, 32768)) {
     static auto& long_kernel =
         TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_long_kernel");
-    const SplitWorkspace ws = split_workspace(v.rows, detail::ceil_div(cols, kLongRowMinSplitBlock), 2, x);
-    const int64_t row_bucket = std::min(detail::next_power_of_2(v.rows), kLongRowMaxRowBucket);
+    const SplitWorkspace ws = split_workspace(v.rows, detail::ceil_div(cols, detail::kLongRowMinSplitBlock), 2, x);
+    const int64_t row_bucket = detail::long_row_bucket(v.rows);
     // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
     // the hand-written plan below.
     if (!stream_is_capturing(stream) ||
