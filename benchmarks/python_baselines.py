@@ -112,12 +112,12 @@ def register_triton_ops():
 
     @torch.library.triton_op(f"{TRITON_OP_NAMESPACE}::sum", mutates_args=())
     def sum_op(x: torch.Tensor) -> torch.Tensor:
-        # Full reduction, as triton_wrappers.sum_all: one program up to 64K elements, else two stages.
+        # Full reduction, as triton_wrappers.sum_all: one program up to 16K elements, else two stages.
         x = x.contiguous()
         n = x.numel()
         index_64 = n >= _INT32_LIMIT
         out = torch.empty((), dtype=x.dtype, device=x.device)
-        if n <= 65536:
+        if n <= 16384:
             block_n = min(triton.next_power_of_2(n), 4096)
             wrap(tw.reduce_k.sum_rows_kernel)[(1, )](x, out, 1, n, n, BLOCK_N=block_n, INDEX_64=index_64,
                                                      num_warps=tw._row_num_warps(block_n))

@@ -141,8 +141,8 @@ def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None):
 
 
 def sum_all(x, chunk=None, block_n=None, index_64=None):
-    """x.sum(): one sum_rows_kernel program up to 64K elements, else the two-stage plan."""
-    if chunk is None and x.numel() <= 65536:
+    """x.sum(): one sum_rows_kernel program up to 16K elements, else the two-stage plan."""
+    if chunk is None and x.numel() <= 16384:
         return sum_dim_last(x.contiguous().view(1, -1), block_n=block_n, index_64=index_64, blocked=False).view(())
     return sum_rows_two_stage(x.contiguous().view(1, -1), chunk=chunk, block_n=block_n, index_64=index_64).view(())
 
@@ -197,7 +197,7 @@ def _softmax_plan(m, n, t, single_pass_limit, backward):
         return ("row", 4096, False, 16)
     if n <= single_pass_limit:
         block_n = triton.next_power_of_2(n)
-        return ("row", block_n, True, 32 if block_n > 16384 else min(16, max(1, block_n // 512)))
+        return ("row", block_n, True, 32 if block_n > 16384 and not backward else min(16, max(1, block_n // 512)))
     chunks = triton.cdiv(n, 8192)
     split_dtype = t.dtype != torch.float64 if backward else t.element_size() == 4
     if t.is_cuda and split_dtype and chunks <= 128 and m * chunks < 2**30:
@@ -276,7 +276,7 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
     grad_in = _empty((m, n), out.dtype, out.device)
     if index_64 is None:
         index_64 = _needs_index_64(go2, o2)
-    plan = _softmax_plan(m, n, o2, 16384, backward=True)
+    plan = _softmax_plan(m, n, o2, 16384 if out.dtype == torch.float64 else 32768, backward=True)
     if block_n is not None or single_pass is not None:
         block_n, single = _row_blocking(n, out.dtype, block_n, single_pass)
         plan = ("row", block_n, single, _row_num_warps(block_n, single))
@@ -328,6 +328,14 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
 
 
 def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single_pass, index_64):
+    if block_n is None and single_pass is None and n <= 1024:
+        # layer_norm.cpp's short-row plan: several rows per program.
+        bn = triton.next_power_of_2(n)
+        bm = max(4, (2048 if x2.element_size() == 2 else 1024) // bn)
+        layer_norm_k.layer_norm_fwd_rows_kernel[(triton.cdiv(m, bm), )](
+            y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
+            HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=8 if bn <= 128 else 4)
+        return
     block_n, single = _row_blocking(n, x2.dtype, block_n, single_pass)
     layer_norm_k.layer_norm_fwd_kernel[(m, )](y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps,
                                               HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
@@ -350,6 +358,10 @@ def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=T
         index_64 = _needs_index_64(x2, dy2)
 
     dx = _empty((m, n), x.dtype, x.device)
+    explicit = any(v is not None for v in (block_n, groups, block_m, block_n_dwdb, single_pass))
+    if not explicit and n <= 8192:
+        return _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64,
+                                          x.shape)
     block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
     layer_norm_k.layer_norm_bwd_dx_kernel[(m, )](dx, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0),
                                                  x2.stride(0), HAS_WEIGHT=weight is not None, BLOCK_N=block_n,
@@ -382,14 +394,50 @@ def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=T
     layer_norm_k.layer_norm_bwd_dwdb_partial_kernel[(col_blocks, groups)](
         dw_part, db_part, dy2, x2, mean, rstd, m, n, dy2.stride(0), x2.stride(0), rows_per_group,
         COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=4)
-    bnf = min(max(triton.next_power_of_2(triton.cdiv(n, 64)), 16), 128)
+    _finalize_dwdb(dw, db, dw_part, db_part, groups, n)
+    return dx, dw, db
+
+
+def _finalize_dwdb(dw, db, dw_part, db_part, groups, n):
+    bnf = min(max(triton.next_power_of_2(triton.cdiv(n, 256)), 16), 128)
     block_g = min(triton.next_power_of_2(groups), max(32, 2048 // bnf))
     layer_norm_k.layer_norm_bwd_dwdb_finalize_kernel[(triton.cdiv(n, bnf), )](dw, db, dw_part, db_part, groups, n,
-                                                                              COMPUTE_DW=compute_dw,
-                                                                              COMPUTE_DB=compute_db, BLOCK_G=block_g,
-                                                                              BLOCK_N=bnf, INDEX_64=index_64,
-                                                                              num_warps=4)
-    return dx, dw, db
+                                                                              COMPUTE_DW=dw is not None,
+                                                                              COMPUTE_DB=db is not None,
+                                                                              BLOCK_G=block_g, BLOCK_N=bnf,
+                                                                              INDEX_64=False, num_warps=4)
+
+
+def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64, shape):
+    """layer_norm.cpp's fused backward (N <= 8192): one pass over dy and x, dw/db as per-program partials."""
+    bn = triton.next_power_of_2(n)
+    if x2.element_size() == 2:
+        tile = 2048 if bn <= 1024 else 4096 if bn <= 2048 else 8192
+        per_sm = 2 if 128 < bn <= 2048 else 1
+    else:
+        tile = 2048 if bn <= 512 else 4096 if bn <= 2048 else 8192
+        per_sm = 2 if 128 < bn <= 512 else 1
+        if x2.element_size() == 8:
+            tile //= 2
+    tile = max(tile, bn)
+    bm = tile // bn
+    programs = min(per_sm * _num_sms(x2.device), triton.cdiv(m, bm))
+    rows_per_program = triton.cdiv(triton.cdiv(m, programs), bm) * bm
+    programs = triton.cdiv(m, rows_per_program)
+    wdtype = weight.dtype if weight is not None else x2.dtype
+    dw = _empty((n, ), wdtype, x2.device) if compute_dw else None
+    db = _empty((n, ), wdtype, x2.device) if compute_db else None
+    acc = _acc_dtype(x2.dtype)
+    direct = programs == 1
+    dw_part = dw if direct or not compute_dw else _empty((programs, n), acc, x2.device)
+    db_part = db if direct or not compute_db else _empty((programs, n), acc, x2.device)
+    layer_norm_k.layer_norm_bwd_fused_kernel[(programs, )](
+        dx, dw_part, db_part, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0), x2.stride(0),
+        rows_per_program, HAS_WEIGHT=weight is not None, COMPUTE_DX=True, COMPUTE_DW=compute_dw,
+        COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=max(4, min(16, tile // 512)))
+    if (compute_dw or compute_db) and not direct:
+        _finalize_dwdb(dw, db, dw_part, db_part, programs, n)
+    return dx.view(shape), dw, db
 
 
 def patch_interpreter_for_numpy():

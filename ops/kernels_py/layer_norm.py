@@ -31,8 +31,18 @@ SINGLE_PASS=True requires N <= BLOCK_N (the row lives in registers); SINGLE_PASS
 any N >= 1. Measured on an H200, fp32 forward (2026-11-22): ~4.0 TB/s single pass for N = 512 ...
 8192, ~3.6 TB/s at N = 16384 (looped 4096/16 warps there: ~3.1 TB/s), ~2.4 TB/s looped at N = 65536.
 
+Short rows forward (ops/csrc/ops/layer_norm.cpp), N <= 1024: layer_norm_fwd_rows_kernel with
+    BLOCK_N = next_pow2(N), BLOCK_M = max(4, T // BLOCK_N) (T = 2048 for 2-byte x, else 1024),
+    num_warps = 8 if BLOCK_N <= 128 else 4.  H200, 4096 rows (one row per program in brackets):
+    fp32 128: 2.0 TB/s [1.1]; bf16 128: 1.1 [0.56]; fp32 1024: 3.1 [2.7]; bf16 1024: 2.5 [2.2].
+
 Kernels
 -------
+layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row,
+                           stride_y_row, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_M, BLOCK_N, INDEX_64)
+    layer_norm_fwd_kernel's single pass for BLOCK_M rows per program, N <= BLOCK_N.
+    grid: (cdiv(M, BLOCK_M),).
+
 layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
                       eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64)
     y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), biased variance; also stores
@@ -63,12 +73,34 @@ layer_norm_bwd_dwdb_partial_kernel(dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr
 layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, G, N,
                                     COMPUTE_DW, COMPUTE_DB, BLOCK_G, BLOCK_N, INDEX_64)
     dw[n] = sum_g dw_partial[g, n] (and db likewise), both outputs in one launch.
-    grid: (cdiv(N, BLOCK_N),); BLOCK_N = clamp(next_pow2(cdiv(N, 64)), 16, 128) (~64 programs),
+    grid: (cdiv(N, BLOCK_N),); BLOCK_N = clamp(next_pow2(cdiv(N, 256)), 16, 128) (~256 programs),
     BLOCK_G = min(next_pow2(G), max(32, 2048 // BLOCK_N)), num_warps 4. (reduce.py's sum_mid_kernel with M=1, R=G, K=N, stride_r=N does the same for one
     buffer per launch.)
 
-Weight/bias gradient plan (M rows, N columns)
----------------------------------------------
+layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr,
+                            rstd_ptr, M, N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
+                            HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    The whole backward in one pass over dy and x, for N <= BLOCK_N: program p takes rows
+    [p * rows_per_program, min((p + 1) * rows_per_program, M)) in [BLOCK_M, BLOCK_N] tiles, writes
+    their dx and stores its sums of dy * xhat and dy to dw_partial[p, :] / db_partial[p, :]
+    (contiguous [G, N], accumulator dtype; or dw/db themselves when G == 1). Any COMPUTE_* may be
+    False (its pointer may then be None). grid: (G,), G = cdiv(M, rows_per_program).
+    Then layer_norm_bwd_dwdb_finalize_kernel over the G partial rows when G > 1.
+
+Fused backward plan (N <= 8192; ops/csrc/ops/layer_norm.cpp)
+------------------------------------------------------------
+    BLOCK_N = next_pow2(N); tile T (elements per program step) and programs per SM:
+      2-byte x: T = 2048 (BLOCK_N <= 1024), 4096 (2048), 8192 (4096, 8192); 2 per SM for 128 < BLOCK_N <= 2048
+      4-byte x: T = 2048 (BLOCK_N <= 512), 4096 (1024, 2048), 8192 (4096, 8192); 2 per SM for 128 < BLOCK_N <= 512
+      8-byte x: the 4-byte T halved
+    T = max(T, BLOCK_N); BLOCK_M = T // BLOCK_N; num_warps = clamp(T // 512, 4, 16)
+    G = min(per_sm * SMs, cdiv(M, BLOCK_M)); rows_per_program = cdiv(cdiv(M, G), BLOCK_M) * BLOCK_M
+    H200, 4096 rows, bytes = 3 * M * N * e (dx kernel + dw/db plan below in brackets): fp32 1024:
+    3.0 TB/s [2.3]; fp32 8192: 3.6 [2.3]; bf16 8192: 3.3 [2.0]. At 16384 columns the fused tile
+    spills (2.0 TB/s vs 2.3), so longer rows keep the two kernels below.
+
+Weight/bias gradient plan (M rows, N columns > 8192)
+----------------------------------------------------
     BLOCK_N = min(next_pow2(N), 128); BLOCK_M = 32 (16 for fp64); num_warps = 4
     col_blocks = cdiv(N, BLOCK_N)
     G = min(cdiv(4 * SMs, col_blocks), cdiv(M, BLOCK_M), 65535)   # aim for ~4 programs per SM
@@ -398,3 +430,103 @@ def layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_parti
         tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)
     if COMPUTE_DB:
         tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(db_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
+                               eps: tl.float64, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    # layer_norm_fwd_kernel's single pass for BLOCK_M short rows per program (N <= BLOCK_N).
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    eps = tl.full((), eps, ACC)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < M
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    mask = row_mask[:, None] & col_mask[None, :]
+    x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+    mean = tl.sum(x, axis=1) / N
+    diff = tl.where(mask, x - mean[:, None], 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(diff * diff, axis=1) / N + eps)
+    y = diff * rstd[:, None]
+    if HAS_WEIGHT:
+        y = y * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)[None, :]
+    if HAS_BIAS:
+        y = y + tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(ACC)[None, :]
+    tl.store(y_ptr + rows[:, None] * stride_y_row + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    if mean_ptr is not None:
+        tl.store(mean_ptr + rows, mean.to(mean_ptr.dtype.element_ty), mask=row_mask)
+    if rstd_ptr is not None:
+        tl.store(rstd_ptr + rows, rstd.to(rstd_ptr.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit
+def _bwd_tile_pointers(dy_ptr, x_ptr, rows, row_end, cols, col_mask, stride_dy_row, stride_x_row):
+    mask = (rows < row_end)[:, None] & col_mask[None, :]
+    return dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask
+
+
+@triton.jit
+def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M,
+                                N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
+                                HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr, COMPUTE_DW: tl.constexpr,
+                                COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                INDEX_64: tl.constexpr):
+    # Program p walks rows [p * rows_per_program, ...) in [BLOCK_M, BLOCK_N] tiles (N <= BLOCK_N):
+    # dx of each row, and its rows' dw/db sums kept in registers, stored once to partial[p, :].
+    # dy and x are read once for all three gradients. The next tile's loads are issued before
+    # this tile's reductions, so one program per SM keeps memory busy (H200: +10-30% for bf16).
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    NEEDS_X: tl.constexpr = COMPUTE_DX or COMPUTE_DW
+    row_begin = pid * rows_per_program
+    row_end = tl.minimum(row_begin + rows_per_program, M)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if COMPUTE_DX and HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    dy_tile, x_tile, mask = _bwd_tile_pointers(dy_ptr, x_ptr, row_begin + tl.arange(0, BLOCK_M), row_end, cols,
+                                               col_mask, stride_dy_row, stride_x_row)
+    dy_next = tl.load(dy_tile, mask=mask, other=0.0)
+    if NEEDS_X:
+        x_next = tl.load(x_tile, mask=mask, other=0.0)
+    for r0 in range(row_begin, row_end, BLOCK_M):
+        rows = r0 + tl.arange(0, BLOCK_M)
+        row_mask = rows < row_end
+        mask = row_mask[:, None] & col_mask[None, :]
+        dy = dy_next.to(ACC)
+        dy_tile, x_tile, next_mask = _bwd_tile_pointers(dy_ptr, x_ptr, rows + BLOCK_M, row_end, cols, col_mask,
+                                                        stride_dy_row, stride_x_row)
+        dy_next = tl.load(dy_tile, mask=next_mask, other=0.0)
+        if NEEDS_X:
+            x = x_next.to(ACC)
+            x_next = tl.load(x_tile, mask=next_mask, other=0.0)
+            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        if COMPUTE_DX:
+            if HAS_WEIGHT:
+                g = dy * w[None, :]
+            else:
+                g = dy
+            c1 = tl.sum(g * xhat, axis=1) / N
+            c2 = tl.sum(g, axis=1) / N
+            dx = (g - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+            tl.store(dx_ptr + rows[:, None] * stride_dx_row + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        if COMPUTE_DW:
+            dw_acc += dy * xhat
+        if COMPUTE_DB:
+            db_acc += dy
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + pid * N + cols, tl.sum(dw_acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
+                 mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_partial_ptr + pid * N + cols, tl.sum(db_acc, axis=0).to(db_partial_ptr.dtype.element_ty),
+                 mask=col_mask)

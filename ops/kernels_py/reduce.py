@@ -65,12 +65,13 @@ sum_partial_kernel(in_ptr, partial_ptr, M, N, stride_in_row, chunk, BLOCK_N, IND
 
 Recommended plans
 -----------------
-* Full reduction of a tensor (made contiguous, numel T): if T <= 64K, one sum_rows_kernel launch
-  with M=1, N=T. Otherwise S = min(cdiv(T, BLOCK_N), 4*SMs) partials:
+* Full reduction of a tensor (made contiguous, numel T): if T <= 16K, one sum_rows_kernel launch
+  with M=1, N=T (H200, 2^16 fp32: one program 38 GB/s, two stages 93 GB/s). Otherwise S = min(cdiv(T, BLOCK_N), 4*SMs) partials:
   chunk = cdiv(cdiv(T, S), BLOCK_N) * BLOCK_N, S = cdiv(T, chunk); sum_partial_kernel with M=1,
   N=T, then sum_rows_kernel on the [1, S] partial buffer (one program, writes the output dtype).
 * Sum over the last dim of [M, N]: M >= 2x SMs -> sum_rows_kernel (N >= 512) or
-  sum_rows_blocked_kernel (N < 512); few long rows -> sum_partial_kernel + sum_rows_kernel.
+  sum_rows_blocked_kernel (N < 512); few long rows (M < 2x SMs, N > 16K) -> sum_partial_kernel +
+  sum_rows_kernel.
 * Sum over a middle/first dim: sum_mid_kernel, with sum_mid_split_kernel first when it has too few
   programs (see above).
 Measured with these plans on an H200, fp32, from Python (2026-11-22; torch in brackets): full sum

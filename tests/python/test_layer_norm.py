@@ -83,6 +83,50 @@ def test_backward_plans(device, rows, cols):
     check_backward(*make((rows, cols), (cols, ), torch.float32, device))
 
 
+@pytest.mark.parametrize("rows, cols", [(37, 100), (70, 256), (9, 1024), (5, 1025)])
+def test_forward_short_rows(device, rows, cols):
+    # Up to 1024 columns several rows share a program: row counts that do not fill the last one,
+    # a row stride, mean/rstd of every row, each dtype.
+    for dtype in TOL:
+        x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
+        check_forward(x, normalized, w, b)
+        wide = random_tensor((rows, cols + 3), dtype, device)
+        check_forward(wide[:, 2:cols + 2], normalized, None, b)
+        poison_allocator(3 * x.numel(), dtype, x.device)
+        out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [cols], w, b, 1e-5)
+        ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(),
+                                                                       1e-5)
+        torch.testing.assert_close(out.double(), ref_out, **TOL[dtype])
+        torch.testing.assert_close(mean.double(), ref_mean.reshape(rows), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(rstd.double(), ref_rstd.reshape(rows), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True), (False, True, False),
+                                  (False, False, True), (False, False, False)])
+def test_backward_output_masks(device, mask):
+    # The fused backward (up to 8192 columns) computes only what the mask asks for; its per-program
+    # dw/db partials are summed in a second launch, or stored directly when one program has every row.
+    for dtype in TOL:
+        for rows, cols in [(37, 100), (1, 300), (70, 2000)]:
+            x, _, w, b = make((rows, cols), (cols, ), dtype, device)
+            dy = random_tensor((rows, cols), dtype, device)
+            out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [cols], w, b, 1e-5)
+            poison_allocator(3 * x.numel(), dtype, x.device)
+            got = torch.ops.tjit.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, list(mask))
+            ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(),
+                                                                           1e-5)
+            want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [cols], ref_mean, ref_rstd,
+                                                             w.double(), b.double(), [True, True, True])
+            tol = TOL[dtype]
+            for asked, g, e in zip(mask, got, want):
+                if not asked:
+                    assert g is None
+                    continue
+                assert g.dtype == dtype and g.shape == e.shape
+                scale = max(1.0, rows / 10)  # dw/db sum over rows
+                torch.testing.assert_close(g.double(), e, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10 * scale)
+
+
 def test_backward_many_rows_cuda(device):
     if device != "cuda":
         pytest.skip("the large-M dw/db plan runs at CUDA size only (the interpreter would take minutes)")
