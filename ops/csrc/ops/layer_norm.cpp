@@ -189,15 +189,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, partials, sync, row_bucket,
                                                                   cols, v.row_stride, cols, eps, w.defined(),
                                                                   b.defined(), index64)) {
-      const int64_t rows = v.rows;
-      long_kernel.run(
-          stream,
-          [rows, cols](const KernelMeta& meta) {
-            return Grid(detail::blocks_for(meta["SPLIT"] ? rows * detail::ceil_div(cols, meta["BLOCK_N"]) : rows, 1,
-                                           kOp));
-          },
-          out, x, w, b, mean, rstd, partials, sync, row_bucket, cols, v.row_stride, cols, eps, w.defined(),
-          b.defined(), index64);
+      long_kernel.run(stream, detail::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, partials, sync,
+                      row_bucket, cols, v.row_stride, cols, eps, w.defined(), b.defined(), index64);
       return {out, mean, rstd};
     }
   }

@@ -91,5 +91,12 @@ inline bool tuned_long_rows(int64_t rows, int64_t cols, const at::Tensor& t, int
 }
 // The row count as the kernels' tuning key has it: the next power of two, at most 4096.
 inline int64_t long_row_bucket(int64_t rows) { return std::min<int64_t>(next_power_of_2(rows), 4096); }
+// The long-row kernels' grid for the config the tuner picked: S = cdiv(cols, BLOCK_N) programs a row
+// when it splits rows, else one.
+inline auto long_row_grid(int64_t rows, int64_t cols, const char* op) {
+  return [rows, cols, op](const auto& meta) {
+    return Grid(blocks_for(meta["SPLIT"] ? rows * ceil_div(cols, meta["BLOCK_N"]) : rows, 1, op));
+  };
+}
 
 }  // namespace tjit::detail

@@ -185,14 +185,8 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
     // the hand-written plan below.
     if (!stream_is_capturing(stream) ||
         long_kernel.chosen_config(out_moved, in, ws.partials, ws.sync, row_bucket, cols, v.row_stride, cols, index64)) {
-      const int64_t rows = v.rows;
-      long_kernel.run(
-          stream,
-          [rows, cols](const KernelMeta& meta) {
-            return Grid(detail::blocks_for(meta["SPLIT"] ? rows * detail::ceil_div(cols, meta["BLOCK_N"]) : rows, 1,
-                                           kOp));
-          },
-          out_moved, in, ws.partials, ws.sync, row_bucket, cols, v.row_stride, cols, index64);
+      long_kernel.run(stream, detail::long_row_grid(v.rows, cols, kOp), out_moved, in, ws.partials, ws.sync,
+                      row_bucket, cols, v.row_stride, cols, index64);
       return restore_dim(out_moved, x, dim);
     }
   }
