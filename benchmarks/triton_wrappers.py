@@ -303,6 +303,9 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
 # ---------------------------------------------------------------------------------------- layer_norm
 
 
+LAYER_NORM_FWD_SINGLE_PASS_LIMIT = 32768  # layer_norm.cpp's kForwardSinglePassLimit (not fp64)
+
+
 def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pass=None, stats=True):
     """Returns (y, mean, rstd); mean/rstd have aten's shape x.shape[:-1] + (1,). With stats=False
     (inference, as tjit.layer_norm does) they are neither allocated nor stored, and are None."""
@@ -314,7 +317,7 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
     rstd = _empty((m, ), acc, x.device) if stats else None
     if index_64 is None:
         index_64 = _needs_index_64(x2)
-    if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, 16384):
+    if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, LAYER_NORM_FWD_SINGLE_PASS_LIMIT):
         grid, sync, partials, bucket = _long_row_arguments(m, n, x.device)
         layer_norm_k.layer_norm_fwd_long_kernel[grid](y, x2, weight, bias, mean, rstd, partials, sync, bucket, n,
                                                       x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
@@ -336,11 +339,20 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
             y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
             HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=8 if bn <= 128 else 4)
         return
-    block_n, single = _row_blocking(n, x2.dtype, block_n, single_pass)
+    if block_n is None and single_pass is None and x2.element_size() != 8 and n <= LAYER_NORM_FWD_SINGLE_PASS_LIMIT:
+        # layer_norm.cpp's plan_forward_rows: the row in registers, warps by element size.
+        block_n, single = triton.next_power_of_2(n), True
+        if x2.element_size() == 2:
+            warps = 4 if block_n <= 2048 else 8 if block_n <= 16384 else 16
+        else:
+            warps = 8 if block_n <= 2048 else 16 if block_n <= 8192 else 32
+    else:
+        block_n, single = _row_blocking(n, x2.dtype, block_n, single_pass)
+        warps = _row_num_warps(block_n, single)
     layer_norm_k.layer_norm_fwd_kernel[(m, )](y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps,
                                               HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
                                               BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
-                                              num_warps=_row_num_warps(block_n, single))
+                                              num_warps=warps)
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=True, block_n=None, index_64=None,

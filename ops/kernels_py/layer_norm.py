@@ -21,15 +21,24 @@ Conventions
 
 Choosing BLOCK_N / SINGLE_PASS / num_warps for the row kernels (fwd and bwd_dx)
 -------------------------------------------------------------------------------
+    bwd_dx, and fwd of fp64 rows:
     if N <= 16384: BLOCK_N = next_pow2(N); SINGLE_PASS = True;  num_warps = min(16, max(1, BLOCK_N // 512))
     else:          BLOCK_N = 4096;         SINGLE_PASS = False; num_warps = 16
-    forward, N > 16384 on CUDA, not fp64, cdiv(N, 4096) <= 128: layer_norm_fwd_long_kernel instead,
+    fwd of fp32/fp16/bf16 rows, N <= 32768: BLOCK_N = next_pow2(N); SINGLE_PASS = True;
+        2-byte x: num_warps = 4 (BLOCK_N <= 2048), 8 (<= 16384), 16 (32768)
+        4-byte x: num_warps = 8 (BLOCK_N <= 2048), 16 (<= 8192), 32 (16384, 32768)
+    fwd, N > 32768 on CUDA, not fp64, cdiv(N, 4096) <= 128: layer_norm_fwd_long_kernel instead,
                    @triton.autotune over looped and split configs (above the kernel), keyed on N and
-                   the row-count bucket. H200, 4096 rows, fp32: 3.1-3.2 TB/s at N = 32768 ... 131072
-                   (looped: 2.6); bf16 stayed at the looped plan's 2.5-2.8 TB/s.
+                   the row-count bucket.
 SINGLE_PASS=True requires N <= BLOCK_N (the row lives in registers); SINGLE_PASS=False works for
-any N >= 1. Measured on an H200, fp32 forward (2026-11-22): ~4.0 TB/s single pass for N = 512 ...
-8192, ~3.6 TB/s at N = 16384 (looped 4096/16 warps there: ~3.1 TB/s), ~2.4 TB/s looped at N = 65536.
+any N >= 1. Forward, H200, 4096 rows, GB/s without / with mean and rstd stored (2026-11-23):
+    fp32  2048: 8 warps 3631 / 3591 (4 warps 3453 / 3499)     bf16  2048: 4 warps 2996 / 2873 (8: 2781 / 2720)
+    fp32  4096: 16 warps 3822 / 3781 (8 warps 3687 / 3700)    bf16  4096: 8 warps 3387 / 3335 (4: 3328 / 3293)
+    fp32 16384: 32 warps 4017 / 3528 (16 warps 3511 / 3540)   bf16 16384: 8 warps 3609 / 3666 (16: 3601 / 2421)
+    fp32 32768: 32 warps 3751 / 3609 (looped 3116)            bf16 32768: 16 warps 3217 / 3328 (looped 2818)
+    N > 32768, the autotuned kernel: fp32 2.95 / 2.85 / 2.66 TB/s at 65536 / 131072 / 262144
+    columns; bf16 with the looped configs (8192 columns, 16 warps) 2.99 / 2.83 / 2.73 (before the
+    scalar-count loop below: 2.58 / 2.50 / 2.51).
 
 Short rows forward (ops/csrc/ops/layer_norm.cpp), N <= 1024: layer_norm_fwd_rows_kernel with
     BLOCK_N = next_pow2(N), BLOCK_M = max(4, T // BLOCK_N) (T = 2048 for 2-byte x, else 1024),
@@ -160,27 +169,32 @@ def _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: t
                                BLOCK_N: tl.constexpr, ACC: tl.constexpr):
     # One row of any length in BLOCK_N-column steps, read twice; returns (mean, rstd).
     cols = tl.arange(0, BLOCK_N)
-    # Welford per lane: lane j sees columns j, j + BLOCK_N, ...
-    cnt_vec = tl.zeros([BLOCK_N], dtype=ACC)
+    steps = tl.cdiv(N, BLOCK_N)
+    # Welford per lane: lane j sees columns j, j + BLOCK_N, ... Every lane has the same count until
+    # the last, partial step, so the full steps load unmasked and update with one scalar
+    # reciprocal rather than a division per element (bf16 65536 columns: 2.6 -> 3.0 TB/s).
     mean_vec = tl.zeros([BLOCK_N], dtype=ACC)
     m2_vec = tl.zeros([BLOCK_N], dtype=ACC)
-    for start in range(0, N, BLOCK_N):
-        c = start + cols
-        mask = c < N
-        # Read again when normalising: keep it in L2 (evict_last).
-        x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
-        cnt_vec += mask.to(ACC)
+    for step in range(0, steps - 1):
+        x = tl.load(x_row + step * BLOCK_N + cols).to(ACC)
         delta = x - mean_vec
-        # Padding lanes may divide by a zero count; tl.where discards that value.
-        mean_vec += tl.where(mask, delta / cnt_vec, 0.0)
-        m2_vec += tl.where(mask, delta * (x - mean_vec), 0.0)
+        mean_vec += delta * (1.0 / tl.full((), step + 1, ACC))
+        m2_vec += delta * (x - mean_vec)
+    c = (steps - 1) * BLOCK_N + cols
+    mask = c < N
+    x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
+    delta = x - mean_vec
+    mean_vec += tl.where(mask, delta * (1.0 / tl.full((), steps, ACC)), 0.0)
+    m2_vec += tl.where(mask, delta * (x - mean_vec), 0.0)
+    cnt_vec = (steps - 1 + mask.to(tl.int32)).to(ACC)
     # Merge the lanes (Chan et al.): M2 = sum(M2_j + n_j * (mean_j - mean)^2).
     mean = tl.sum(cnt_vec * mean_vec, axis=0) / N
     d = mean_vec - mean
     var = tl.sum(m2_vec + cnt_vec * d * d, axis=0) / N
     rstd = 1.0 / tl.sqrt(var + eps)
-    for start in range(0, N, BLOCK_N):
-        c = start + cols
+    # Normalise last step first: the end of the row, read last, is the part still in L2.
+    for i in range(0, steps):
+        c = (steps - 1 - i) * BLOCK_N + cols
         mask = c < N
         x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
         y = (x - mean) * rstd
@@ -207,7 +221,7 @@ LONG_ROW_MAX_CHUNKS = tl.constexpr(128)
 
 
 def _long_row_configs():
-    looped = [(4096, 16), (8192, 32), (2048, 8)]
+    looped = [(8192, 16), (8192, 8), (4096, 16)]
     split = [(8192, 8), (4096, 4), (8192, 16), (16384, 16)]
     return ([triton.Config({"BLOCK_N": b, "SPLIT": False}, num_warps=w) for b, w in looped] +
             [triton.Config({"BLOCK_N": b, "SPLIT": True}, num_warps=w) for b, w in split])

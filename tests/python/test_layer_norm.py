@@ -46,7 +46,9 @@ def check_backward(x, normalized, w, b, eps=1e-5):
 
 
 def columns(device):
-    return [1, 5, 128, 1000, 16385] + ([65536] if device == "cuda" else [])
+    # One row in registers up to 32768 columns (fp64: 16384); past that the looped kernel (CPU,
+    # fp64: 16385 ends in a partial step, 20480 in a full one) or, on CUDA, the autotuned one.
+    return [1, 5, 128, 1000, 16385, 20480, 32769] + ([65536] if device == "cuda" else [])
 
 
 def test_forward_shapes_and_dtypes(device):
@@ -234,11 +236,13 @@ def test_float64_eps_is_not_rounded(device, eps, shape):
 
 @requires_cuda
 def test_long_rows_autotuned_cuda():
-    # Past 16384 columns, CUDA rows of fp32/fp16/bf16 go to layer_norm_fwd_long_kernel, which tunes
+    # Past 32768 columns, CUDA rows of fp32/fp16/bf16 go to layer_norm_fwd_long_kernel, which tunes
     # between looped and split configs at the first call of each row length: every config must
     # give the same answer, so several lengths, dtypes, strides and the chunk limit are checked
     # (4096 * 128 columns: the last tuned length; one more: the hand-written looped plan).
-    shapes = [((300, 40000), torch.float32), ((5, 24577), torch.float16), ((7, 70001), torch.bfloat16),
+    # (24577 and 16385 columns: the single pass just below, 32768 columns wide.)
+    shapes = [((300, 40000), torch.float32), ((5, 24577), torch.float16), ((5, 36865), torch.float16),
+              ((7, 70001), torch.bfloat16),
               ((2, 4096 * 128), torch.float32), ((1, 4096 * 128 + 1), torch.float32), ((3, 16385), torch.bfloat16)]
     for (rows, cols), dtype in shapes:
         for affine in [(True, True), (False, False), (True, False)]:
