@@ -36,9 +36,11 @@ any N >= 1. Forward, H200, 4096 rows, GB/s without / with mean and rstd stored (
     fp32  4096: 16 warps 3822 / 3781 (8 warps 3687 / 3700)    bf16  4096: 8 warps 3387 / 3335 (4: 3328 / 3293)
     fp32 16384: 32 warps 4017 / 3528 (16 warps 3511 / 3540)   bf16 16384: 8 warps 3609 / 3666 (16: 3601 / 2421)
     fp32 32768: 32 warps 3751 / 3609 (looped 3116)            bf16 32768: 16 warps 3217 / 3328 (looped 2818)
-    N > 32768, the autotuned kernel: fp32 2.95 / 2.85 / 2.66 TB/s at 65536 / 131072 / 262144
-    columns; bf16 with the looped configs (8192 columns, 16 warps) 2.99 / 2.83 / 2.73 (before the
-    scalar-count loop below: 2.58 / 2.50 / 2.51).
+    N > 32768, the autotuned kernel (benchmark suite, inference): fp32 3.17 / 3.06 / 2.66 TB/s at
+    65536 / 131072 / 262144 columns; bf16 2.85 / 2.70 / 2.63, up from 2.56 / 2.49 / 2.49 before the
+    looped row below counted steps instead of dividing per element (FlagGems: 2.80 / 2.68 / 2.67).
+    Loading weight and bias before the row's reductions, as Liger-Kernel does, gained 1-3% for
+    fp32 rows of 4096-8192 columns but lost 1-30% at every other length measured, so they load after.
 
 Short rows forward (ops/csrc/ops/layer_norm.cpp), N <= 1024: layer_norm_fwd_rows_kernel with
     BLOCK_N = next_pow2(N), BLOCK_M = max(4, T // BLOCK_N) (T = 2048 for 2-byte x, else 1024),
