@@ -51,6 +51,8 @@ def _cmake_build(editable):
     shutil.rmtree(prefix, ignore_errors=True)
     subprocess.check_call(["cmake", "--install", str(build_dir), "--prefix", str(prefix)],
                           stdout=subprocess.DEVNULL)
+    subprocess.check_call(["cmake", "--install", str(build_dir), "--prefix", str(prefix), "--component",
+                           "python_module"], stdout=subprocess.DEVNULL)
     # The package carries its libraries (lib/), the C++ demo (bin/), the kernels (kernels_py/, in
     # the sources already), the headers (include/) and the CMake package (lib/cmake/tjit).
     for folder in ("include", "lib/cmake"):
@@ -64,6 +66,11 @@ def _cmake_build(editable):
     for name in LIBRARIES:
         shutil.copy(binaries / "lib" / name, PACKAGE_DIR / "lib" / name)
     shutil.copy(binaries / "bin" / "tjit_demo", PACKAGE_DIR / "bin" / "tjit_demo")
+    # tjit._C, the Python functions' direct calls, sits in the package's root.
+    for old in PACKAGE_DIR.glob("_C.*.so"):
+        old.unlink()
+    for module in (build_dir / "lib" if editable else prefix / "python").glob("_C.*.so"):
+        shutil.copy(module, PACKAGE_DIR / module.name)
 
 
 class BuildPyWithCMake(build_py):
@@ -92,7 +99,7 @@ setup(
     description="PyTorch operators written in Triton, launched from C++ by an embedded Triton JIT runtime",
     packages=["tjit"],
     package_dir={"tjit": "ops"},
-    package_data={"tjit": ["lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "kernels_py/*.json", "include/tjit/*.h",
+    package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "kernels_py/*.json", "include/tjit/*.h",
                            "lib/cmake/tjit/*.cmake", "lib/cmake/tjit/*.in"]},
     python_requires=">=3.9",
     # The libraries are built against this torch's C++ ABI, which changes between releases.

@@ -5,7 +5,8 @@ softmax and layer_norm), the median over rounds of (time of N back-to-back calls
 synchronize before each round and none inside it. Implementations are measured round-robin (round
 r of every implementation, then round r + 1, ...) after a warm-up, so drift hits all alike.
 
-    tjit             torch.ops.tjit.<op>
+    tjit             tjit.<op>, tjit's Python function (its direct path to C++, tjit._C)
+    tjit_torch_ops   torch.ops.tjit.<op>, the registered op (schema parsing and boxing on each call)
     aten             the torch function (torch.add, torch.sum, torch.softmax, F.layer_norm)
     python_triton    Python Triton wrapper of the same kernel: torch.empty + kernel[grid](...)
                      (python_baselines.add, triton_wrappers.sum_all / softmax / layer_norm)
@@ -31,6 +32,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+import tjit
 
 import peers as peer_lib
 import python_baselines as pb
@@ -123,11 +125,13 @@ def _cases(device, peers=None, ops_filter=None):
             else:
                 peer_notes.append(f"{name} {op}: {why}: skipped")
 
+    # tjit's two entry points: the Python function (what `import tjit` users call) and the op.
     tjit_fns = {
-        "add": lambda: torch.ops.tjit.add(x1, y1),
-        "sum": lambda: torch.ops.tjit.sum(x1),
-        "softmax": lambda: torch.ops.tjit.softmax(x2, -1),
-        "layer_norm": lambda: torch.ops.tjit.layer_norm(x2, [1024], w, b, 1e-5),
+        "add": {"tjit": lambda: tjit.add(x1, y1), "tjit_torch_ops": lambda: torch.ops.tjit.add(x1, y1)},
+        "sum": {"tjit": lambda: tjit.sum(x1), "tjit_torch_ops": lambda: torch.ops.tjit.sum(x1)},
+        "softmax": {"tjit": lambda: tjit.softmax(x2, -1), "tjit_torch_ops": lambda: torch.ops.tjit.softmax(x2, -1)},
+        "layer_norm": {"tjit": lambda: tjit.layer_norm(x2, [1024], w, b, 1e-5),
+                       "tjit_torch_ops": lambda: torch.ops.tjit.layer_norm(x2, [1024], w, b, 1e-5)},
     }
     # Reference values, to check each implementation once before timing it.
     refs = {
@@ -167,7 +171,7 @@ def run_python_overhead(device, smoke, ops_filter, log=print, peers=None):
         entry = {"shape": shape, "us_per_call": {}, "ratios": {}, "checks": {}, "errors": {}}
         fns = dict(fns)
         if have_op(op):
-            fns = {"tjit": tjit_fns[op], **fns}
+            fns = {**tjit_fns[op], **fns}
         else:
             note = f"torch.ops.tjit.{op} does not exist yet: skipped tjit for {op}"
             entry["errors"]["tjit"] = note
@@ -192,6 +196,8 @@ def run_python_overhead(device, smoke, ops_filter, log=print, peers=None):
             for other in ("aten", "python_triton", "triton_op", "flaggems", "liger"):
                 if other in us:
                     entry["ratios"][f"tjit/{other}"] = us["tjit"] / us[other]
+        if "tjit_torch_ops" in us and "aten" in us:
+            entry["ratios"]["tjit_torch_ops/aten"] = us["tjit_torch_ops"] / us["aten"]
         result["ops"][op] = entry
         log("  python " + op.ljust(11) + "  ".join(f"{k} {v:8.2f} us" for k, v in us.items()) +
             ("" if not entry["ratios"] else "   | " + "  ".join(f"{k} {v:.2f}" for k, v in entry["ratios"].items())))

@@ -6,7 +6,12 @@ terminal summary.
 Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range):
     C++ tjit::add host time                 <= 0.85 x at::add
     C++ bare TritonJitFunction launch       <= 1.10 x raw cuLaunchKernel of the same cubin
-    Python torch.ops.tjit.add host time     <= 1.00 x torch.add,  <= 0.35 x Python Triton wrapper
+    Python torch.ops.tjit.add host time     <= 1.00 x torch.add
+    Python tjit.add host time               <= 0.35 x Python Triton wrapper
+    Python tjit.<op> host time              <= 0.85 x torch's own (torch.add, torch.sum, torch.softmax,
+                                            F.layer_norm), <= 0.25 x FlagGems, every operator (worst named)
+    Python torch.ops.tjit.<op> host time    / torch's: no more than in the run before the direct path
+                                            (TORCH_OPS_BEFORE), every operator
     add, sum bandwidth                      >= 0.95 x aten from 2**24 elements
     softmax fwd bandwidth                   >= 1.00 x max(aten, tutorial) at every column count
     softmax bwd bandwidth                   >= 1.00 x aten at every column count
@@ -32,9 +37,9 @@ import math
 import os
 import sys
 
-IMPL_ORDER = ("tjit", "aten", "python_triton", "tutorial", "flaggems", "liger", "triton_op", "triton_launch",
+IMPL_ORDER = ("tjit", "tjit_torch_ops", "aten", "python_triton", "tutorial", "flaggems", "liger", "triton_op", "triton_launch",
               "copy")
-COLORS = {"tjit": "C0", "aten": "C1", "python_triton": "C2", "tutorial": "C3", "triton_op": "C4",
+COLORS = {"tjit": "C0", "tjit_torch_ops": "C8", "aten": "C1", "python_triton": "C2", "tutorial": "C3", "triton_op": "C4",
           "triton_launch": "C5", "flaggems": "C6", "liger": "C9", "copy": "gray"}
 PEERS = ("flaggems", "liger")  # FlagGems and Liger-Kernel (benchmarks/peers.py)
 RESULTS_JSON = "results.json"
@@ -51,7 +56,7 @@ TARGETS = [
     _target("cpp_add_vs_aten", "C++ tjit::add host time <= 0.85x at::add", "le", 0.85),
     _target("cpp_bare_vs_raw", "C++ bare TritonJitFunction launch <= 1.10x raw cuLaunchKernel", "le", 1.10),
     _target("py_add_vs_aten", "Python torch.ops.tjit.add host time <= 1.00x torch.add", "le", 1.00),
-    _target("py_add_vs_triton", "Python torch.ops.tjit.add host time <= 0.35x Python Triton wrapper", "le", 0.35),
+    _target("py_add_vs_triton", "Python tjit.add host time <= 0.35x Python Triton wrapper", "le", 0.35),
     _target("add_bw", "add bandwidth >= 0.95x aten from 2^24 elements", "ge", 0.95),
     _target("sum_bw", "sum bandwidth >= 0.95x aten from 2^24 elements", "ge", 0.95),
     _target("softmax_fwd_bw", "softmax fwd >= 1.00x max(aten, tutorial), every column count", "ge", 1.00),
@@ -87,7 +92,16 @@ TARGETS = [
     _target("softmax_fwd_copy_128k", "softmax fwd >= 0.85x copy, 1024..131072 columns, fp32 and bf16", "ge", 0.85),
     _target("layer_norm_fwd_copy", "layer_norm fwd >= 0.85x copy, 512..65536 columns, fp32 and bf16", "ge", 0.85),
     _target("layer_norm_bwd_copy", "layer_norm bwd >= 0.70x copy, 512..65536 columns, fp32 and bf16", "ge", 0.70),
+    _target("py_direct_vs_torch", "Python tjit.<op> host time <= 0.85x torch's own function, every operator",
+            "le", 0.85),
+    _target("py_direct_vs_flaggems", "Python tjit.<op> host time <= 0.25x FlagGems, every operator", "le", 0.25),
+    _target("py_torch_ops_unchanged", "Python torch.ops.tjit.<op> / torch's host time <= the run before tjit's "
+            "direct path, every operator (value: now / before)", "le", 1.00),
 ]
+# torch.ops.tjit.<op> / torch's host time per call in the H200 run before tjit's functions took the
+# direct path (results of 2026-11-23 21:01 UTC): what py_torch_ops_unchanged holds the op path to.
+TORCH_OPS_BEFORE = {"add": 1.030, "sum": 0.889, "softmax": 1.025, "layer_norm": 0.808}
+
 # Peer targets: (op, pass) against the best of these (those absent in a case are left out).
 PEER_REFS = ("aten", "tutorial") + PEERS
 PEER_TARGETS = {"add_fwd_peers": ("add", "fwd"), "sum_fwd_peers": ("sum", "fwd"),
@@ -206,7 +220,7 @@ def _peer_bandwidth_target(records, op, pas):
 
 def _host_vs_peer_target(python, peer):
     """(ratio, worst_at, note, tjit_failed): the largest tjit / peer host time per call over the
-    operators measured with both; N/A without the peer."""
+    operators measured with both (tjit: the Python function); N/A without the peer."""
     ops = python.get("ops", {})
     ratios = {op: e["us_per_call"]["tjit"] / e["us_per_call"][peer] for op, e in ops.items()
               if e["us_per_call"].get("tjit") and e["us_per_call"].get(peer)}
@@ -220,6 +234,31 @@ def _host_vs_peer_target(python, peer):
     failed = any(ops[op].get("checks", {}).get("tjit") is False for op in ratios)
     shape = "x".join(map(str, ops[worst].get("shape", [])))
     return ratios[worst], f"{worst} {shape} fp32, host us per call", "; ".join(problems) or None, failed
+
+
+def _torch_ops_unchanged_target(python):
+    """(value, worst_at, note, failed): the largest (torch.ops.tjit / torch's now) / TORCH_OPS_BEFORE."""
+    ops = python.get("ops", {})
+    now = {op: e["ratios"]["tjit_torch_ops/aten"] for op, e in ops.items()
+           if op in TORCH_OPS_BEFORE and "tjit_torch_ops/aten" in e.get("ratios", {})}
+    if not now:
+        return None, None, "torch.ops.tjit not measured", False
+    worst = max(now, key=lambda op: now[op] / TORCH_OPS_BEFORE[op])
+    note = f"{worst}: {now[worst]:.3f} now, {TORCH_OPS_BEFORE[worst]:.3f} before"
+    failed = any(ops[op].get("checks", {}).get("tjit_torch_ops") is False for op in now)
+    return now[worst] / TORCH_OPS_BEFORE[worst], f"{worst}, host us per call", note, failed
+
+
+def _direct_vs_torch_target(python):
+    """(ratio, worst_at, note, failed): the largest tjit.<op> / torch's host time per call."""
+    ops = python.get("ops", {})
+    ratios = {op: e["ratios"]["tjit/aten"] for op, e in ops.items() if "tjit/aten" in e.get("ratios", {})}
+    if not ratios:
+        return None, None, "not measured", False
+    worst = max(ratios, key=ratios.get)
+    failed = any(ops[op].get("checks", {}).get("tjit") is False for op in ratios)
+    shape = "x".join(map(str, ops[worst].get("shape", [])))
+    return ratios[worst], f"{worst} {shape} fp32, host us per call", None, failed
 
 
 def evaluate_targets(results):
@@ -239,8 +278,12 @@ def evaluate_targets(results):
             op, pas, lo, hi = COPY_TARGETS[tid]
             ratio, at, reason, failed = _bandwidth_target(bw, op, pas, cols, lo, hi, ["copy"],
                                                           dtypes=COPY_TARGET_DTYPES)
-        elif tid == "py_host_vs_flaggems":
+        elif tid in ("py_host_vs_flaggems", "py_direct_vs_flaggems"):
             ratio, at, reason, failed = _host_vs_peer_target((ov.get("python") or {}), "flaggems")
+        elif tid == "py_direct_vs_torch":
+            ratio, at, reason, failed = _direct_vs_torch_target(ov.get("python") or {})
+        elif tid == "py_torch_ops_unchanged":
+            ratio, at, reason, failed = _torch_ops_unchanged_target(ov.get("python") or {})
         elif tid.startswith("cpp_"):
             key = "tjit_add/at_add" if tid == "cpp_add_vs_aten" else "bare/raw"
             if cpp.get("skipped") or not cpp:
@@ -251,7 +294,7 @@ def evaluate_targets(results):
                 if ratio is None:
                     reason = (cpp.get("errors") or {}).get(key, "not measured")
         elif tid.startswith("py_add"):
-            key = "tjit/aten" if tid == "py_add_vs_aten" else "tjit/python_triton"
+            key = "tjit_torch_ops/aten" if tid == "py_add_vs_aten" else "tjit/python_triton"
             ratio = (py.get("add") or {}).get("ratios", {}).get(key)
             at = "1024 fp32, host us per call"
             if ratio is None:
@@ -329,7 +372,7 @@ def python_overhead_rows(results):
     py = ((results.get("overhead") or {}).get("python") or {}).get("ops", {})
     impls = _ordered({k for e in py.values() for k in e["us_per_call"]})
     # tjit / each peer, where some operator has both
-    ratios = ["tjit/aten", "tjit/python_triton"] + [f"tjit/{p}" for p in PEERS
+    ratios = ["tjit/aten", "tjit_torch_ops/aten", "tjit/python_triton"] + [f"tjit/{p}" for p in PEERS
                                                     if any(f"tjit/{p}" in e["ratios"] for e in py.values())]
     rows = []
     for op, e in py.items():

@@ -42,6 +42,10 @@ if not os.environ.get("TJIT_TRITON_DIR"):
         os.environ["TJIT_TRITON_DIR"] = list(_triton.submodule_search_locations)[0]
 torch.ops.load_library(LIBRARY_PATH)
 
+from torch.compiler import is_compiling as _is_compiling  # noqa: E402
+
+from . import _C  # noqa: E402  (after liboperators is loaded: _C links it)
+
 ops = torch.ops.tjit
 
 
@@ -50,6 +54,13 @@ ops = torch.ops.tjit
 # (Triton's interpreter: slow) and Meta/fake tensors, and records autograd where it has a gradient.
 # `sum` shadows the builtin in this module's namespace: code below it that needs the builtin must
 # call builtins.sum.
+#
+# Each calls the C++ operator directly through tjit._C (ops/csrc/bindings/direct_calls.cpp: the
+# dispatcher entry points of tjit/operators.h, without torch.ops' schema parsing and boxing), and
+# takes torch.ops.tjit.* where that could behave differently: while torch.compile/torch.export
+# trace (Dynamo sees this branch, so graphs hold torch.ops.tjit.*), and wherever _C returns
+# NotImplemented (a TorchFunctionMode, a tensor subclass or FX proxy with __torch_function__,
+# functorch transforms, an argument of another type than the plain ones).
 
 
 def add(self: torch.Tensor, other: torch.Tensor, *, alpha: Union[int, float] = 1) -> torch.Tensor:
@@ -58,6 +69,10 @@ def add(self: torch.Tensor, other: torch.Tensor, *, alpha: Union[int, float] = 1
     Both tensors must have the same dtype (float32, float16, bfloat16, float64, int32, int64)
     and be on the same device; the result is contiguous.
     """
+    if not _is_compiling():
+        out = _C.add(self, other, alpha)
+        if out is not NotImplemented:
+            return out
     return torch.ops.tjit.add(self, other, alpha=alpha)
 
 
@@ -70,6 +85,10 @@ def sum(self: torch.Tensor, dim: Optional[Union[int, Sequence[int]]] = None, kee
     to it first and the result has it. Inputs and `dtype`: float32, float16, bfloat16, float64;
     float16 and bfloat16 accumulate in float32. Differentiable with respect to `self`.
     """
+    if not _is_compiling():
+        out = _C.sum(self, dim, keepdim, dtype)
+        if out is not NotImplemented:
+            return out
     return torch.ops.tjit.sum(self, dim, keepdim, dtype=dtype)
 
 
@@ -80,6 +99,10 @@ def softmax(self: torch.Tensor, dim: int, dtype: Optional[torch.dtype] = None) -
     converted to it first and the result has it. Rows of any length. Differentiable with respect
     to `self` (the backward is `softmax_backward`).
     """
+    if not _is_compiling():
+        out = _C.softmax(self, dim, dtype)
+        if out is not NotImplemented:
+            return out
     return torch.ops.tjit.softmax(self, dim, dtype)
 
 
@@ -91,6 +114,10 @@ def softmax_backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int,
     `grad_output` and `output`: the same shape and device, float32, float16, bfloat16 or float64;
     `input_dtype` (a floating type) is the dtype of softmax's input, which the result has.
     """
+    if not _is_compiling():
+        out = _C.softmax_backward(grad_output, output, dim, input_dtype)
+        if out is not NotImplemented:
+            return out
     return torch.ops.tjit.softmax_backward(grad_output, output, dim, input_dtype)
 
 
@@ -105,6 +132,10 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: Opt
     float64 input, which also uses `eps` unrounded. Differentiable with respect to input, weight and
     bias (the backward is `layer_norm_backward`).
     """
+    if not _is_compiling():
+        out = _C.layer_norm(input, normalized_shape, weight, bias, eps)
+        if out is not NotImplemented:
+            return out
     return torch.ops.tjit.layer_norm(input, normalized_shape, weight, bias, eps)
 
 
@@ -117,6 +148,10 @@ def layer_norm_forward(input: torch.Tensor, normalized_shape: Sequence[int], wei
     mean and rstd = 1 / sqrt(var + eps) have the input's leading dims as shape (aten's keep a
     trailing 1 per normalized dim) and dtype float32, float64 for float64 input. Not differentiable.
     """
+    if not _is_compiling():
+        out = _C.layer_norm_forward(input, normalized_shape, weight, bias, eps)
+        if out is not NotImplemented:
+            return out
     return torch.ops.tjit.layer_norm_forward(input, normalized_shape, weight, bias, eps)
 
 
@@ -131,6 +166,10 @@ def layer_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, normalized_
     `output_mask` (three bools) says which to compute; an entry is None where it is False or the
     parameter is absent. Tensors as for `layer_norm`; `grad_out` has the input's shape and dtype.
     """
+    if not _is_compiling():
+        out = _C.layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)
+        if out is not NotImplemented:
+            return out
     return torch.ops.tjit.layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)
 
 

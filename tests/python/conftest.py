@@ -1,5 +1,11 @@
 """Shared fixtures: every operator test runs on each device present (CPU through Triton's
-interpreter always; CUDA where there is a GPU)."""
+interpreter always; CUDA where there is a GPU), and through each entry point of the operators.
+
+`ops` is the namespace a test calls the operators through, `ops.add(x, y, alpha=2)`: the module
+`tjit` (its functions call C++ directly) and `torch.ops.tjit` (the registered ops, through the
+dispatcher's boxed path). Both must behave the same, so every operator test runs once per entry
+point; ENTRY_POINTS maps the ids to the namespaces for tests that loop without the fixture.
+Tests of the registered op itself (opcheck, schemas) keep `torch.ops.tjit.<name>.default`."""
 
 import os
 import shutil
@@ -13,7 +19,7 @@ import torch
 SESSION_STORE = tempfile.mkdtemp(prefix="tjit-test-store-")
 os.environ["TJIT_CACHE_DIR"] = SESSION_STORE
 
-import tjit  # noqa: E402,F401  (registers torch.ops.tjit)
+import tjit  # noqa: E402  (registers torch.ops.tjit)
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -29,6 +35,14 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(params=DEVICES)
 def device(request):
     return request.param
+
+
+ENTRY_POINTS = {"tjit": tjit, "torch.ops": torch.ops.tjit}
+
+
+@pytest.fixture(params=list(ENTRY_POINTS))
+def ops(request):
+    return ENTRY_POINTS[request.param]
 
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(),

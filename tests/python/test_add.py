@@ -1,4 +1,5 @@
-"""torch.ops.tjit.add against torch.add: values, shapes, strides, dtypes, errors, Meta, opcheck."""
+"""tjit.add and torch.ops.tjit.add (both entry points: conftest's `ops`) against torch.add: values,
+shapes, strides, dtypes, errors, Meta, opcheck."""
 
 import pytest
 import torch
@@ -17,10 +18,10 @@ TOLERANCE = {
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64]
 
 
-def check_add(x, y, alpha=1):
+def check_add(ops, x, y, alpha=1):
     expected = torch.add(x, y, alpha=alpha)
     poison_allocator(expected.numel(), expected.dtype, expected.device)
-    got = torch.ops.tjit.add(x, y, alpha=alpha)
+    got = ops.add(x, y, alpha=alpha)
     assert got.shape == expected.shape
     assert got.dtype == expected.dtype
     assert got.device == expected.device
@@ -33,23 +34,23 @@ def sizes_for(device):
     return [1, 3, 1023, 4099] + ([2**20 + 3] if device == "cuda" else [])
 
 
-def test_sizes_and_dtypes(device):
+def test_sizes_and_dtypes(device, ops):
     for dtype in DTYPES:
         for n in sizes_for(device):
-            check_add(random_tensor((n, ), dtype, device), random_tensor((n, ), dtype, device))
+            check_add(ops, random_tensor((n, ), dtype, device), random_tensor((n, ), dtype, device))
 
 
 @pytest.mark.parametrize("alpha", [2, -3, 0])
-def test_integer_alpha(device, alpha):
+def test_integer_alpha(device, ops, alpha):
     for dtype in DTYPES:
-        check_add(random_tensor((777, ), dtype, device), random_tensor((777, ), dtype, device), alpha=alpha)
+        check_add(ops, random_tensor((777, ), dtype, device), random_tensor((777, ), dtype, device), alpha=alpha)
 
 
 @pytest.mark.parametrize("alpha", [0.5, -1.25, 0.1])
-def test_float_alpha(device, alpha):
+def test_float_alpha(device, ops, alpha):
     for dtype in DTYPES:
         if dtype.is_floating_point:
-            check_add(random_tensor((513, ), dtype, device), random_tensor((513, ), dtype, device), alpha=alpha)
+            check_add(ops, random_tensor((513, ), dtype, device), random_tensor((513, ), dtype, device), alpha=alpha)
 
 
 @pytest.mark.parametrize("shapes", [
@@ -59,43 +60,44 @@ def test_float_alpha(device, alpha):
     ((), (6, 7)),
     ((3, 1, 4, 1, 5), (1, 2, 1, 6, 1)),
 ])
-def test_broadcasting(device, shapes):
+def test_broadcasting(device, ops, shapes):
     a, b = shapes
-    check_add(random_tensor(a, torch.float32, device), random_tensor(b, torch.float32, device), alpha=2.0)
-    check_add(random_tensor(b, torch.float32, device), random_tensor(a, torch.float32, device))
+    check_add(ops, random_tensor(a, torch.float32, device), random_tensor(b, torch.float32, device), alpha=2.0)
+    check_add(ops, random_tensor(b, torch.float32, device), random_tensor(a, torch.float32, device))
 
 
-def test_non_contiguous(device):
+def test_non_contiguous(device, ops):
     t = random_tensor((33, 65), torch.float32, device)
-    check_add(t.t(), random_tensor((65, 33), torch.float32, device))
-    check_add(t[:, ::3], t[:, 1::3][:, :22])
-    check_add(t[5:20, 7:40], t[1:16, 0:33])
+    check_add(ops, t.t(), random_tensor((65, 33), torch.float32, device))
+    check_add(ops, t[:, ::3], t[:, 1::3][:, :22])
+    check_add(ops, t[5:20, 7:40], t[1:16, 0:33])
     # Six dims that do not collapse to four: materialised, then added flat.
     big = random_tensor((2, 3, 2, 3, 2, 3), torch.float64, device).permute(5, 3, 1, 0, 2, 4)
-    check_add(big, random_tensor((3, 1, 3, 2, 1, 2), torch.float64, device))
+    check_add(ops, big, random_tensor((3, 1, 3, 2, 1, 2), torch.float64, device))
     # Broadcast by expand (stride 0).
-    check_add(random_tensor((1, 40), torch.float32, device).expand(30, 40), random_tensor((30, 40), torch.float32, device))
+    check_add(ops, random_tensor((1, 40), torch.float32, device).expand(30, 40),
+              random_tensor((30, 40), torch.float32, device))
 
 
-def test_empty(device):
+def test_empty(device, ops):
     for shapes in [((0, ), (0, )), ((0, 5), (5, )), ((3, 0), (1, 0)), ((0, ), (1, ))]:
-        check_add(random_tensor(shapes[0], torch.float32, device), random_tensor(shapes[1], torch.float32, device))
+        check_add(ops, random_tensor(shapes[0], torch.float32, device), random_tensor(shapes[1], torch.float32, device))
 
 
-def test_alias_inputs(device):
+def test_alias_inputs(device, ops):
     x = random_tensor((100, ), torch.float32, device)
-    check_add(x, x, alpha=-1)
+    check_add(ops, x, x, alpha=-1)
 
 
 @requires_cuda
-def test_large_64bit_offsets():
+def test_large_64bit_offsets(ops):
     # 2**31 + 2**20 + 3 int8 elements would not be an allowed dtype; use 2**31 + 5 float16
     # elements (4 GiB): offsets past 2**31 - 1 must index in 64 bits.
     n = 2**31 + 5
     x = torch.ones(n, dtype=torch.float16, device="cuda")
     y = torch.full((n, ), 2.0, dtype=torch.float16, device="cuda")
     x[-3:] = torch.randn(3, device="cuda").half()
-    out = torch.ops.tjit.add(x, y)
+    out = ops.add(x, y)
     assert out[0].item() == 3.0
     torch.testing.assert_close(out[-3:], x[-3:] + 2.0)
     assert bool((out[2**31 - 8:2**31 + 2] == 3.0).all())
@@ -103,23 +105,23 @@ def test_large_64bit_offsets():
     torch.cuda.empty_cache()
 
 
-def test_meta_shapes_and_strides():
+def test_meta_shapes_and_strides(ops):
     for a, b in [((4, 1, 5), (3, 1)), ((0, 3), (3, )), ((7, ), (7, ))]:
         x = torch.empty(a, device="meta")
         y = torch.empty(b, device="meta")
-        out = torch.ops.tjit.add(x, y, alpha=3)
-        real = torch.ops.tjit.add(torch.randn(a), torch.randn(b), alpha=3)
+        out = ops.add(x, y, alpha=3)
+        real = ops.add(torch.randn(a), torch.randn(b), alpha=3)
         assert out.shape == real.shape
         assert out.stride() == real.stride()
         assert out.dtype == real.dtype
 
 
-def test_fake_tensor_with_symbolic_shapes():
+def test_fake_tensor_with_symbolic_shapes(ops):
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     with FakeTensorMode(shape_env=ShapeEnv()) as mode:
         x = mode.from_tensor(torch.randn(6, 5), static_shapes=False)
         y = mode.from_tensor(torch.randn(5), static_shapes=False)
-        out = torch.ops.tjit.add(x, y)
+        out = ops.add(x, y)
         assert out.shape == x.shape
         assert out.dtype == torch.float32
 
@@ -136,39 +138,39 @@ def expect_error(pattern, fn):
         fn()
 
 
-def test_errors(device):
+def test_errors(device, ops):
     x = random_tensor((4, ), torch.float32, device)
     expect_error(r"tjit::add: shapes \[4\] \('self'\) and \[3\] \('other'\) cannot be broadcast",
-                 lambda: torch.ops.tjit.add(x, random_tensor((3, ), torch.float32, device)))
+                 lambda: ops.add(x, random_tensor((3, ), torch.float32, device)))
     expect_error(r"tjit::add: 'self' has dtype Float but 'other' has dtype Double",
-                 lambda: torch.ops.tjit.add(x, x.double()))
+                 lambda: ops.add(x, x.double()))
     expect_error(r"tjit::add: argument 'self' has dtype ComplexFloat, which is not supported",
-                 lambda: torch.ops.tjit.add(x.to(torch.complex64), x.to(torch.complex64)))
+                 lambda: ops.add(x.to(torch.complex64), x.to(torch.complex64)))
     expect_error(r"tjit::add: argument 'self' has dtype Bool, which is not supported",
-                 lambda: torch.ops.tjit.add(x > 0, x > 0))
+                 lambda: ops.add(x > 0, x > 0))
     expect_error(r"tjit::add: alpha must be an integer for integer tensors",
-                 lambda: torch.ops.tjit.add(x.int(), x.int(), alpha=0.5))
+                 lambda: ops.add(x.int(), x.int(), alpha=0.5))
 
 
-def test_undefined_tensor_error():
+def test_undefined_tensor_error(ops):
     # None for a Tensor argument reaches the operator as an undefined tensor.
     expect_error(r"tjit::add: argument 'other' is an undefined tensor",
-                 lambda: torch.ops.tjit.add(torch.randn(3), None))
+                 lambda: ops.add(torch.randn(3), None))
 
 
 @requires_cuda
-def test_device_mismatch():
+def test_device_mismatch(ops):
     expect_error(r"tjit::add: argument 'other' is on cpu but 'self' is on cuda:0",
-                 lambda: torch.ops.tjit.add(torch.randn(4, device="cuda"), torch.randn(4)))
+                 lambda: ops.add(torch.randn(4, device="cuda"), torch.randn(4)))
 
 
 @requires_cuda
-def test_runs_on_current_stream():
+def test_runs_on_current_stream(ops):
     s = torch.cuda.Stream()
     x = torch.randn(1 << 20, device="cuda")
     y = torch.randn(1 << 20, device="cuda")
     with torch.cuda.stream(s):
-        out = torch.ops.tjit.add(x, y)
+        out = ops.add(x, y)
         expected = x + y
     s.synchronize()
     torch.testing.assert_close(out, expected)

@@ -26,7 +26,9 @@ TARGET_IDS = ("cpp_add_vs_aten", "cpp_bare_vs_raw", "py_add_vs_aten", "py_add_vs
               "softmax_fwd_bw", "softmax_bwd_bw", "softmax_fwd_copy", "softmax_bwd_copy", "layer_norm_fwd_bw",
               "layer_norm_bwd_bw", "cold_cpp_warm_store", "cold_py_warm_store", "cold_store_vs_jit", "autotune_host",
               "autotune_cost", "cold_cpp_bundle") + PEER_TARGET_IDS + ("softmax_fwd_copy_128k", "layer_norm_fwd_copy",
-                                                                       "layer_norm_bwd_copy")
+                                                                       "layer_norm_bwd_copy",
+                                                                       "py_direct_vs_torch", "py_direct_vs_flaggems",
+                                                                       "py_torch_ops_unchanged")
 
 
 def import_bench(name):
@@ -65,7 +67,10 @@ def test_smoke_writes_json_and_markdown(smoke_run):
         assert {"aten", "python_triton"} <= set(entry["us_per_call"]), op
         assert all(v > 0 for v in entry["us_per_call"].values()), op
         if results["meta"]["tjit_ops_present"].get(op):
+            # Both entry points: tjit.<op> (the direct path) and torch.ops.tjit.<op>.
             assert "tjit" in entry["us_per_call"] and "tjit/aten" in entry["ratios"], op
+            assert "tjit_torch_ops" in entry["us_per_call"] and "tjit_torch_ops/aten" in entry["ratios"], op
+            assert entry["checks"]["tjit"] and entry["checks"]["tjit_torch_ops"], op
     assert "tjit/aten" in python["ops"]["add"]["ratios"]
     assert "tjit/python_triton" in python["ops"]["add"]["ratios"]
     # The C++ part either ran or says why not (here: no CUDA, or the binary is not built).
@@ -108,7 +113,6 @@ def test_smoke_writes_json_and_markdown(smoke_run):
         assert tuned["skipped"] is True and "CUDA" in tuned["reason"], tuned
 
     targets = results["targets"]
-    assert len(targets) == 28
     assert tuple(t["id"] for t in targets) == TARGET_IDS
     for t in targets:
         assert {"target", "ratio", "status", "worst_at"} <= set(t)
@@ -145,7 +149,7 @@ def test_smoke_skips_peers_on_cpu(smoke_run):
         assert all(peer not in e["us_per_call"] for e in python["ops"].values()), peer
     assert "flag_gems" not in sys.modules and "liger_kernel" not in sys.modules
     targets = {t["id"]: t for t in results["targets"]}
-    for tid in PEER_TARGET_IDS:
+    for tid in PEER_TARGET_IDS + ("py_direct_vs_flaggems", ):
         assert targets[tid]["status"] == "N/A" and targets[tid]["ratio"] is None, targets[tid]
         assert "skipped on cpu" in targets[tid]["note"], targets[tid]
     # Smoke sizes (128, 256 columns) are below the copy targets' ranges.
@@ -262,6 +266,38 @@ def test_host_vs_flaggems_target_synthetic():
     assert t["status"] == "MISS" and t["ratio"] == pytest.approx(0.30) and t["worst_at"].startswith("sum"), t
     t = target(overhead({"add": {"tjit": 5.0, "aten": 4.0}}))
     assert t["status"] == "N/A" and t["note"] == "flag_gems not installed", t
+
+
+def test_direct_path_targets_synthetic():
+    """py_direct_vs_torch takes the worst tjit.<op> / torch's; py_torch_ops_unchanged compares
+    torch.ops.tjit.<op> / torch's with the run before the direct path; py_direct_vs_flaggems
+    takes the worst tjit.<op> / FlagGems."""
+    report = import_bench("report")
+
+    def results(ops):
+        return {"overhead": {"python": {"ops": {
+            op: {"shape": [1024], "us_per_call": us, "checks": {},
+                 "ratios": {f"{k}/aten": v / us["aten"] for k, v in us.items() if k != "aten"}}
+            for op, us in ops.items()}}}}
+
+    def target(res, tid):
+        return next(t for t in report.evaluate_targets(res) if t["id"] == tid)
+
+    before = report.TORCH_OPS_BEFORE
+    res = results({"add": {"tjit": 5.0, "tjit_torch_ops": 7.0, "aten": 7.0},
+                   "softmax": {"tjit": 7.2, "tjit_torch_ops": 9.0, "aten": 8.0}})
+    t = target(res, "py_direct_vs_torch")
+    assert t["status"] == "MISS" and t["ratio"] == pytest.approx(0.9) and t["worst_at"].startswith("softmax"), t
+    t = target(res, "py_torch_ops_unchanged")
+    assert t["ratio"] == pytest.approx(9.0 / 8.0 / before["softmax"]) and t["status"] == "MISS", t
+    res = results({"add": {"tjit": 5.0, "tjit_torch_ops": 7.0, "aten": 7.5}})
+    assert target(res, "py_direct_vs_torch")["status"] == "PASS"
+    assert target(res, "py_torch_ops_unchanged")["status"] == "PASS"
+    assert target(results({"add": {"tjit": 5.0, "aten": 7.0}}), "py_torch_ops_unchanged")["status"] == "N/A"
+    res = results({"add": {"tjit": 5.0, "aten": 7.0, "flaggems": 25.0}, "sum": {"tjit": 6.0, "aten": 7.0,
+                                                                               "flaggems": 20.0}})
+    t = target(res, "py_direct_vs_flaggems")
+    assert t["status"] == "MISS" and t["ratio"] == pytest.approx(0.3) and t["worst_at"].startswith("sum"), t
 
 
 def test_peers_absent_have_notes(monkeypatch):

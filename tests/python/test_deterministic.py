@@ -19,18 +19,18 @@ def deterministic():
     torch.utils.deterministic.fill_uninitialized_memory = fill_before
 
 
-def test_operators_in_deterministic_mode(device, deterministic):
+def test_operators_in_deterministic_mode(device, ops, deterministic):
     x = random_tensor((37, 129), torch.float32, device)
     y = random_tensor((37, 129), torch.float32, device)
     w = random_tensor((129, ), torch.float32, device)
     b = random_tensor((129, ), torch.float32, device)
     poison_allocator(4 * x.numel(), torch.float32, device)
-    torch.testing.assert_close(torch.ops.tjit.add(x, y, alpha=2), torch.add(x, y, alpha=2))
-    torch.testing.assert_close(torch.ops.tjit.sum(x, [1]), torch.sum(x, 1), rtol=1e-5, atol=1e-4)
-    torch.testing.assert_close(torch.ops.tjit.softmax(x, 0), torch.softmax(x, 0))
-    torch.testing.assert_close(torch.ops.tjit.layer_norm(x, [129], w, b, 1e-5), F.layer_norm(x, (129, ), w, b, 1e-5),
+    torch.testing.assert_close(ops.add(x, y, alpha=2), torch.add(x, y, alpha=2))
+    torch.testing.assert_close(ops.sum(x, [1]), torch.sum(x, 1), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(ops.softmax(x, 0), torch.softmax(x, 0))
+    torch.testing.assert_close(ops.layer_norm(x, [129], w, b, 1e-5), F.layer_norm(x, (129, ), w, b, 1e-5),
                                rtol=1e-4, atol=1e-5)
-    out, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [129], w, b, 1e-5)
+    out, mean, rstd = ops.layer_norm_forward(x, [129], w, b, 1e-5)
     ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x, [129], w, b, 1e-5)
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(mean, ref_mean.view(-1), rtol=1e-5, atol=1e-5)

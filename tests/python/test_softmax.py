@@ -1,5 +1,6 @@
-"""torch.ops.tjit.softmax (and softmax_backward) against torch.softmax: dims, row lengths on both
-sides of the single-pass limit, dtypes, layouts, -inf, errors, Meta, autograd, opcheck."""
+"""tjit.softmax (and softmax_backward) and torch.ops.tjit.softmax (both entry points: conftest's
+`ops`) against torch.softmax: dims, row lengths on both sides of the single-pass limit, dtypes,
+layouts, -inf, errors, Meta, autograd, opcheck."""
 
 import pytest
 import torch
@@ -13,10 +14,10 @@ TOL = {
 }
 
 
-def check_softmax(x, dim, dtype=None):
+def check_softmax(ops, x, dim, dtype=None):
     expected = torch.softmax(x, dim, dtype=dtype)
     poison_allocator(expected.numel(), expected.dtype, x.device)
-    got = torch.ops.tjit.softmax(x, dim, dtype)
+    got = ops.softmax(x, dim, dtype)
     assert got.shape == expected.shape and got.dtype == expected.dtype
     torch.testing.assert_close(got, expected, **TOL[got.dtype])
 
@@ -29,44 +30,44 @@ def columns(device):
     return [1, 3, 200, 1000, 16385, 32769] + ([2**20 + 3] if device == "cuda" else [])
 
 
-def test_row_lengths_and_dtypes(device):
+def test_row_lengths_and_dtypes(device, ops):
     for dtype in TOL:
         for n in columns(device):
-            check_softmax(random_tensor((3, n), dtype, device) * 4, -1)
+            check_softmax(ops, random_tensor((3, n), dtype, device) * 4, -1)
 
 
 @pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
-def test_dims(device, dim):
-    check_softmax(random_tensor((4, 5, 33), torch.float32, device), dim)
+def test_dims(device, ops, dim):
+    check_softmax(ops, random_tensor((4, 5, 33), torch.float32, device), dim)
 
 
-def test_layouts(device):
+def test_layouts(device, ops):
     x = random_tensor((40, 70), torch.float32, device)
-    check_softmax(x.t(), -1)          # transposed
-    check_softmax(x[:, 5:50], -1)     # rows with a stride
-    check_softmax(x[::3], 1)
-    check_softmax(x.t()[3:9], 0)
+    check_softmax(ops, x.t(), -1)          # transposed
+    check_softmax(ops, x[:, 5:50], -1)     # rows with a stride
+    check_softmax(ops, x[::3], 1)
+    check_softmax(ops, x.t()[3:9], 0)
 
 
-def test_many_rows(device):
+def test_many_rows(device, ops):
     rows = 20000 if device == "cuda" else 300
-    check_softmax(random_tensor((rows, 64), torch.float32, device), -1)
+    check_softmax(ops, random_tensor((rows, 64), torch.float32, device), -1)
 
 
-def test_persistent_rows(device):
+def test_persistent_rows(device, ops):
     # fp16/bf16 forward of 20481..32768 columns: a program per SM (4 on CPU) walks the rows, so
     # most programs take several rows; also rows with a row stride, fewer rows than programs, and
     # 16385..20480 columns (looped).
     rows = 300 if device == "cuda" else 9
     for dtype, n in [(torch.float16, 20481), (torch.bfloat16, 32768), (torch.bfloat16, 20000)]:
-        check_softmax(random_tensor((rows, n), dtype, device) * 4, -1)
+        check_softmax(ops, random_tensor((rows, n), dtype, device) * 4, -1)
     wide = random_tensor((rows, 40000), torch.bfloat16, device)
-    check_softmax(wide[:, :27000], -1)
-    check_softmax(random_tensor((2, 30000), torch.float16, device), -1)
+    check_softmax(ops, wide[:, :27000], -1)
+    check_softmax(ops, random_tensor((2, 30000), torch.float16, device), -1)
 
 
 @requires_cuda
-def test_split_rows_cuda():
+def test_split_rows_cuda(ops):
     # On CUDA, long rows are shared by several programs (softmax.py's *_split_kernel): forward for
     # 4-byte types past 32768 columns, backward past 16384. Chunk counts that are not powers of
     # two, the 128-chunk limit and one past it (looped), row strides, many rows.
@@ -77,39 +78,39 @@ def test_split_rows_cuda():
                          (torch.float16, (5, 24577)), (torch.bfloat16, (7, 70001)), (torch.bfloat16, (2, 4096 * 128)),
                          (torch.bfloat16, (3, 4096 * 128 + 1)), (torch.float16, (33, 32769))]:
         x = random_tensor(shape, dtype, "cuda") * 4
-        check_softmax(x, -1)
+        check_softmax(ops, x, -1)
         g = random_tensor(shape, dtype, "cuda")
         y = torch.softmax(x, -1)
         poison_allocator(y.numel(), dtype, "cuda")
-        got = torch.ops.tjit.softmax_backward(g, y, -1, dtype)
+        got = ops.softmax_backward(g, y, -1, dtype)
         want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64).to(dtype)
         torch.testing.assert_close(got, want, **TOL[dtype])
     wide = random_tensor((6, 2 * 40000), torch.float32, "cuda")
-    check_softmax(wide[:, ::2], -1)  # rows with a stride (a copy) and
-    check_softmax(wide[:, :40000], -1)  # rows with a row stride
+    check_softmax(ops, wide[:, ::2], -1)  # rows with a stride (a copy) and
+    check_softmax(ops, wide[:, :40000], -1)  # rows with a row stride
     x = random_tensor((3, 50000), torch.float32, "cuda")
     x[0, :20000] = float("-inf")  # whole chunks of -inf
     x[1, :] = float("-inf")  # an all -inf row: NaN, as torch
-    torch.testing.assert_close(torch.ops.tjit.softmax(x, -1), torch.softmax(x, -1), equal_nan=True)
+    torch.testing.assert_close(ops.softmax(x, -1), torch.softmax(x, -1), equal_nan=True)
 
 
 @requires_cuda
-def test_long_rows_in_a_cuda_graph():
+def test_long_rows_in_a_cuda_graph(ops):
     # A row length never tuned cannot be timed inside a capture: the capture records the
     # hand-written plan (its binary loaded first by a row past the tuned range with the same
     # specialisation). Once tuned, the capture records the tuned kernel.
-    torch.ops.tjit.softmax(random_tensor((64, 4096 * 128 + 1), torch.bfloat16, "cuda"), -1)
+    ops.softmax(random_tensor((64, 4096 * 128 + 1), torch.bfloat16, "cuda"), -1)
     for cols, tuned_first in ((45001, False), (45000, True)):
         static_in = random_tensor((64, cols), torch.bfloat16, "cuda")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         if tuned_first:
             with torch.cuda.stream(side):
-                torch.ops.tjit.softmax(static_in, -1)
+                ops.softmax(static_in, -1)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            static_out = torch.ops.tjit.softmax(static_in, -1)
+            static_out = ops.softmax(static_in, -1)
         new = random_tensor(static_in.shape, static_in.dtype, "cuda") * 4
         static_in.copy_(new)
         static_out.fill_(float("nan"))
@@ -118,63 +119,63 @@ def test_long_rows_in_a_cuda_graph():
         torch.testing.assert_close(static_out, torch.softmax(new.float(), -1).to(new.dtype), **TOL[new.dtype])
 
 
-def test_dtype_argument(device):
-    check_softmax(random_tensor((5, 300), torch.float16, device), -1, torch.float32)
-    check_softmax(random_tensor((5, 300), torch.float32, device), 0, torch.float64)
+def test_dtype_argument(device, ops):
+    check_softmax(ops, random_tensor((5, 300), torch.float16, device), -1, torch.float32)
+    check_softmax(ops, random_tensor((5, 300), torch.float32, device), 0, torch.float64)
 
 
-def test_infinities(device):
+def test_infinities(device, ops):
     x = random_tensor((4, 20000), torch.float32, device)
     x[0, 5] = float("-inf")
     x[1, :] = float("-inf")  # all -inf: NaN, as torch
     x[2, 7] = 80.0
     expected = torch.softmax(x, -1)
-    got = torch.ops.tjit.softmax(x, -1)
+    got = ops.softmax(x, -1)
     torch.testing.assert_close(got, expected, equal_nan=True)
     small = x[:, :100].clone()
-    torch.testing.assert_close(torch.ops.tjit.softmax(small, -1), torch.softmax(small, -1), equal_nan=True)
+    torch.testing.assert_close(ops.softmax(small, -1), torch.softmax(small, -1), equal_nan=True)
 
 
-def test_empty_and_scalar(device):
+def test_empty_and_scalar(device, ops):
     for shape in [(0, 5), (5, 0), (0, )]:
         x = random_tensor(shape, torch.float32, device)
-        assert torch.ops.tjit.softmax(x, -1).shape == x.shape
-    check_softmax(torch.tensor(2.0, device=device), 0)
+        assert ops.softmax(x, -1).shape == x.shape
+    check_softmax(ops, torch.tensor(2.0, device=device), 0)
 
 
-def test_errors(device):
+def test_errors(device, ops):
     x = random_tensor((4, 5), torch.float32, device)
     with pytest.raises(RuntimeError, match=r"tjit::softmax: argument 'self' has dtype Long; softmax needs a floating"):
-        torch.ops.tjit.softmax(x.long(), 0)
+        ops.softmax(x.long(), 0)
     with pytest.raises(RuntimeError, match=r"tjit::softmax: dim 2 is out of range for a tensor of 2 dimensions"):
-        torch.ops.tjit.softmax(x, 2)
+        ops.softmax(x, 2)
 
 
-def test_meta():
+def test_meta(ops):
     for shape, dim in [((4, 5, 6), 1), ((4, 5), -1), ((), 0)]:
-        out = torch.ops.tjit.softmax(torch.empty(shape, device="meta"), dim)
-        real = torch.ops.tjit.softmax(torch.randn(shape), dim)
+        out = ops.softmax(torch.empty(shape, device="meta"), dim)
+        real = ops.softmax(torch.randn(shape), dim)
         assert out.shape == real.shape and out.stride() == real.stride()
 
 
 @pytest.mark.parametrize("dim", [0, -1])
-def test_backward(device, dim):
+def test_backward(device, ops, dim):
     for dtype in [torch.float32, torch.float64]:
         x = random_tensor((6, 300), dtype, device).requires_grad_()
         g = random_tensor((6, 300), dtype, device)
-        got = torch.autograd.grad(torch.ops.tjit.softmax(x, dim), x, g)[0]
+        got = torch.autograd.grad(ops.softmax(x, dim), x, g)[0]
         want = torch.autograd.grad(torch.softmax(x, dim), x, g)[0]
         torch.testing.assert_close(got, want, **TOL[dtype])
     long_row = random_tensor((2, 16385), torch.float32, device).requires_grad_()
     g = random_tensor((2, 16385), torch.float32, device)
-    torch.testing.assert_close(torch.autograd.grad(torch.ops.tjit.softmax(long_row, -1), long_row, g)[0],
+    torch.testing.assert_close(torch.autograd.grad(ops.softmax(long_row, -1), long_row, g)[0],
                                torch.autograd.grad(torch.softmax(long_row, -1), long_row, g)[0], rtol=1e-4, atol=1e-7)
 
 
-def test_gradcheck(device):
+def test_gradcheck(device, ops):
     x = random_tensor((3, 7), torch.float64, device).requires_grad_()
-    torch.autograd.gradcheck(lambda t: torch.ops.tjit.softmax(t, 1), (x, ))
-    torch.autograd.gradcheck(lambda t: torch.ops.tjit.softmax(t, 0), (x, ))
+    torch.autograd.gradcheck(lambda t: ops.softmax(t, 1), (x, ))
+    torch.autograd.gradcheck(lambda t: ops.softmax(t, 0), (x, ))
 
 
 @pytest.mark.parametrize("requires_grad", [False, True])

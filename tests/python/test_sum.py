@@ -1,5 +1,6 @@
-"""torch.ops.tjit.sum against torch.sum: full and partial reductions, keepdim, dtype, layouts,
-every launch plan (rows, blocked, two-stage, middle dim, split), errors, Meta, autograd."""
+"""tjit.sum and torch.ops.tjit.sum (both entry points: conftest's `ops`) against torch.sum: full and
+partial reductions, keepdim, dtype, layouts, every launch plan (rows, blocked, two-stage, middle dim,
+split), errors, Meta, autograd."""
 
 import pytest
 import torch
@@ -14,12 +15,12 @@ TOL = {
 }
 
 
-def check_sum(x, dim=None, keepdim=False, dtype=None):
+def check_sum(ops, x, dim=None, keepdim=False, dtype=None):
     expected = torch.sum(x, dim, keepdim, dtype=dtype) if dim is not None else torch.sum(x, dtype=dtype)
     if keepdim and dim is None:
         expected = expected.reshape([1] * x.dim())
     poison_allocator(max(expected.numel(), 1), expected.dtype, x.device)
-    got = torch.ops.tjit.sum(x, dim, keepdim, dtype=dtype)
+    got = ops.sum(x, dim, keepdim, dtype=dtype)
     assert got.shape == expected.shape and got.dtype == expected.dtype and got.device == x.device
     # Compare with a float64 reference on the same inputs, scaled by the number of terms.
     reference = torch.sum(x.double(), dim if dim is not None else (), keepdim) if dim is not None else x.double().sum()
@@ -34,84 +35,84 @@ def sizes(device):
     return [1, 3, 1000, 70001] + ([2**22 + 3] if device == "cuda" else [])
 
 
-def test_full_reduction(device):
+def test_full_reduction(device, ops):
     for dtype in FLOATS:
         for n in sizes(device):
-            check_sum(random_tensor((n, ), dtype, device))
+            check_sum(ops, random_tensor((n, ), dtype, device))
 
 
 @pytest.mark.parametrize("dim", [[0], [1], [2], [-1], [0, 2], [1, 2], [0, 1, 2], [-3, -1]])
 @pytest.mark.parametrize("keepdim", [False, True])
-def test_dims(device, dim, keepdim):
-    check_sum(random_tensor((5, 6, 7), torch.float32, device), dim, keepdim)
+def test_dims(device, ops, dim, keepdim):
+    check_sum(ops, random_tensor((5, 6, 7), torch.float32, device), dim, keepdim)
 
 
-def test_non_contiguous(device):
+def test_non_contiguous(device, ops):
     x = random_tensor((9, 10, 11), torch.float32, device)
-    check_sum(x.permute(2, 0, 1), [1])
-    check_sum(x.transpose(0, 2), [0, 2], True)
-    check_sum(x[:, ::2, 3:], [-1])
-    check_sum(x[1:8, :, 2:9].permute(1, 2, 0), None)
+    check_sum(ops, x.permute(2, 0, 1), [1])
+    check_sum(ops, x.transpose(0, 2), [0, 2], True)
+    check_sum(ops, x[:, ::2, 3:], [-1])
+    check_sum(ops, x[1:8, :, 2:9].permute(1, 2, 0), None)
 
 
-def test_launch_plans(device):
+def test_launch_plans(device, ops):
     # rows x short columns: blocked kernel; long rows; few very long rows: two stages;
     # dim 0 of a tall matrix: split middle reduction; middle dim.
-    check_sum(random_tensor((300, 7), torch.float32, device), [1])
-    check_sum(random_tensor((40, 600), torch.float32, device), [1])
-    check_sum(random_tensor((3, 70000), torch.float32, device), [1])
-    check_sum(random_tensor((2000, 8), torch.float32, device), [0])
-    check_sum(random_tensor((4, 300, 9), torch.float64, device), [1])
+    check_sum(ops, random_tensor((300, 7), torch.float32, device), [1])
+    check_sum(ops, random_tensor((40, 600), torch.float32, device), [1])
+    check_sum(ops, random_tensor((3, 70000), torch.float32, device), [1])
+    check_sum(ops, random_tensor((2000, 8), torch.float32, device), [0])
+    check_sum(ops, random_tensor((4, 300, 9), torch.float64, device), [1])
 
 
-def test_dtype_argument(device):
+def test_dtype_argument(device, ops):
     x = random_tensor((33, 17), torch.float16, device)
-    check_sum(x, [1], dtype=torch.float32)
-    check_sum(random_tensor((33, 17), torch.float32, device), None, dtype=torch.float64)
-    check_sum(random_tensor((33, 17), torch.float32, device), [0], dtype=torch.bfloat16)
+    check_sum(ops, x, [1], dtype=torch.float32)
+    check_sum(ops, random_tensor((33, 17), torch.float32, device), None, dtype=torch.float64)
+    check_sum(ops, random_tensor((33, 17), torch.float32, device), [0], dtype=torch.bfloat16)
 
 
-def test_empty(device):
+def test_empty(device, ops):
     x = random_tensor((0, 5), torch.float32, device)
-    check_sum(x, [0])  # sum of nothing: zeros
-    check_sum(x, [1])  # empty result
-    check_sum(x)       # 0.0
-    check_sum(random_tensor((0, ), torch.float64, device), [0], True)
+    check_sum(ops, x, [0])  # sum of nothing: zeros
+    check_sum(ops, x, [1])  # empty result
+    check_sum(ops, x)       # 0.0
+    check_sum(ops, random_tensor((0, ), torch.float64, device), [0], True)
 
 
-def test_scalar_and_size_one_dims(device):
-    check_sum(torch.tensor(3.5, device=device))
-    check_sum(random_tensor((1, 5, 1), torch.float32, device), [0, 2])
-    check_sum(random_tensor((4, 1, 5), torch.float32, device), [1])
+def test_scalar_and_size_one_dims(device, ops):
+    check_sum(ops, torch.tensor(3.5, device=device))
+    check_sum(ops, random_tensor((1, 5, 1), torch.float32, device), [0, 2])
+    check_sum(ops, random_tensor((4, 1, 5), torch.float32, device), [1])
 
 
-def test_errors(device):
+def test_errors(device, ops):
     x = random_tensor((4, 5), torch.float32, device)
     with pytest.raises(RuntimeError, match=r"tjit::sum: dim 2 is out of range for a tensor of 2 dimensions"):
-        torch.ops.tjit.sum(x, [2])
+        ops.sum(x, [2])
     with pytest.raises(RuntimeError, match=r"tjit::sum: dim -1 appears more than once"):
-        torch.ops.tjit.sum(x, [1, -1])
+        ops.sum(x, [1, -1])
     with pytest.raises(RuntimeError, match=r"tjit::sum: argument 'self' has dtype Long, which is not supported"):
-        torch.ops.tjit.sum(x.long())
+        ops.sum(x.long())
     with pytest.raises(RuntimeError, match=r"tjit::sum: dtype=Int is not supported"):
-        torch.ops.tjit.sum(x, dtype=torch.int32)
+        ops.sum(x, dtype=torch.int32)
 
 
-def test_meta():
+def test_meta(ops):
     x = torch.empty(4, 5, 6, device="meta")
     for dim, keepdim in [([1], False), ([0, 2], True), (None, False)]:
-        out = torch.ops.tjit.sum(x, dim, keepdim)
-        real = torch.ops.tjit.sum(torch.randn(4, 5, 6), dim, keepdim)
+        out = ops.sum(x, dim, keepdim)
+        real = ops.sum(torch.randn(4, 5, 6), dim, keepdim)
         assert out.shape == real.shape and out.stride() == real.stride() and out.dtype == real.dtype
 
 
-def test_backward_and_gradcheck(device):
+def test_backward_and_gradcheck(device, ops):
     x = random_tensor((4, 5, 3), torch.float64, device).requires_grad_()
     for dim, keepdim, dtype in [([1], False, None), ([0, 2], True, None), (None, False, None), ([2], False, torch.float32)]:
-        grad = torch.autograd.grad(torch.ops.tjit.sum(x, dim, keepdim, dtype=dtype).sum() * 1.0, x)[0]
+        grad = torch.autograd.grad(ops.sum(x, dim, keepdim, dtype=dtype).sum() * 1.0, x)[0]
         assert grad.dtype == x.dtype
         torch.testing.assert_close(grad, torch.ones_like(x))
-        torch.autograd.gradcheck(lambda t: torch.ops.tjit.sum(t, dim, keepdim), (x, ))
+        torch.autograd.gradcheck(lambda t: ops.sum(t, dim, keepdim), (x, ))
 
 
 @pytest.mark.parametrize("requires_grad", [False, True])

@@ -1,6 +1,7 @@
 """All four operators together, as training uses them: a small model under
 torch.compile(fullgraph=True) against the same model eagerly and against aten, its gradients,
-and CUDA graph capture and replay of a sequence of tjit ops."""
+and CUDA graph capture and replay of a sequence of tjit ops; each through both entry points
+(tjit.* and torch.ops.tjit.*: conftest's `ops`)."""
 
 import pytest
 import torch
@@ -9,21 +10,23 @@ from conftest import requires_cuda
 
 
 class TinyBlock(torch.nn.Module):
-    """layer_norm -> linear -> softmax -> residual add -> sum, with a switch to aten ops."""
+    """layer_norm -> linear -> softmax -> residual add -> sum, through `ops` (an entry point of
+    tjit's operators), or aten's ops where `ops` is None."""
 
-    def __init__(self, width, use_tjit):
+    def __init__(self, width, ops):
         super().__init__()
         self.norm_weight = torch.nn.Parameter(torch.randn(width))
         self.norm_bias = torch.nn.Parameter(torch.randn(width))
         self.proj = torch.nn.Parameter(torch.randn(width, width) / width**0.5)
-        self.use_tjit = use_tjit
+        self.ops = ops
 
     def forward(self, x):
-        if self.use_tjit:
-            h = torch.ops.tjit.layer_norm(x, [x.shape[-1]], self.norm_weight, self.norm_bias, 1e-5)
-            p = torch.ops.tjit.softmax(h @ self.proj, -1)
-            r = torch.ops.tjit.add(x, p, alpha=0.5)
-            return torch.ops.tjit.sum(r, [1])
+        ops = self.ops
+        if ops is not None:
+            h = ops.layer_norm(x, [x.shape[-1]], self.norm_weight, self.norm_bias, 1e-5)
+            p = ops.softmax(h @ self.proj, -1)
+            r = ops.add(x, p, alpha=0.5)
+            return ops.sum(r, [1])
         h = F.layer_norm(x, [x.shape[-1]], self.norm_weight, self.norm_bias, 1e-5)
         p = torch.softmax(h @ self.proj, -1)
         return torch.sum(torch.add(x, p, alpha=0.5), [1])
@@ -36,10 +39,10 @@ def run_step(model, x):
     return out, grads
 
 
-def test_compiled_model_matches_eager_and_aten(device):
+def test_compiled_model_matches_eager_and_aten(device, ops):
     torch.manual_seed(0)
-    tjit_model = TinyBlock(32, use_tjit=True).to(device)
-    aten_model = TinyBlock(32, use_tjit=False).to(device)
+    tjit_model = TinyBlock(32, ops).to(device)
+    aten_model = TinyBlock(32, None).to(device)
     aten_model.load_state_dict(tjit_model.state_dict())
     torch._dynamo.reset()
     compiled = torch.compile(tjit_model, fullgraph=True)  # inductor
@@ -54,7 +57,7 @@ def test_compiled_model_matches_eager_and_aten(device):
         torch.testing.assert_close(ge, ga, rtol=1e-3, atol=1e-3)
 
 
-def test_compiled_graph_contains_tjit_ops(device):
+def test_compiled_graph_contains_tjit_ops(device, ops):
     torch._dynamo.reset()
     seen = []
 
@@ -62,15 +65,15 @@ def test_compiled_graph_contains_tjit_ops(device):
         seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
         return gm
 
-    model = TinyBlock(16, use_tjit=True).to(device)
+    model = TinyBlock(16, ops).to(device)
     torch.compile(model, fullgraph=True, backend=capture)(torch.randn(3, 4, 16, device=device))
     for op in ["tjit.layer_norm", "tjit.softmax", "tjit.add", "tjit.sum"]:
         assert any(op in s for s in seen), f"{op} missing from the traced graph: {seen}"
 
 
-def test_dynamic_shapes(device):
+def test_dynamic_shapes(device, ops):
     torch._dynamo.reset()
-    model = TinyBlock(16, use_tjit=True).to(device)
+    model = TinyBlock(16, ops).to(device)
     compiled = torch.compile(model, fullgraph=True, dynamic=True, backend="aot_eager")
     for batch in [2, 5, 9]:
         x = torch.randn(batch, 3, 16, device=device)
@@ -78,17 +81,17 @@ def test_dynamic_shapes(device):
 
 
 @requires_cuda
-def test_cuda_graph_capture_and_replay():
+def test_cuda_graph_capture_and_replay(ops):
     torch.manual_seed(0)
     x = torch.randn(64, 1000, device="cuda")
     w = torch.randn(1000, device="cuda")
     b = torch.randn(1000, device="cuda")
 
     def step(inp):
-        h = torch.ops.tjit.layer_norm(inp, [1000], w, b, 1e-5)
-        s = torch.ops.tjit.softmax(h, -1)
-        r = torch.ops.tjit.add(inp, s, alpha=2.0)
-        return torch.ops.tjit.sum(r, [1])
+        h = ops.layer_norm(inp, [1000], w, b, 1e-5)
+        s = ops.softmax(h, -1)
+        r = ops.add(inp, s, alpha=2.0)
+        return ops.sum(r, [1])
 
     static_in = x.clone()
     side = torch.cuda.Stream()
