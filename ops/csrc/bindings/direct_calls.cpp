@@ -270,42 +270,21 @@ py::object softmax_backward(py::handle grad_output, py::handle output, py::handl
   END_HANDLE_TH_ERRORS_PYBIND
 }
 
-// layer_norm and layer_norm_forward take the same arguments.
-struct LayerNormArgs {
-  const at::Tensor* input = nullptr;
-  IntList normalized_shape;
-  std::optional<at::Tensor> weight;
-  std::optional<at::Tensor> bias;
-  double eps = 0;
-
-  bool read(py::handle input_obj, py::handle shape, py::handle weight_obj, py::handle bias_obj, py::handle eps_obj) {
-    return direct_call_allowed() && read_tensor(input_obj, input) && read_int_list(shape, normalized_shape) &&
-           read_optional_tensor(weight_obj, weight) && read_optional_tensor(bias_obj, bias) &&
-           read_double(eps_obj, eps);
-  }
-};
-
-py::object layer_norm(py::handle input, py::handle normalized_shape, py::handle weight, py::handle bias,
-                      py::handle eps) {
+// layer_norm and layer_norm_forward take the same arguments; `Operator` is one of them.
+template <auto& Operator>
+py::object layer_norm_call(py::handle input, py::handle normalized_shape, py::handle weight, py::handle bias,
+                           py::handle eps) {
   HANDLE_TH_ERRORS
-  LayerNormArgs args;
-  if (!args.read(input, normalized_shape, weight, bias, eps)) {
+  const at::Tensor* x = nullptr;
+  IntList shape;
+  std::optional<at::Tensor> w;
+  std::optional<at::Tensor> b;
+  double epsilon = 0;
+  if (!direct_call_allowed() || !read_tensor(input, x) || !read_int_list(normalized_shape, shape) ||
+      !read_optional_tensor(weight, w) || !read_optional_tensor(bias, b) || !read_double(eps, epsilon)) {
     return not_implemented();
   }
-  return call_without_gil(
-      [&] { return tjit::layer_norm(*args.input, args.normalized_shape, args.weight, args.bias, args.eps); });
-  END_HANDLE_TH_ERRORS_PYBIND
-}
-
-py::object layer_norm_forward(py::handle input, py::handle normalized_shape, py::handle weight, py::handle bias,
-                              py::handle eps) {
-  HANDLE_TH_ERRORS
-  LayerNormArgs args;
-  if (!args.read(input, normalized_shape, weight, bias, eps)) {
-    return not_implemented();
-  }
-  return call_without_gil(
-      [&] { return tjit::layer_norm_forward(*args.input, args.normalized_shape, args.weight, args.bias, args.eps); });
+  return call_without_gil([&] { return Operator(*x, shape, w, b, epsilon); });
   END_HANDLE_TH_ERRORS_PYBIND
 }
 
@@ -341,7 +320,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("sum", &sum);
   m.def("softmax", &softmax);
   m.def("softmax_backward", &softmax_backward);
-  m.def("layer_norm", &layer_norm);
-  m.def("layer_norm_forward", &layer_norm_forward);
+  m.def("layer_norm", &layer_norm_call<tjit::layer_norm>);
+  m.def("layer_norm_forward", &layer_norm_call<tjit::layer_norm_forward>);
   m.def("layer_norm_backward", &layer_norm_backward);
 }
