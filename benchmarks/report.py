@@ -10,8 +10,8 @@ Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range)
     Python tjit.add host time               <= 0.35 x Python Triton wrapper
     Python tjit.<op> host time              <= 0.85 x torch's own (torch.add, torch.sum, torch.softmax,
                                             F.layer_norm), <= 0.25 x FlagGems, every operator (worst named)
-    Python torch.ops.tjit.<op> host time    / torch's: no more than in the run before the direct path
-                                            (TORCH_OPS_BEFORE), every operator
+    Python torch.ops.tjit.<op> host time    / torch's: <= 1.05 x the same before the direct path
+                                            (TORCH_OPS_BEFORE, an A/B on one machine), every operator
     add, sum bandwidth                      >= 0.95 x aten from 2**24 elements
     softmax fwd bandwidth                   >= 1.00 x max(aten, tutorial) at every column count
     softmax bwd bandwidth                   >= 1.00 x aten at every column count
@@ -95,12 +95,15 @@ TARGETS = [
     _target("py_direct_vs_torch", "Python tjit.<op> host time <= 0.85x torch's own function, every operator",
             "le", 0.85),
     _target("py_direct_vs_flaggems", "Python tjit.<op> host time <= 0.25x FlagGems, every operator", "le", 0.25),
-    _target("py_torch_ops_unchanged", "Python torch.ops.tjit.<op> / torch's host time <= the run before tjit's "
-            "direct path, every operator (value: now / before)", "le", 1.00),
+    _target("py_torch_ops_unchanged", "Python torch.ops.tjit.<op> / torch's host time <= 1.05x the run before "
+            "tjit's direct path, every operator (value: now / before)", "le", 1.05),
 ]
-# torch.ops.tjit.<op> / torch's host time per call in the H200 run before tjit's functions took the
-# direct path (results of 2026-11-23 21:01 UTC): what py_torch_ops_unchanged holds the op path to.
-TORCH_OPS_BEFORE = {"add": 1.030, "sum": 0.889, "softmax": 1.025, "layer_norm": 0.808}
+# torch.ops.tjit.<op> / torch's host time per call before tjit's functions took the direct path:
+# commit c17b514 built and run on the same H200 as the direct path's commit, the two interleaved
+# (old, new, old, new; 2026-11-24), medians of the old runs. The bound is 1.05, not 1.00: one
+# commit's ratio moved by up to 10% between its two runs there (add 0.90 and 1.00), the old
+# commit's by up to 1%, so "no slower" is only measurable to a few percent.
+TORCH_OPS_BEFORE = {"add": 1.025, "sum": 0.880, "softmax": 1.093, "layer_norm": 0.801}
 
 # Peer targets: (op, pass) against the best of these (those absent in a case are left out).
 PEER_REFS = ("aten", "tutorial") + PEERS
