@@ -1,8 +1,10 @@
-"""tjit's command line: `python -m tjit cache {info,list,clear}` and `python -m tjit aot {build,list,merge}`.
+"""tjit's command line: `python -m tjit cache {info,list,clear,prune}` and `python -m tjit aot {build,list,merge}`.
 
-    python -m tjit cache info                  where the kernel store is, how many kernels, entries, bytes
+    python -m tjit cache info                  where the kernel store is, its bound, kernels, entries, bytes
     python -m tjit cache list [--kernel NAME]  each entry: kernel, specialisation, options, target, Triton, size
     python -m tjit cache clear [--kernel NAME] remove every entry, or one kernel's (function name or file path)
+    python -m tjit cache prune [--max-bytes N] remove the least recently used entries until the store holds
+                                               at most N bytes (default: its bound, TJIT_CACHE_MAX_BYTES)
 
 --dir DIR works on another store folder than the one the runtime would use (TJIT_CACHE_DIR, else
 $XDG_CACHE_HOME/tjit, else ~/.cache/tjit); --json prints machine-readable output.
@@ -26,6 +28,13 @@ def _size(n):
         n /= 1024
 
 
+def _max_bytes(text):
+    try:
+        return kernel_store.parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _cache(args):
     folder = args.dir or kernel_store.directory()
     if folder is None:
@@ -41,6 +50,9 @@ def _cache(args):
             print(f"  {summary['entries']} entries of {summary['kernels']} kernels, "
                   f"{summary['signatures']} signature records, {summary['decisions']} decision records "
                   f"(autotune choices, heuristic values), {_size(summary['bytes'])}")
+            bound = summary["max_bytes"]
+            print(f"  bound: {_size(bound) + ' (' + str(bound) + ' bytes)' if bound else 'none'}; "
+                  "set by TJIT_CACHE_MAX_BYTES, least recently used entries are removed past it")
             if summary["damaged"]:
                 print(f"  {summary['damaged']} damaged files (ignored by the runtime, replaced on next use)")
         return 0
@@ -60,6 +72,17 @@ def _cache(args):
         if not items:
             print("no entries" + (f" for {args.kernel}" if args.kernel else "") + f" in {folder}")
         return 0
+    if args.command == "prune":
+        result = kernel_store.prune(folder, args.max_bytes)
+        if args.json:
+            print(json.dumps(result, indent=2))
+        elif result["max_bytes"] is None:
+            print(f"the kernel store {folder} has no bound (TJIT_CACHE_MAX_BYTES=0) and --max-bytes was not given: "
+                  f"removed {len(result['removed'])} files of dead writes; {_size(result['bytes_left'])} left")
+        else:
+            print(f"removed {len(result['removed'])} files ({_size(result['bytes_removed'])}) from {folder}; "
+                  f"{_size(result['bytes_left'])} left, bound {_size(result['max_bytes'])}")
+        return 0
     removed = kernel_store.clear(folder, args.kernel)
     print(f"removed {len(removed)} files" + (f" of {args.kernel}" if args.kernel else "") + f" from {folder}")
     return 0
@@ -70,10 +93,13 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     tools = parser.add_subparsers(dest="tool", required=True)
     cache = tools.add_parser("cache", help="inspect or clear the kernel store")
-    cache.add_argument("command", choices=("info", "list", "clear"))
+    cache.add_argument("command", choices=("info", "list", "clear", "prune"))
     cache.add_argument("--kernel", help="only this kernel: its function name or its file's path")
     cache.add_argument("--dir", help="the store folder (default: where the runtime looks)")
-    cache.add_argument("--json", action="store_true", help="machine-readable output (info, list)")
+    cache.add_argument("--json", action="store_true", help="machine-readable output (info, list, prune)")
+    cache.add_argument("--max-bytes", type=_max_bytes, metavar="N",
+                       help="prune: the size to prune to (bytes, or with a K, M, G or T suffix such as 512M; "
+                            "0 removes every entry); default: the store's bound")
     tools.add_parser("aot", add_help=False,
                      help="ahead-of-time kernel bundles: build, list, merge (python -m tjit aot --help)")
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -1,17 +1,19 @@
-"""tjit's kernel store, read from Python: where it is, what it holds, and clearing it.
+"""tjit's kernel store, read from Python: where it is, what it holds, clearing and pruning it.
 
 The C++ runtime writes the store (tjit/kernel_store.h; docs/design.md, "Kernel store" describes the
 files). This module reads the same files without importing triton or loading tjit's libraries;
-`python -m tjit cache {info,list,clear}` is its command line.
+`python -m tjit cache {info,list,clear,prune}` is its command line.
 """
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import struct
+import time
 from typing import Iterator, List, Optional
 
 FORMAT_VERSION = 1
@@ -24,6 +26,10 @@ SIGNATURE_NAME = "signature.tjs"
 DECISION_MAGIC = b"TJITDCSN"
 DECISION_SUFFIX = ".tjd"
 _FRAME = struct.Struct("<8sIIQ40s")  # magic, format, header bytes, binary bytes, SHA-1 (hex)
+# The size bound (kernel_store.h: kDefaultKernelStoreMaxBytes, TJIT_CACHE_MAX_BYTES).
+DEFAULT_MAX_BYTES = 4 << 30
+PRUNE_LOCK_NAME = ".prune.lock"  # flock'ed by whoever prunes, the runtime too
+DEAD_WRITE_SECONDS = 3600  # a temporary file this old was left by a writer that died
 
 
 class DamagedFile(ValueError):
@@ -43,6 +49,25 @@ def directory() -> Optional[str]:
         else:
             return None
     return os.path.normpath(os.path.abspath(chosen))
+
+
+def parse_size(text: str) -> int:
+    """Bytes from "1073741824", "512M", "4G", "4GiB" (K, M, G, T: powers of 1024), as the runtime
+    reads TJIT_CACHE_MAX_BYTES; raises ValueError for anything else."""
+    m = re.fullmatch(r"(\d{1,19})([KMGT](?:I?B)?)?", text.strip().upper())
+    if not m:
+        raise ValueError(f"{text!r} is not a size (bytes, or with a K, M, G or T suffix such as 4G)")
+    return int(m.group(1)) << (10 * ("KMGT".index(m.group(2)[0]) + 1) if m.group(2) else 0)
+
+
+def max_bytes() -> int:
+    """The store's size bound as the runtime chooses it (0: none): TJIT_CACHE_MAX_BYTES, else
+    DEFAULT_MAX_BYTES (an unreadable setting, which the runtime warns about, is the default too)."""
+    text = os.environ.get("TJIT_CACHE_MAX_BYTES", "")
+    try:
+        return parse_size(text) if text else DEFAULT_MAX_BYTES
+    except ValueError:
+        return DEFAULT_MAX_BYTES
 
 
 def encode(header: dict, binary: bytes, magic: bytes) -> bytes:
@@ -211,7 +236,8 @@ def matches(item, kernel: Optional[str]) -> bool:
 def info(folder: Optional[str] = None) -> dict:
     folder = folder or directory()
     summary = {"directory": folder, "enabled": folder is not None, "exists": bool(folder and os.path.isdir(folder)),
-               "kernels": 0, "entries": 0, "signatures": 0, "decisions": 0, "damaged": 0, "bytes": 0}
+               "kernels": 0, "entries": 0, "signatures": 0, "decisions": 0, "damaged": 0, "bytes": 0,
+               "max_bytes": max_bytes()}
     if folder is None:
         return summary
     functions = set()
@@ -254,3 +280,60 @@ def clear(folder: Optional[str] = None, kernel: Optional[str] = None) -> List[st
                 removed.append(os.path.join(kernel_dir.path, name))
             os.rmdir(kernel_dir.path)
     return removed
+
+
+def prune(folder: Optional[str] = None, limit: Optional[int] = None) -> dict:
+    """Removes the least recently used kernel entries and decision records (oldest modification
+    time first: the runtime refreshes it on every hit) until the store holds at most `limit` bytes
+    (default: the bound, max_bytes(), and nothing when there is none; 0 removes every entry and
+    record), and temporary files of writes that died (an hour old). Takes the store's prune lock, as the runtime does, so it is safe while
+    processes use the store. Returns {"removed": [paths], "bytes_removed", "bytes_left", "max_bytes"}."""
+    folder = folder or directory()
+    if limit is None:
+        limit = max_bytes() or None  # 0: no bound
+    result = {"removed": [], "bytes_removed": 0, "bytes_left": 0, "max_bytes": limit}
+    root = _format_root(folder) if folder else None
+    if root is None or not os.path.isdir(root):
+        return result
+    with open(os.path.join(root, PRUNE_LOCK_NAME), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        total, evictable = 0, []
+        now = time.time()
+        for kernel_dir in os.scandir(root):
+            if not kernel_dir.is_dir(follow_symlinks=False):
+                continue
+            for f in os.scandir(kernel_dir.path):
+                try:
+                    st = f.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed meanwhile
+                if not f.is_file(follow_symlinks=False):
+                    continue
+                if f.name.startswith("."):  # a write under way, or left by one that died
+                    if f.name.endswith(".tmp") and now - st.st_mtime > DEAD_WRITE_SECONDS and _unlink(f.path):
+                        result["removed"].append(f.path)
+                        result["bytes_removed"] += st.st_size
+                    else:
+                        total += st.st_size
+                    continue
+                total += st.st_size
+                if f.name.endswith((ENTRY_SUFFIX, DECISION_SUFFIX)):
+                    evictable.append((st.st_mtime_ns, f.path, st.st_size))
+        if limit is not None:
+            for _, path, size in sorted(evictable):
+                if total <= limit:
+                    break
+                if _unlink(path):
+                    result["removed"].append(path)
+                    result["bytes_removed"] += size
+                total -= size  # removed now, or by another process before the lock
+        result["bytes_left"] = total
+    return result
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False

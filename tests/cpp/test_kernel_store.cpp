@@ -6,6 +6,7 @@
 #include "test_helpers.h"
 
 #include "kernel_entry.h"
+#include "kernel_store_bound.h"
 #include "kernel_store_detail.h"
 #include "source_fingerprint.h"
 
@@ -15,15 +16,53 @@
 #include <ATen/ops/empty.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
+
+// fsync(2) and rename(2), interposed: this executable's definitions win symbol lookup over libc's
+// for libtriton_jit's calls too. Each records what it did while `recording` is set, then calls
+// libc's (KernelStoreTest.EntryIsOnDiskBeforeItIsRenamedIntoPlace).
+namespace io_log {
+std::mutex mutex;
+bool recording = false;
+std::vector<std::string> events;
+
+void record(const std::string& event) {
+  std::lock_guard lock(mutex);
+  if (recording) {
+    events.push_back(event);
+  }
+}
+}  // namespace io_log
+
+extern "C" int fsync(int fd) {
+  static const auto real = reinterpret_cast<int (*)(int)>(::dlsym(RTLD_NEXT, "fsync"));
+  char path[4096] = {};
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), path, sizeof(path) - 1);
+  io_log::record("fsync " + std::string(path, n > 0 ? static_cast<size_t>(n) : 0));
+  return real(fd);
+}
+
+extern "C" int rename(const char* from, const char* to) noexcept {
+  static const auto real = reinterpret_cast<int (*)(const char*, const char*)>(::dlsym(RTLD_NEXT, "rename"));
+  io_log::record(std::string("rename ") + from + " -> " + to);
+  return real(from, to);
+}
 
 namespace {
 
@@ -341,6 +380,168 @@ TEST_F(KernelStoreTest, DamagedEntryIsReplaced) {
   // Replaced: the next lookup reads it.
   compile(fn, 256);
   EXPECT_EQ(fn.num_loaded_from_store(), 1u);
+}
+
+// --- Durable writes and the size bound ---
+
+TEST_F(KernelStoreTest, EntryIsOnDiskBeforeItIsRenamedIntoPlace) {
+  tjit::set_kernel_store_directory((dir_ / "store").string());
+  auto& fn = TritonJitFunction::get_instance(kernels_, "scale_kernel");
+  {
+    std::lock_guard lock(io_log::mutex);
+    io_log::events.clear();
+    io_log::recording = true;
+  }
+  compile(fn, 256);
+  std::vector<std::string> events;
+  {
+    std::lock_guard lock(io_log::mutex);
+    io_log::recording = false;
+    events = io_log::events;
+  }
+  std::string all;
+  for (const std::string& e : events) {
+    all += e + "\n";
+  }
+  // The entry's rename, and the temporary file it renames.
+  size_t renamed = events.size();
+  std::string temporary;
+  std::string final_path;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const size_t arrow = events[i].find(" -> ");
+    if (events[i].rfind("rename ", 0) == 0 && arrow != std::string::npos &&
+        fs::path(events[i].substr(arrow + 4)).extension() == ".tjk") {
+      renamed = i;
+      temporary = events[i].substr(7, arrow - 7);
+      final_path = events[i].substr(arrow + 4);
+    }
+  }
+  ASSERT_LT(renamed, events.size()) << "no entry was renamed into place:\n" << all;
+  size_t file_synced = events.size();
+  size_t folder_synced = events.size();
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i] == "fsync " + temporary) {
+      file_synced = i;
+    } else if (events[i] == "fsync " + fs::path(final_path).parent_path().string() && i > renamed) {
+      folder_synced = std::min(folder_synced, i);
+    }
+  }
+  EXPECT_LT(file_synced, renamed) << "the entry's bytes were not flushed before the rename:\n" << all;
+  EXPECT_LT(folder_synced, events.size()) << "the rename itself was not flushed:\n" << all;
+}
+
+TEST(KernelStoreBound, ParsesSizes) {
+  using tjit::detail::parse_byte_size;
+  EXPECT_EQ(parse_byte_size("0"), 0u);
+  EXPECT_EQ(parse_byte_size("1048576"), 1048576u);
+  EXPECT_EQ(parse_byte_size("512M"), uint64_t{512} << 20);
+  EXPECT_EQ(parse_byte_size("4g"), uint64_t{4} << 30);
+  EXPECT_EQ(parse_byte_size("2KiB"), 2048u);
+  EXPECT_EQ(parse_byte_size("3KB"), 3072u);
+  EXPECT_EQ(parse_byte_size("1T"), uint64_t{1} << 40);
+  for (const char* bad : {"", "M", "-1", "1.5G", "4X", "4 G", "12345678901234567890", "20000000T"}) {
+    EXPECT_FALSE(parse_byte_size(bad).has_value()) << bad;
+  }
+}
+
+uint64_t bytes_of(const fs::path& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// The store's files that count against its bound (the prune lock file does not).
+uint64_t store_bytes(const fs::path& store) {
+  uint64_t total = 0;
+  for (const fs::path& f : files_under(store)) {
+    total += f.filename() == ".prune.lock" ? 0 : bytes_of(f);
+  }
+  return total;
+}
+
+KernelEntry read_entry(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return tjit::detail::decode_entry(std::string(std::istreambuf_iterator<char>(in), {}));
+}
+
+// Each entry of the store, by the BLOCK it was compiled for.
+std::map<int64_t, fs::path> entries_by_block(const fs::path& store, std::initializer_list<int64_t> blocks) {
+  std::map<int64_t, fs::path> out;
+  for (const fs::path& f : files_under(store)) {
+    if (f.extension() != ".tjk") {
+      continue;
+    }
+    const std::string key = read_entry(f).key;
+    for (int64_t b : blocks) {
+      if (key.find("BLOCK=" + std::to_string(b) + "\n") != std::string::npos) {
+        out[b] = f;
+      }
+    }
+  }
+  return out;
+}
+
+void set_modified(const fs::path& path, time_t seconds) {
+  const struct timespec times[2] = {{seconds, 0}, {seconds, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+TEST_F(KernelStoreTest, PruneRemovesTheLeastRecentlyUsedFirst) {
+  const fs::path store = dir_ / "store";
+  tjit::set_kernel_store_directory(store.string());
+  auto& fn = TritonJitFunction::get_instance(kernels_, "scale_kernel");
+  for (int64_t block : {256, 512, 1024}) {
+    compile(fn, block);
+  }
+  auto entries = entries_by_block(store, {256, 512, 1024});
+  ASSERT_EQ(entries.size(), 3u);
+  set_modified(entries[256], 1000000000);  // written first, then 512, then 1024
+  set_modified(entries[512], 1000000100);
+  set_modified(entries[1024], 1000000200);
+  // A hit marks 256 used: now 512 is the least recently used.
+  const KernelEntry e256 = read_entry(entries[256]);
+  ASSERT_TRUE(tjit::detail::load_stored_kernel(e256.kernel, e256.key).has_value());
+  const uint64_t total = store_bytes(store);
+  const auto before = tjit::kernel_store_counters();
+  const tjit::KernelStorePruneResult result = tjit::prune_kernel_store(total - 1);
+  EXPECT_EQ(result.files_removed, 1u);
+  EXPECT_EQ(result.bytes_removed, total - store_bytes(store));
+  EXPECT_EQ(result.bytes_left, store_bytes(store));
+  EXPECT_FALSE(fs::exists(entries[512]));
+  EXPECT_TRUE(fs::exists(entries[256]));
+  EXPECT_TRUE(fs::exists(entries[1024]));
+  EXPECT_EQ(tjit::kernel_store_counters().evictions - before.evictions, 1u);
+  // 0: every entry goes; the signature record stays, and the kernel is compiled again.
+  tjit::prune_kernel_store(0);
+  EXPECT_EQ(count_files(store, ".tjk"), 0u);
+  EXPECT_EQ(count_files(store, ".tjs"), 1u);
+}
+
+TEST_F(KernelStoreTest, WritesPastTheBoundRemoveTheLeastRecentlyUsed) {
+  const fs::path store = dir_ / "store";
+  tjit::set_kernel_store_directory(store.string());
+  auto& fn = TritonJitFunction::get_instance(kernels_, "scale_kernel");
+  compile(fn, 128);
+  const uint64_t one_entry = bytes_of(entries_by_block(store, {128})[128]);
+  ASSERT_GT(one_entry, 0u);
+  // Room for the signature and two and a half entries: the third prunes to 90%.
+  const uint64_t bound = store_bytes(store) + one_entry * 3 / 2;
+  const uint64_t previous = tjit::kernel_store_max_bytes();
+  tjit::set_kernel_store_max_bytes(bound);
+  const auto before = tjit::kernel_store_counters();
+  ::testing::internal::CaptureStderr();
+  for (int64_t block : {256, 512, 1024}) {
+    compile(fn, block);
+    EXPECT_LE(store_bytes(store), bound) << "after BLOCK=" << block;
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  tjit::set_kernel_store_max_bytes(previous);
+  const auto entries = entries_by_block(store, {128, 256, 512, 1024});
+  EXPECT_EQ(entries.count(128), 0u);
+  EXPECT_EQ(entries.count(256), 0u);
+  EXPECT_EQ(entries.count(1024), 1u);  // the newest stays
+  EXPECT_GE(tjit::kernel_store_counters().evictions - before.evictions, 2u);
+  EXPECT_NE(log.find("was over its bound of " + std::to_string(bound) + " bytes"), std::string::npos) << log;
+  EXPECT_EQ(count_files(store, ".tmp"), 0u);
 }
 
 }  // namespace

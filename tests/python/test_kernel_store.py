@@ -356,6 +356,93 @@ def test_concurrent_processes_compile_and_leave_a_consistent_store(probe, store)
     assert [warm.binary(b) for b in blocks] == [runs[0].binary(b) for b in blocks]
 
 
+def store_bytes(store):
+    """What counts against the bound: every file of the kernel folders (not the prune lock)."""
+    return sum(os.path.getsize(p) for p in store_files(store, "") if os.path.basename(p) != ".prune.lock")
+
+
+def test_many_processes_write_and_prune_a_bounded_store(probe, store):
+    """Four writers compiling the same six kernels with a bound of three entries, while two more
+    processes prune the store to half of it: every writer gets the right binaries, nothing damaged
+    or half-written is ever read or left, and the store ends under its bound."""
+    blocks = [64, 128, 256, 512, 1024, 2048]
+    first = run_probe(probe, store, [32])
+    one_entry = os.path.getsize(entry_for(store, 32))
+    bound = store_bytes(store) + 2 * one_entry
+    environment = {**os.environ, "TJIT_CACHE_DIR": store, "TJIT_LOG_COMPILES": "0", "TJIT_CACHE_MAX_BYTES": str(bound)}
+    writers = [subprocess.Popen([probe, TEST_KERNELS, "scale_kernel", TARGET] + [str(b) for b in blocks],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+               for _ in range(4)]
+    prune = [sys.executable, "-m", "tjit", "cache", "prune", "--dir", store, "--max-bytes", str(bound // 2)]
+    pruners = [subprocess.Popen(["bash", "-c", " ; ".join([" ".join(prune)] * 6)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    runs = []
+    for p in writers:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        runs.append(Run(subprocess.CompletedProcess(p.args, p.returncode, out, err)))
+    for p in pruners:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        assert out.count("removed ") == 6, out
+    reference = run_probe(probe, None, blocks)  # no store: compiled from scratch
+    for run in runs:
+        assert [run.binary(b) for b in blocks] == [reference.binary(b) for b in blocks]
+        assert run.counters["corrupt"] == 0, run.stderr
+    assert not store_files(store, ".tmp")
+    assert all(isinstance(i, kernel_store.Entry) for i in kernel_store.read(store)), list(kernel_store.read(store))
+    # Each writer prunes after its own write; one that found another process pruning left its
+    # last write for the next: at most one entry each over the bound.
+    assert store_bytes(store) <= bound + len(writers) * 2 * one_entry
+    result = kernel_store.prune(store, bound)
+    assert result["bytes_left"] == store_bytes(store) <= bound, result
+    kept = sorted(int(i.signature.rsplit("=", 1)[1]) for i in kernel_store.read(store))
+    assert kept, "the bound left no entry at all"
+    warm = run_probe(probe, store, kept, env={"TJIT_CACHE_MAX_BYTES": str(bound)})
+    assert all(warm.from_store(b) for b in kept) and not warm.python
+    assert [warm.binary(b) for b in kept] == [reference.binary(b) for b in kept]
+    assert first.binary(32) == run_probe(probe, None, [32]).binary(32)
+
+
+def test_cache_prune_and_info_from_the_command_line(probe, store):
+    run_probe(probe, store, [64, 128, 256])
+    entries = {b: entry_for(store, b) for b in (64, 128, 256)}
+    for age, block in enumerate((128, 64, 256)):  # 128 least recently used, then 64
+        os.utime(entries[block], (1_000_000_000 + age, 1_000_000_000 + age))
+    tool = [sys.executable, "-m", "tjit", "cache"]
+    env = {**os.environ, "TJIT_CACHE_MAX_BYTES": "3M"}
+    info = json.loads(subprocess.run(tool + ["info", "--dir", store, "--json"], capture_output=True, text=True,
+                                     env=env, check=True).stdout)
+    assert info["max_bytes"] == 3 << 20 and info["entries"] == 3 and info["bytes"] == store_bytes(store)
+    text = subprocess.run(tool + ["info", "--dir", store], capture_output=True, text=True, env=env, check=True).stdout
+    assert "bound: 3.0 MiB (3145728 bytes)" in text, text
+    # Under the bound: nothing goes.
+    out = subprocess.run(tool + ["prune", "--dir", store], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.startswith("removed 0 files") and len(store_files(store, ".tjk")) == 3, out
+    # One byte under the store's size: the least recently used entry goes, and only it.
+    target = store_bytes(store) - 1
+    result = json.loads(subprocess.run(tool + ["prune", "--dir", store, "--max-bytes", str(target), "--json"],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert result["removed"] == [entries[128]], result
+    assert result["bytes_left"] == store_bytes(store) <= target
+    # A dead write's temporary file goes once it is an hour old; a fresh one (a write under way) stays.
+    folder = os.path.dirname(entries[64])
+    dead, live = os.path.join(folder, ".x.tjk.1.0.tmp"), os.path.join(folder, ".x.tjk.2.0.tmp")
+    for path in (dead, live):
+        with open(path, "wb") as f:
+            f.write(b"partial")
+    os.utime(dead, (1_000_000_000, 1_000_000_000))
+    removed = kernel_store.prune(store, 1 << 40)["removed"]
+    assert removed == [dead] and os.path.exists(live)
+    bad = subprocess.run(tool + ["prune", "--dir", store, "--max-bytes", "lots"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "'lots' is not a size" in bad.stderr
+    # --max-bytes 0: every entry goes, the signature stays; the next run compiles again.
+    subprocess.run(tool + ["prune", "--dir", store, "--max-bytes", "0"], check=True, capture_output=True)
+    assert not store_files(store, ".tjk") and len(store_files(store, "signature.tjs")) == 1
+    again = run_probe(probe, store, [64])
+    assert not again.from_store(64)
+
+
 def test_unwritable_store_folder_warns_once(probe, tmp_path):
     (tmp_path / "a-file").write_text("a file, so no folder can be made below it")
     run = run_probe(probe, str(tmp_path / "a-file" / "store"), [256, 512])

@@ -7,12 +7,14 @@
 #include "kernel_store_detail.h"
 
 #include "compiler_identity.h"
+#include "kernel_store_bound.h"
 #include "source_fingerprint.h"
 
 #include <tjit/kernel_store.h>
 
 #include <c10/util/hash.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -166,8 +168,19 @@ std::optional<T> read_store_file(const fs::path& path, T (*decode)(const std::st
   }
 }
 
-// Writes `bytes` to a temporary file beside `path`, then renames it into place: a reader sees the
-// old file or the whole new one, never a part. False (after one warning per process) on failure.
+// Makes a rename in `folder` durable (the new name is on disk, not only in the page cache).
+void sync_folder(const fs::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// Writes `bytes` to a temporary file beside `path`, flushes it to disk, then renames it into
+// place: a reader sees the old file or the whole new one, never a part, and a power cut after the
+// rename leaves the whole file, not a truncated one. False (after one warning per process) on
+// failure.
 bool write_atomically(const fs::path& path, const std::string& bytes) {
   static std::atomic<uint64_t> sequence{0};
   std::error_code ec;
@@ -187,7 +200,8 @@ bool write_atomically(const fs::path& path, const std::string& bytes) {
   if (f == nullptr) {
     error = failure();
   } else {
-    if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fflush(f) != 0) {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fflush(f) != 0 ||
+        ::fsync(::fileno(f)) != 0) {
       error = failure();
     }
     if (std::fclose(f) != 0 && error == 0) {
@@ -202,6 +216,7 @@ bool write_atomically(const fs::path& path, const std::string& bytes) {
   }
   StoreState& s = state();
   if (error == 0) {
+    sync_folder(path.parent_path());
     s.counters.writes.fetch_add(1);
     return true;
   }
@@ -215,6 +230,13 @@ bool write_atomically(const fs::path& path, const std::string& bytes) {
                  path.c_str(), std::strerror(error));
   }
   return false;
+}
+
+// write_atomically, then keeps the store under its bound.
+void write_to_store(const fs::path& root, const fs::path& path, const std::string& bytes) {
+  if (write_atomically(path, bytes)) {
+    detail::note_store_write(root, bytes.size());
+  }
 }
 
 // Whether `recorded` was made by the Triton this process compiles with (any, when none is
@@ -262,7 +284,13 @@ KernelStoreCounters kernel_store_counters() {
   out.writes = c.writes.load();
   out.tuning_hits = c.tuning_hits.load();
   out.write_failures = c.write_failures.load();
+  out.evictions = detail::store_evictions();
   return out;
+}
+
+KernelStorePruneResult prune_kernel_store(uint64_t max_bytes) {
+  const auto root = store_root();
+  return root ? detail::prune_store_folder(*root, max_bytes, /*wait=*/true) : KernelStorePruneResult{};
 }
 
 namespace detail {
@@ -291,8 +319,8 @@ std::optional<KernelSignature> load_stored_signature(const std::string& file, co
 void store_signature(const KernelSignature& signature) {
   const auto root = store_root();
   if (root) {
-    write_atomically(kernel_folder(*root, signature.file, signature.function) / "signature.tjs",
-                     encode_signature(signature));
+    write_to_store(*root, kernel_folder(*root, signature.file, signature.function) / "signature.tjs",
+                   encode_signature(signature));
   }
 }
 
@@ -332,13 +360,16 @@ std::optional<KernelEntry> load_stored_kernel(const KernelSignature& kernel, con
     entry.reset();
   }
   (entry ? counters.hits : counters.misses).fetch_add(1);
+  if (entry) {
+    detail::mark_store_file_used(path);
+  }
   return entry;
 }
 
 void store_kernel(const KernelEntry& entry) {
   const auto root = store_root();
   if (root) {
-    write_atomically(entry_path(*root, entry.kernel, entry.key), encode_entry(entry));
+    write_to_store(*root, entry_path(*root, entry.kernel, entry.key), encode_entry(entry));
   }
 }
 
@@ -355,13 +386,14 @@ std::optional<DecisionRecord> load_decision_record(const KernelSignature& kernel
   }
   if (record) {
     state().counters.tuning_hits.fetch_add(1);
+    detail::mark_store_file_used(path);
   }
   return record;
 }
 
 void store_decision_record(const KernelSignature& kernel, const DecisionRecord& record) {
   if (const auto root = store_root()) {
-    write_atomically(decision_record_path(*root, kernel, record.key), encode_decision_record(record));
+    write_to_store(*root, decision_record_path(*root, kernel, record.key), encode_decision_record(record));
   }
 }
 
