@@ -30,6 +30,22 @@ Manifest (JSON; written by hand, by `aot merge`, or by the C++ runtime under TJI
   launch_cooperative_grid (false), launch_pdl (false); missing ones take the default.
 Entries equal after resolving (file, function, args, options) count once.
 
+A manifest also carries what a kernel's Python decorators decided, so a deployed program needs no
+Python for them (TJIT_RECORD writes these as they happen; `aot build --decisions-from STORE` adds
+those a kernel store holds):
+
+    {"file": ..., "function": ..., "heuristics": {"config": -1, "arguments": {"x_ptr": "Float", "n": "1000"},
+                                                  "values": {"EVEN": true}}}
+    {"file": ..., "function": ..., "autotune": {"target": "cuda:90:32", "key": "n=1000, dtypes: Float Float",
+                                                "config": "BLOCK: 256, num_warps: 4, num_ctas: 1, num_stages: 3"}}
+
+- heuristics: the values @triton.heuristics returned for a call whose arguments (every argument
+  run() takes, by name) the runtime describes so: a tensor by its dtype (Float, Half, BFloat16, ...),
+  a number or bool as Python prints it, None; "config": the index of the autotune config the
+  heuristics saw (-1: they ran before or without an autotuner).
+- autotune: the config @triton.autotune chose on a target for a tuning key (the key arguments'
+  values and the tensors' dtypes, as the runtime's log line prints them), as the config's text.
+
 Bundle (.tjb), format 1:
 
     0   magic b"TJITBNDL"
@@ -56,8 +72,12 @@ kernel (function, file name), then specialisation and options, then target, so t
 give the same bytes; they lie one after another. The runtime tells bundle kernels apart by
 function and file name, so two files of one name defining one function cannot share a bundle.
 
-Python API: read_manifest, merge_manifests, build_bundle, read_bundle (raises
-kernel_store.DamagedFile, saying why, for a damaged bundle), bundle_key.
+A kernel's index record may carry "decisions": [{"kind": "heuristics" or "autotune", "key", "value"}],
+keyed as the runtime looks them up: "config <i>\narguments <name>=<value>, ..." with the values
+({parameter: value}), or "target <t>\nkey <tuning key>" with the config's text.
+
+Python API: read_manifest, read_decisions, merge_manifests, build_bundle, read_bundle (raises
+kernel_store.DamagedFile, saying why, for a damaged bundle), bundle_key, store_decisions.
 """
 
 import argparse
@@ -337,6 +357,76 @@ class Spec:
         return f"{self.function}({describe([n for n, _ in self.args], self.types, self.constexprs, self.divisible)})"
 
 
+@dataclasses.dataclass(eq=False)
+class Decision:
+    """A manifest's heuristics or autotune entry: what a kernel's decorator decided for some inputs."""
+    file: str  # absolute, symbolic links resolved
+    function: str
+    kind: str  # "heuristics" or "autotune"
+    fields: dict  # the entry's object under `kind`
+    origin: str
+
+    @property
+    def lookup_key(self) -> str:
+        """The key the runtime looks the decision up by (triton_jit_function.cpp)."""
+        f = self.fields
+        if self.kind == "heuristics":
+            arguments = ", ".join(f"{name}={value}" for name, value in f["arguments"].items())
+            return f"config {f['config']}\narguments {arguments}"
+        return f"target {f['target']}\nkey {f['key']}"
+
+    @property
+    def value(self):
+        return self.fields["values"] if self.kind == "heuristics" else self.fields["config"]
+
+    @property
+    def key(self) -> str:
+        return _canonical([self.file, self.function, self.kind, self.lookup_key])
+
+
+DECISION_KINDS = ("heuristics", "autotune")
+
+
+def _parse_decision(kernel: _Kernel, kind: str, fields, fail) -> dict:
+    """The checked fields of a heuristics or autotune entry of `kernel`."""
+    tuning = json.loads(kernel.tuning) if kernel.tuning else {}
+    if not isinstance(fields, dict):
+        fail(f"{kind} must be a JSON object, got {_canonical(fields)}")
+    expected = ("config", "arguments", "values") if kind == "heuristics" else ("target", "key", "config")
+    if sorted(fields) != sorted(expected):
+        fail(f"{kind} has {', '.join(expected)}, got {', '.join(sorted(fields)) or 'nothing'}")
+    if kind == "heuristics":
+        set_by = list(tuning.get("heuristics", []))
+        if not set_by:
+            fail(f"{kernel.function} has no @triton.heuristics")
+        if type(fields["config"]) is not int or fields["config"] < -1:
+            fail(f"heuristics config must be -1 or a config's index, got {_canonical(fields['config'])}")
+        arguments = fields["arguments"]
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            fail("heuristics arguments must be an object of the call's arguments as the runtime describes them "
+                 f"(\"x\": \"Float\", \"n\": \"1000\"), got {_canonical(arguments)}")
+        values = fields["values"]
+        if not isinstance(values, dict) or sorted(values) != sorted(set_by):
+            fail(f"heuristics values must give every parameter the heuristics set ({', '.join(set_by)}), got "
+                 f"{_canonical(values)}")
+        for name, value in values.items():
+            if not (value is None or isinstance(value, (bool, int, float))) or \
+                    (isinstance(value, float) and not math.isfinite(value)):
+                fail(f"heuristics value of {name} must be a number, true/false or null, got {_canonical(value)}")
+        return {"config": fields["config"], "arguments": dict(arguments), "values": dict(values)}
+    if not tuning.get("autotuned"):
+        fail(f"{kernel.function} has no @triton.autotune")
+    try:
+        target = target_string(parse_target(fields["target"])) if isinstance(fields["target"], str) \
+            and fields["target"] != "interpreter" else fields["target"]
+    except ValueError as e:
+        fail(f"autotune target: {e}")
+    for name in ("target", "key", "config"):
+        if not isinstance(fields[name], str) or not fields[name]:
+            fail(f"autotune {name} must be a non-empty string, got {_canonical(fields[name])}")
+    return {"target": target, "key": fields["key"], "config": fields["config"]}
+
+
 def _no_duplicate_keys(pairs):
     result = {}
     for key, value in pairs:
@@ -435,7 +525,7 @@ def _parse_args(kernel: _Kernel, args, fail):
     return tuple((name, args[name]) for name in names), tuple(types), tuple(constexprs), tuple(divisible)
 
 
-def _parse_entry(manifest: str, index: int, entry) -> Spec:
+def _parse_entry(manifest: str, index: int, entry):
     where = f"{manifest}: entry {index}"
     if isinstance(entry, dict) and isinstance(entry.get("function"), str) and entry["function"]:
         where += f" ({entry['function']})"
@@ -445,6 +535,23 @@ def _parse_entry(manifest: str, index: int, entry) -> Spec:
 
     if not isinstance(entry, dict):
         fail("an entry is a JSON object with file, function, args and (optionally) options")
+    kinds = [k for k in DECISION_KINDS if k in entry]
+    if kinds:
+        unknown = [k for k in entry if k not in ("file", "function") and k != kinds[0]]
+        if unknown or len(kinds) > 1:
+            fail(f"a {kinds[0]} entry has file, function and {kinds[0]} only, got {', '.join(entry)}")
+        for key in ("file", "function"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                fail(f"{key} must be a non-empty string, got {_canonical(entry.get(key))}")
+        file = os.path.realpath(os.path.join(os.path.dirname(manifest), entry["file"]))
+        if not os.path.isfile(file):
+            fail(f"kernel file {file} does not exist")
+        try:
+            kernel = _load_kernel(file, entry["function"])
+        except Exception as e:
+            fail(f"cannot load {entry['function']} from {file}: {type(e).__name__}: {e}")
+        return Decision(file, entry["function"], kinds[0], _parse_decision(kernel, kinds[0], entry[kinds[0]], fail),
+                        where)
     unknown = [k for k in entry if k not in ("file", "function", "args", "options")]
     if unknown:
         fail(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
@@ -468,8 +575,35 @@ def _parse_entry(manifest: str, index: int, entry) -> Spec:
 
 
 def read_manifest(path) -> List[Spec]:
-    """The manifest's entries, resolved and checked against their kernels (which this loads through
-    triton_adapter), duplicates dropped; raises ManifestError naming the file, entry and problem."""
+    """The manifest's specialisations, resolved and checked against their kernels (which this loads
+    through triton_adapter), duplicates dropped; raises ManifestError naming the file, entry and
+    problem. Its heuristics and autotune entries: read_decisions."""
+    return [e for e in _read_entries(path) if isinstance(e, Spec)]
+
+
+def read_decisions(paths) -> List[Decision]:
+    """The heuristics and autotune entries of manifests, checked, each distinct one once; two that
+    decide one thing differently are a ManifestError."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return _merge_decisions(e for path in paths for e in _read_entries(path) if isinstance(e, Decision))
+
+
+def _merge_decisions(decisions: Iterable[Decision]) -> List[Decision]:
+    chosen, result = {}, []
+    for d in decisions:
+        other = chosen.get(d.key)
+        if other is None:
+            chosen[d.key] = d
+            result.append(d)
+        elif _canonical(other.value) != _canonical(d.value):
+            raise ManifestError(f"{d.origin}: {d.function}'s {d.kind} for {d.lookup_key!r} is {_canonical(d.value)}, "
+                                f"but {other.origin} says {_canonical(other.value)}")
+    return result
+
+
+def _read_entries(path):
+    """Every entry of the manifest at `path`, parsed (Spec or Decision), duplicates dropped."""
     path = os.path.abspath(os.fspath(path))
     try:
         with open(path, "rb") as f:
@@ -494,7 +628,8 @@ def read_manifest(path) -> List[Spec]:
     if not isinstance(entries, list):
         raise ManifestError(f"{path}: \"entries\" must be a list, got "
                             f"{_canonical(entries) if 'entries' in data else 'nothing'}")
-    return _deduplicate(_parse_entry(path, i, entry) for i, entry in enumerate(entries))
+    parsed = [_parse_entry(path, i, entry) for i, entry in enumerate(entries)]
+    return _deduplicate([e for e in parsed if isinstance(e, Spec)]) + [e for e in parsed if isinstance(e, Decision)]
 
 
 def _deduplicate(specs: Iterable[Spec]) -> List[Spec]:
@@ -513,12 +648,15 @@ def read_manifests(paths) -> List[Spec]:
     return _deduplicate(spec for path in paths for spec in read_manifest(path))
 
 
-def manifest_json(specs: Sequence[Spec], folder: str) -> str:
-    """Manifest text for `specs`, kernel files relative to `folder`; one entry a line."""
+def manifest_json(specs: Sequence[Spec], folder: str, decisions: Sequence[Decision] = ()) -> str:
+    """Manifest text for `specs` and `decisions`, kernel files relative to `folder`; one entry a line."""
     lines = []
     for spec in specs:
         entry = {"file": os.path.relpath(spec.file, folder), "function": spec.function, "args": dict(spec.args),
                  "options": dict(spec.options)}
+        lines.append("    " + json.dumps(entry, ensure_ascii=False, allow_nan=False))
+    for d in decisions:
+        entry = {"file": os.path.relpath(d.file, folder), "function": d.function, d.kind: d.fields}
         lines.append("    " + json.dumps(entry, ensure_ascii=False, allow_nan=False))
     body = ",\n".join(lines)
     return "{\n  \"tjit_manifest\": %d,\n  \"entries\": [\n%s\n  ]\n}\n" % (MANIFEST_VERSION, body) if lines else \
@@ -531,9 +669,10 @@ def merge_manifests(inputs, output) -> dict:
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     per_file = [read_manifest(path) for path in inputs]
     specs = _deduplicate(spec for specs in per_file for spec in specs)
+    decisions = read_decisions(inputs)
     output = os.path.abspath(os.fspath(output))
-    _write_atomically(output, manifest_json(specs, os.path.dirname(output)).encode("utf-8"))
-    return {"manifests": len(inputs), "entries": len(specs), "output": output}
+    _write_atomically(output, manifest_json(specs, os.path.dirname(output), decisions).encode("utf-8"))
+    return {"manifests": len(inputs), "entries": len(specs), "decisions": len(decisions), "output": output}
 
 
 # --------------------------------------------------------------------------------------------
@@ -634,6 +773,7 @@ class BuildStats:
     seconds: float
     processes: int  # worker processes (1: compiled in this process)
     sources: List[str]  # every source file of every kernel (what the depfile lists after the manifests)
+    decisions: int = 0  # heuristics values and autotune choices shipped
 
 
 class _Progress:
@@ -721,13 +861,71 @@ def encode_bundle(kernels: Sequence[dict], entries: Sequence[Tuple[int, dict, by
     return frame + index_bytes + bytes(payload)
 
 
+def _caller_params(kernel: _Kernel) -> List[str]:
+    """The parameters run() takes from its caller: those no config and no heuristic sets."""
+    tuning = json.loads(kernel.tuning) if kernel.tuning else {}
+    if not tuning or "unsupported" in tuning:
+        return [p[0] for p in kernel.params]
+    set_elsewhere = set(tuning.get("heuristics", [])) | {k for c in tuning.get("configs", []) for k in c["kwargs"]}
+    return [p[0] for p in kernel.params if p[0] not in set_elsewhere]
+
+
+def store_decisions(folder: str, kernels: Sequence[_Kernel]) -> List[Decision]:
+    """The heuristic values and autotune choices a kernel store at `folder` holds for `kernels`,
+    made from their current sources by their Triton (others are stale and left out), as manifest
+    decisions. Damaged records are left out too."""
+    by_identity = {(k.file, k.function): k for k in kernels}
+    found = []
+    for path in kernel_store._store_files(folder):
+        if not path.endswith(kernel_store.DECISION_SUFFIX):
+            continue
+        try:
+            with open(path, "rb") as f:
+                header, _ = kernel_store.decode(f.read(), kernel_store.DECISION_MAGIC)
+            lines = header["key"].split("\n")
+            fields = dict(line.split(" ", 1) for line in lines[1:] if " " in line)
+            value = json.loads(header["value"]) if isinstance(header["value"], str) else header["value"]
+        except (OSError, kernel_store.DamagedFile, KeyError, ValueError, TypeError):
+            continue
+        kernel = by_identity.get((os.path.realpath(fields.get("file", "")), fields.get("function")))
+        if kernel is None:
+            continue
+        sources = [tuple(item.rsplit("@", 1)) for item in fields.get("sources", "").split()]
+        if sources != [tuple(s) for s in kernel.sources] or fields.get("triton") != kernel.triton:
+            continue  # made from other sources, or by another Triton
+        where = f"{path} (kernel store)"
+        try:
+            if lines[0] == "tjit heuristic values v1":
+                names = _caller_params(kernel)
+                texts = fields["arguments"].split()
+                if len(texts) != len(names):
+                    continue
+                params = [p[0] for p in kernel.params]
+                decision = {"config": int(fields["config"]), "arguments": dict(zip(names, texts)),
+                            "values": {params[index]: v for index, v in value}}
+                kind = "heuristics"
+            elif lines[0] == "tjit autotune choice v1":
+                decision = {"target": fields["target"], "key": fields["key"], "config": value["config_text"]}
+                kind = "autotune"
+            else:
+                continue
+        except (KeyError, ValueError, TypeError, IndexError):
+            continue
+
+        def fail(message, where=where):
+            raise ManifestError(f"{where}: {message}")
+        found.append(Decision(kernel.file, kernel.function, kind, _parse_decision(kernel, kind, decision, fail), where))
+    return found
+
+
 def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile: Optional[str] = None,
-                 log: Optional[Callable[[str], None]] = None) -> BuildStats:
+                 log: Optional[Callable[[str], None]] = None, decisions_from: Sequence[str] = ()) -> BuildStats:
     """Compiles every entry of `manifests` (paths) for every target ("cuda:90", "cuda:90:32" or
     (backend, arch, warp_size)) in `jobs` processes (default os.cpu_count(); 1 compiles in this
     process) and writes the bundle to `output` atomically, and a Makefile depfile when asked.
-    Raises ManifestError or BuildError (every failed compile listed) and then writes nothing.
-    `log` receives progress lines."""
+    The manifests' heuristics and autotune entries go into the bundle, with those the kernel stores
+    in `decisions_from` hold for its kernels. Raises ManifestError or BuildError (every failed
+    compile listed) and then writes nothing. `log` receives progress lines."""
     start = time.monotonic()
     if isinstance(targets, (str, tuple)):
         targets = [targets]
@@ -741,9 +939,10 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
     manifests = [manifests] if isinstance(manifests, (str, os.PathLike)) else list(manifests)
     manifests = [os.path.abspath(os.fspath(m)) for m in manifests]
     specs = read_manifests(manifests)
+    decisions = read_decisions(manifests)
 
     # Kernels in index order; the runtime names a bundle kernel by function and file name.
-    kernel_keys = sorted({(s.function, os.path.basename(s.file), s.file) for s in specs})
+    kernel_keys = sorted({(s.function, os.path.basename(s.file), s.file) for s in [*specs, *decisions]})
     by_name = {}
     for function, file_name, file in kernel_keys:
         other = by_name.setdefault((function, file_name), file)
@@ -752,6 +951,8 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
                              "a bundle tells its kernels apart by function and file name only")
     kernel_index = {(file, function): i for i, (function, _, file) in enumerate(kernel_keys)}
     kernels = [_load_kernel(file, function) for function, _, file in kernel_keys]
+    for folder in ([decisions_from] if isinstance(decisions_from, str) else decisions_from):
+        decisions = _merge_decisions([*decisions, *store_decisions(os.path.abspath(folder), kernels)])
 
     tasks, task_specs = [], []
     for spec in specs:
@@ -801,6 +1002,9 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
     entries.sort(key=lambda e: e[0])
     kernel_records = [{"function": k.function, "file_name": os.path.basename(k.file), "signature": k.signature()}
                       for k in kernels]
+    for d in sorted(decisions, key=lambda d: (d.kind, d.lookup_key)):
+        kernel_records[kernel_index[(d.file, d.function)]].setdefault("decisions", []).append(
+            {"kind": d.kind, "key": d.lookup_key, "value": d.value})
     triton_version = kernels[0].triton if kernels else _adapter().triton.__version__
     data = encode_bundle(kernel_records, [(k, h, b) for _, k, h, b in entries],
                          [target_string(t) for t in target_list], triton_version)
@@ -811,7 +1015,8 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
         deps = " \\\n  ".join(_make_escape(p) for p in manifests + sources)
         _write_atomically(os.path.abspath(depfile), f"{_make_escape(output)}: \\\n  {deps}\n".encode("utf-8"))
     return BuildStats(output, len(data), len(entries), len(specs), len(kernels),
-                      [target_string(t) for t in target_list], time.monotonic() - start, processes, sources)
+                      [target_string(t) for t in target_list], time.monotonic() - start, processes, sources,
+                      len(decisions))
 
 
 @dataclasses.dataclass
@@ -957,6 +1162,10 @@ def _check_index(index):
                  os.path.basename(signature["file"]) == k["file_name"] and isinstance(signature.get("params"), list)
                  and all(isinstance(p, dict) and isinstance(p.get("name"), str) for p in signature["params"]),
                  f"index: kernel {i} ({k['function']}): its signature names another kernel or has no params")
+        decisions = k.get("decisions", [])
+        _damaged(isinstance(decisions, list) and all(
+            isinstance(d, dict) and d.get("kind") in DECISION_KINDS and isinstance(d.get("key"), str) and "value" in d
+            for d in decisions), f"index: kernel {i} ({k['function']}): its decisions are not kind, key and value")
 
 
 def _check_entry(where: str, header: dict, binary: bytes, record: dict, kernel: dict):
@@ -1072,10 +1281,12 @@ def _say(message):
 
 
 def _build(args):
-    stats = build_bundle(args.manifest, args.target, args.output, jobs=args.jobs, depfile=args.depfile, log=_say)
+    stats = build_bundle(args.manifest, args.target, args.output, jobs=args.jobs, depfile=args.depfile, log=_say,
+                         decisions_from=args.decisions_from or ())
     _say(f"{_count(stats.entries, 'entry', 'entries')} "
          f"({_count(stats.specializations, 'specialisation')} of {_count(stats.kernels, 'kernel')} x "
-         f"{_count(len(stats.targets), 'target')}: {', '.join(stats.targets)}) in {stats.seconds:.1f} s with "
+         f"{_count(len(stats.targets), 'target')}: {', '.join(stats.targets)}; "
+         f"{_count(stats.decisions, 'decision')}) in {stats.seconds:.1f} s with "
          f"{_count(stats.processes, 'process', 'processes')}: {stats.output} ({_size(stats.size)})")
     return 0
 
@@ -1086,7 +1297,8 @@ def _list(args):
         print(json.dumps({"path": os.path.abspath(args.bundle), "bytes": bundle.size, "created_by": bundle.created_by,
                           "targets": bundle.targets,
                           "kernels": [{"function": k["function"], "file_name": k["file_name"],
-                                       "file": k["signature"]["file"]} for k in bundle.kernels],
+                                       "file": k["signature"]["file"], "decisions": k.get("decisions", [])}
+                                      for k in bundle.kernels],
                           "entries": [e.as_dict() for e in bundle.entries]}, indent=2))
         return 0
     print(f"{args.bundle}: tjit {bundle.created_by['tjit']}, triton {bundle.created_by['triton']}; targets "
@@ -1094,6 +1306,9 @@ def _list(args):
           f"{_count(len(bundle.entries), 'entry', 'entries')}, {_size(bundle.size)}")
     for e in bundle.entries:
         print(f"{e.function}({e.signature}) {options_text(e.options)} {e.target} {_size(e.size)}")
+    for k in bundle.kernels:
+        for d in k.get("decisions", []):
+            print(f"{k['function']} {d['kind']}: {d['key'].replace(chr(10), '; ')} -> {_canonical(d['value'])}")
     return 0
 
 
@@ -1113,6 +1328,9 @@ def main(argv=None, prog=None) -> int:
     build.add_argument("-o", "--output", required=True, help="the bundle file to write")
     build.add_argument("-j", "--jobs", type=int, help="compile processes (default: os.cpu_count())")
     build.add_argument("--depfile", help="also write a Makefile depfile (for CMake's DEPFILE)")
+    build.add_argument("--decisions-from", action="append", metavar="STORE",
+                       help="also ship the heuristic values and autotune choices this kernel store folder holds "
+                            "for the bundle's kernels (repeatable)")
     listing = commands.add_parser("list", help="a bundle's entries")
     listing.add_argument("bundle")
     listing.add_argument("--json", action="store_true", help="machine-readable output")

@@ -73,8 +73,33 @@ tjit::CompiledKernel compile_variety(const Inputs& in, const CompileTarget& targ
                     std::optional<at::Tensor>(), 0.5, true, std::nullopt, kBlock);
 }
 
+// autotune_test_kernels.py: row_sum_kernel (@triton.heuristics set BLOCK) and scale_kernel
+// (@triton.autotune over BLOCK 32 and 128, then a heuristic EVEN that sees the config).
+std::string decorated_kernels() {
+  const char* path = std::getenv("TJIT_AUTOTUNE_KERNELS");
+  return path != nullptr ? path : "tests/cpp/kernels/autotune_test_kernels.py";
+}
+
+constexpr int64_t kRowCols = 101;
+
+struct DecoratedInputs {
+  at::Tensor rows = at::randn({3, kRowCols});
+  at::Tensor sums = at::empty({3});
+  at::Tensor x = at::randn({kN});
+  at::Tensor out = at::empty({kN});
+};
+
 int record_manifest() {
   Inputs in;
+  // Through run(), so that their heuristics' values and the autotune choice (for the interpreter)
+  // are recorded too, and every config's specialisation.
+  DecoratedInputs d;
+  TritonJitFunction::get_instance(decorated_kernels(), "row_sum_kernel").run(nullptr, tjit::Grid(3), d.rows, d.sums,
+                                                                              kRowCols);
+  TritonJitFunction::get_instance(decorated_kernels(), "scale_kernel")
+      .run(nullptr, [](const tjit::KernelMeta& meta) {
+        return tjit::Grid(static_cast<uint32_t>((kN + meta["BLOCK"] - 1) / meta["BLOCK"]));
+      }, d.x, d.out, kN, int64_t{3});
   auto& scale = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
   scale(nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), LaunchOptions{}, in.x, in.out, kN, 2.0, kBlock);
   auto& variety = TritonJitFunction::get_instance(test_kernels(), "variety_kernel");
@@ -127,12 +152,86 @@ TEST_F(Bundle, LoadsAndDescribesItself) {
   const tjit::KernelBundleInfo info = tjit::load_bundle(bundle_path());
   EXPECT_FALSE(info.embedded);
   EXPECT_EQ(info.targets, (std::vector<std::string>{"cuda:80:32", "cuda:90:32"}));
-  EXPECT_EQ(info.num_kernels, 2u);
-  EXPECT_EQ(info.num_entries, 4u);  // two specialisations, two targets
+  EXPECT_EQ(info.num_kernels, 4u);
+  // Five specialisations (scale, variety, row_sum, and the autotuned scale_kernel's two configs),
+  // two targets.
+  EXPECT_EQ(info.num_entries, 10u);
   EXPECT_FALSE(info.triton_version.empty());
   tjit::load_bundle(bundle_path());  // again: the same bundle, not a second one
   ASSERT_EQ(tjit::loaded_bundles().size(), 1u);
-  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 4u);
+  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 10u);
+}
+
+// --- What @triton.heuristics and @triton.autotune decided, shipped in the bundle ---
+
+TEST_F(Bundle, HeuristicValuesComeFromTheBundle) {
+  tjit::load_bundle(bundle_path());
+  DecoratedInputs d;
+  auto& row_sum = TritonJitFunction::get_instance(decorated_kernels(), "row_sum_kernel");
+  for (int arch : {80, 90}) {
+    CompileTarget target;
+    target.arch = arch;
+    const tjit::CompiledKernel k = row_sum.compile_run(target, d.rows, d.sums, kRowCols);
+    EXPECT_TRUE(is_elf(k.binary));
+    EXPECT_EQ(k.target.arch, arch);
+    if (arch == 90) {
+      // With the value the recorded run's heuristic returned: BLOCK = next power of two of 101.
+      EXPECT_EQ(k.binary, row_sum.compile(target, LaunchOptions{}, d.rows, d.sums, kRowCols, int64_t{128}).binary);
+    }
+  }
+  EXPECT_EQ(row_sum.num_compiled(), 0u);
+  EXPECT_EQ(row_sum.num_loaded_from_bundles(), 3u);
+  EXPECT_FALSE(python_mapped());
+}
+
+TEST_F(Bundle, HeuristicsForUnrecordedArgumentsNameTheManifestEntry) {
+  tjit::load_bundle(bundle_path());
+  DecoratedInputs d;
+  auto& row_sum = TritonJitFunction::get_instance(decorated_kernels(), "row_sum_kernel");
+  const std::string message = error_message([&] { row_sum.compile_run(CompileTarget{}, d.rows, d.sums, int64_t{77}); });
+  for (const char* part : {"row_sum_kernel", "@triton.heuristics", "x=Float, out=Float, n_cols=77", "TJIT_JIT=0",
+                           "TJIT_RECORD", "python -m tjit aot build",
+                           "\"heuristics\": {\"config\": -1, \"arguments\": {\"x\":\"Float\",\"out\":\"Float\",\"n_cols\":\"77\"}"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+  EXPECT_TRUE(is_elf(row_sum.compile_run(CompileTarget{}, d.rows, d.sums, kRowCols).binary));  // it goes on
+}
+
+TEST_F(Bundle, AutotuneChoiceComesFromTheBundleWithoutTiming) {
+  tjit::load_bundle(bundle_path());
+  DecoratedInputs d;
+  auto& scale = TritonJitFunction::get_instance(decorated_kernels(), "scale_kernel");
+  // The manifest's choice for cuda:90 (bundle_decisions.manifest.json): BLOCK 128, and EVEN from
+  // the heuristics the recorded run evaluated with that config.
+  const tjit::CompiledKernel k = scale.compile_run(CompileTarget::parse("cuda:90"), d.x, d.out, kN, int64_t{3});
+  EXPECT_TRUE(is_elf(k.binary));
+  const tjit::CompiledKernel block_128 = scale.compile(CompileTarget::parse("cuda:90"), LaunchOptions{}, d.x, d.out, kN,
+                                                       int64_t{3}, int64_t{128}, false);
+  EXPECT_EQ(k.binary, block_128.binary);
+  EXPECT_EQ(scale.num_tunings(), 0u);
+  EXPECT_EQ(scale.num_tuning_runs(), 0u);
+  EXPECT_EQ(scale.num_tunings_loaded(), 1u);
+  EXPECT_EQ(scale.num_compiled(), 0u);
+  // No choice for cuda:80 (and nothing can be timed without a GPU): an error naming the key.
+  const std::string message =
+      error_message([&] { scale.compile_run(CompileTarget::parse("cuda:80"), d.x, d.out, kN, int64_t{3}); });
+  for (const char* part : {"scale_kernel is autotuned", "n=1000", "on cuda:80:32", "TJIT_RECORD"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+  EXPECT_FALSE(python_mapped());
+}
+
+TEST_F(Bundle, BundledTuningCanBeTurnedOff) {
+  tjit::load_bundle(bundle_path());
+  tjit::set_bundled_tuning_enabled(false);  // TJIT_BUNDLED_TUNING=0: time on this host instead
+  DecoratedInputs d;
+  auto& scale = TritonJitFunction::get_instance(decorated_kernels(), "scale_kernel");
+  const std::string message =
+      error_message([&] { scale.compile_run(CompileTarget::parse("cuda:90"), d.x, d.out, kN, int64_t{3}); });
+  EXPECT_NE(message.find("no kernel bundle or kernel store has a choice"), std::string::npos) << message;
+  EXPECT_EQ(scale.num_tunings_loaded(), 0u);
+  tjit::set_bundled_tuning_enabled(true);
+  EXPECT_TRUE(is_elf(scale.compile_run(CompileTarget::parse("cuda:90"), d.x, d.out, kN, int64_t{3}).binary));
 }
 
 TEST_F(Bundle, CompilesFromTheBundleWithoutPython) {

@@ -277,6 +277,82 @@ def test_merge(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
+# Decisions: what @triton.heuristics and @triton.autotune decided, carried by manifests
+
+DECORATED = os.path.join(REPO, "tests", "cpp", "kernels", "autotune_test_kernels.py")
+CHOICE_128 = "BLOCK: 128, num_warps: 4, num_ctas: 1, num_stages: 3, maxnreg: None"
+
+
+def _heuristics(values=None, arguments=None, config=-1, function="row_sum_kernel"):
+    return {"file": DECORATED, "function": function,
+            "heuristics": {"config": config, "arguments": arguments or {"x": "Float", "out": "Float", "n_cols": "101"},
+                           "values": {"BLOCK": 128} if values is None else values}}
+
+
+def _autotune(config=CHOICE_128, target="cuda:90", key="n=1000, dtypes: Float Float"):
+    return {"file": DECORATED, "function": "scale_kernel", "autotune": {"target": target, "key": key,
+                                                                         "config": config}}
+
+
+def test_decisions_in_manifests(tmp_path):
+    a = _manifest(tmp_path / "a.json", [_heuristics(), _autotune(),
+                                        _entry(DECORATED, "row_sum_kernel", {"x": "*fp32:16", "out": "*fp32:16",
+                                                                             "n_cols": "i32", "BLOCK": 128})])
+    b = _manifest(tmp_path / "b.json", [_heuristics(), _heuristics({"BLOCK": 64}, {"x": "Float", "out": "Float",
+                                                                                    "n_cols": "33"})])
+    assert len(aot.read_manifest(a)) == 1  # specialisations only
+    decisions = aot.read_decisions([a, b])
+    assert [(d.kind, d.lookup_key, d.value) for d in decisions] == [
+        ("heuristics", "config -1\narguments x=Float, out=Float, n_cols=101", {"BLOCK": 128}),
+        ("autotune", "target cuda:90:32\nkey n=1000, dtypes: Float Float", CHOICE_128),
+        ("heuristics", "config -1\narguments x=Float, out=Float, n_cols=33", {"BLOCK": 64})]
+    merged = str(tmp_path / "merged.json")
+    assert aot.merge_manifests([a, b], merged)["decisions"] == 3
+    assert [d.key for d in aot.read_decisions(merged)] == [d.key for d in decisions]
+    # Two manifests that disagree on one decision: which one is right is not the builder's to guess.
+    c = _manifest(tmp_path / "c.json", [_heuristics({"BLOCK": 256})])
+    with pytest.raises(aot.ManifestError, match="says"):
+        aot.read_decisions([a, c])
+
+
+@pytest.mark.parametrize("entry, message", [
+    (_heuristics({"BLOCK": 128, "EXTRA": 1}), "must give every parameter the heuristics set (BLOCK)"),
+    (_heuristics({}), "must give every parameter the heuristics set (BLOCK)"),
+    (_heuristics({"BLOCK": [1]}), "value of BLOCK must be a number"),
+    (_heuristics(config=-2), "config must be -1 or a config's index"),
+    (_heuristics(arguments={"n_cols": 101}), "arguments must be an object"),
+    (dict(_heuristics(), function="ticket_kernel"), "ticket_kernel has no @triton.heuristics"),
+    (dict(_autotune(), function="row_sum_kernel"), "row_sum_kernel has no @triton.autotune"),
+    (_autotune(target="gpu"), "autotune target"),
+    (_autotune(config=""), "autotune config must be a non-empty string"),
+    ({"file": DECORATED, "function": "row_sum_kernel", "heuristics": {"config": -1}}, "heuristics has config, "
+     "arguments, values"),
+    (dict(_heuristics(), args={}), "a heuristics entry has file, function and heuristics only"),
+])
+def test_decision_errors(tmp_path, entry, message):
+    path = _manifest(tmp_path / "bad.json", [entry])
+    with pytest.raises(aot.ManifestError) as error:
+        aot.read_decisions(path)
+    assert message in str(error.value) and ": entry 0 (" in str(error.value), str(error.value)
+
+
+def test_decisions_go_into_the_bundle(tmp_path):
+    spec = _entry(DECORATED, "row_sum_kernel", {"x": "*fp32:16", "out": "*fp32:16", "n_cols": "i32", "BLOCK": 128})
+    manifest = _manifest(tmp_path / "m.json", [spec, _heuristics(), _autotune()])
+    out = str(tmp_path / "b.tjb")
+    stats = aot.build_bundle(manifest, ["cuda:90"], out, jobs=1)
+    assert stats.decisions == 2 and stats.entries == 1
+    kernels = {k["function"]: k for k in aot.read_bundle(out).kernels}
+    assert kernels["row_sum_kernel"]["decisions"] == [
+        {"kind": "heuristics", "key": "config -1\narguments x=Float, out=Float, n_cols=101", "value": {"BLOCK": 128}}]
+    # A kernel with decisions only (no specialisation) is in the index, for its decisions.
+    assert kernels["scale_kernel"]["decisions"] == [
+        {"kind": "autotune", "key": "target cuda:90:32\nkey n=1000, dtypes: Float Float", "value": CHOICE_128}]
+    listing = subprocess.run([sys.executable, AOT_PY, "list", out], capture_output=True, text=True, check=True).stdout
+    assert "row_sum_kernel heuristics: config -1; arguments x=Float, out=Float, n_cols=101 -> {\"BLOCK\":128}" in listing
+
+
+# --------------------------------------------------------------------------------------------
 # Building
 
 @pytest.fixture(scope="module")

@@ -443,6 +443,45 @@ def test_cache_prune_and_info_from_the_command_line(probe, store):
     assert not again.from_store(64)
 
 
+def test_bundle_built_with_decisions_from_a_store(tmp_path):
+    """The heuristic values and the autotune choice a run leaves in its kernel store are what it
+    records in its manifest; `aot build --decisions-from` ships them from the store alone."""
+    from tjit import aot
+    recorder = os.path.join(BUILD_DIR, "bin", "tjit_bundle_tests")
+    kernels = os.path.join(REPO, "tests", "cpp", "kernels")
+    manifest, store = str(tmp_path / "recorded.json"), str(tmp_path / "store")
+    env = {**os.environ, "TJIT_RECORD": manifest, "TJIT_CACHE_DIR": store, "TJIT_LOG_COMPILES": "0",
+           "TJIT_TEST_KERNELS": os.path.join(kernels, "runtime_test_kernels.py"),
+           "TJIT_AUTOTUNE_KERNELS": os.path.join(kernels, "autotune_test_kernels.py")}
+    env.pop("TJIT_CACHE", None)
+    subprocess.run([recorder, "--record-manifest"], env=env, check=True, capture_output=True, timeout=600)
+    recorded = {(d.function, d.kind, d.lookup_key): d.value for d in aot.read_decisions(manifest)}
+    assert sum(kind == "heuristics" for _, kind, _ in recorded) == 3 and \
+        sum(kind == "autotune" for _, kind, _ in recorded) == 1, recorded
+    kernel_objects = [aot._load_kernel(os.path.join(kernels, "autotune_test_kernels.py"), f)
+                      for f in ("row_sum_kernel", "scale_kernel")]
+    from_store = {(d.function, d.kind, d.lookup_key): d.value for d in aot.store_decisions(store, kernel_objects)}
+    assert from_store == recorded
+    assert kernel_store.info(store)["decisions"] == 4
+    # A manifest of the specialisations alone, and the decisions from the store.
+    specs_only = str(tmp_path / "specs.json")
+    with open(specs_only, "w") as f:
+        f.write(aot.manifest_json(aot.read_manifest(manifest), str(tmp_path)))
+    bundle = str(tmp_path / "b.tjb")
+    stats = aot.build_bundle(specs_only, ["cuda:90"], bundle, jobs=1, decisions_from=[store])
+    assert stats.decisions == 4
+    shipped = {(k["function"], d["kind"], d["key"]): d["value"] for k in aot.read_bundle(bundle).kernels
+               for d in k.get("decisions", [])}
+    assert shipped == recorded
+    # Decisions made from other sources (the kernel edited since) or by another Triton are stale.
+    import dataclasses
+    row_sum = kernel_objects[0]
+    edited = dataclasses.replace(row_sum, sources=[(row_sum.sources[0][0], "0" * 40)] + row_sum.sources[1:])
+    assert [d.function for d in aot.store_decisions(store, [edited, kernel_objects[1]])] == ["scale_kernel"] * 3
+    upgraded = dataclasses.replace(row_sum, triton="9.9.9")
+    assert aot.store_decisions(store, [upgraded]) == []
+
+
 def test_unwritable_store_folder_warns_once(probe, tmp_path):
     (tmp_path / "a-file").write_text("a file, so no folder can be made below it")
     run = run_probe(probe, str(tmp_path / "a-file" / "store"), [256, 512])

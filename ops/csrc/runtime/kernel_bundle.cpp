@@ -248,6 +248,23 @@ std::optional<CompiledKernel> find_bundled_kernel(const std::string& file, const
   return std::nullopt;
 }
 
+std::optional<std::string> find_bundled_decision(const std::string& file, const std::string& function,
+                                                 const std::string& kind, const std::string& key) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const std::string decision_key = bundle_decision_key(kind, key);
+  for (const auto& b : r.bundles) {
+    require_usable(*b);
+    for (size_t k : matching_kernels(*b, file, function)) {
+      const auto& decisions = b->index.kernels[k].decisions;
+      if (const auto it = decisions.find(decision_key); it != decisions.end()) {
+        return it->second;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::string describe_bundle_coverage(const std::string& file, const std::string& function,
                                      const Specialization& spec, const LaunchOptions& options,
                                      const CompileTarget& target) {

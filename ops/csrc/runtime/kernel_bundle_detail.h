@@ -22,6 +22,11 @@ std::optional<CompiledKernel> find_bundled_kernel(const std::string& file, const
                                                   const Specialization& spec, const LaunchOptions& options,
                                                   const CompileTarget& target);
 
+// The value (JSON text) of a decision of kind `kind` ("heuristics", "autotune") and key `key` for
+// `function` of `file`, from the first bundle that has one (bundle_decision_key).
+std::optional<std::string> find_bundled_decision(const std::string& file, const std::string& function,
+                                                 const std::string& kind, const std::string& key);
+
 // For an error after a miss: what the registered bundles hold of this kernel, in a sentence.
 std::string describe_bundle_coverage(const std::string& file, const std::string& function,
                                      const Specialization& spec, const LaunchOptions& options,

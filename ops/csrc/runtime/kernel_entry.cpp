@@ -355,7 +355,11 @@ BundleIndex decode_bundle_index(std::string_view bytes) {
     b.triton_version = j.at("created_by").at("triton").get<std::string>();
     b.targets = j.at("targets").get<std::vector<std::string>>();
     for (const json& k : j.at("kernels")) {
-      b.kernels.push_back({k.at("file_name").get<std::string>(), signature_from_json(k.at("signature"))});
+      b.kernels.push_back({k.at("file_name").get<std::string>(), signature_from_json(k.at("signature")), {}});
+      for (const json& d : k.value("decisions", json::array())) {
+        b.kernels.back().decisions.emplace(
+            bundle_decision_key(d.at("kind").get<std::string>(), d.at("key").get<std::string>()), d.at("value").dump());
+      }
       if (b.kernels.back().signature.function != k.at("function").get<std::string>()) {
         throw CorruptStoreFile("kernel " + k.at("function").dump() + " has the signature of another function");
       }

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace tjit::detail {
@@ -92,6 +93,12 @@ struct BundleIndex {
   struct Kernel {
     std::string file_name;  // how the runtime matches it: with the function, by file name
     KernelSignature signature;
+    // What a recorded run decided for this kernel (ops/aot.py writes them from manifests and
+    // kernel stores): bundle_decision_key(kind, key) -> the value as JSON text. Kinds:
+    // "heuristics" (key: the config index the heuristics saw and the caller's arguments; value:
+    // {parameter: value}) and "autotune" (key: the target and the tuning key; value: the config's
+    // text). Absent in bundles built before tjit shipped decisions.
+    std::unordered_map<std::string, std::string> decisions;
   };
   struct Entry {
     size_t kernel = 0;    // into `kernels`
@@ -113,6 +120,9 @@ BundleIndex decode_bundle_index(std::string_view bytes);
 // the options and the target, as one string. ops/aot.py builds the same string for each record.
 std::string bundle_key(const std::string& function, const std::string& file_name, const Specialization& spec,
                        const LaunchOptions& options, const CompileTarget& target);
+
+// How a bundle's decisions are keyed: the kind, a newline, the decision's key.
+inline std::string bundle_decision_key(const std::string& kind, const std::string& key) { return kind + "\n" + key; }
 
 // Whether an entry read from a bundle is the one its index record describes.
 bool entry_matches_index(const KernelEntry& entry, const BundleIndex::Entry& record, const BundleIndex::Kernel& kernel);

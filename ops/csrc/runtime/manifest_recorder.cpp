@@ -202,6 +202,26 @@ void read_environment(RecorderState& s) {
   }
 }
 
+// Keeps `l` (once) and merges it into the manifest being recorded, if any. Throws only for `l`
+// itself; a failed write stops recording with one log line.
+void note(const Launched& l) {
+  RecorderState& s = state();
+  std::lock_guard lock(s.mutex);
+  read_environment(s);
+  if (!s.seen.insert(l.entry.dump()).second) {
+    return;
+  }
+  s.launched.push_back(l);
+  if (s.path) {
+    try {
+      merge_into(*s.path, {l});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[tjit] stopped recording the manifest %s: %s\n", s.path->c_str(), e.what());
+      s.path.reset();
+    }
+  }
+}
+
 }  // namespace
 
 void start_recording_manifest(const std::string& path) {
@@ -242,25 +262,23 @@ std::string manifest_entry_json(const std::string& file, const std::string& func
 void note_launched_specialization(const KernelSignature& kernel, const Specialization& spec,
                                   const LaunchOptions& options) {
   try {
-    Launched l{kernel.file, entry_json(kernel.file, kernel.function, kernel.params, spec, options)};
-    RecorderState& s = state();
-    std::lock_guard lock(s.mutex);
-    read_environment(s);
-    if (!s.seen.insert(l.entry.dump()).second) {
-      return;
-    }
-    s.launched.push_back(l);
-    if (s.path) {
-      try {
-        merge_into(*s.path, {l});
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "[tjit] stopped recording the manifest %s: %s\n", s.path->c_str(), e.what());
-        s.path.reset();
-      }
-    }
+    note(Launched{kernel.file, entry_json(kernel.file, kernel.function, kernel.params, spec, options)});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[tjit] could not note a launched specialisation of %s: %s\n", kernel.function.c_str(),
                  e.what());
+  }
+}
+
+void note_decision(const KernelSignature& kernel, const std::string& kind, const std::string& decision) {
+  try {
+    if (!recording_manifest()) {
+      return;  // only a manifest keeps decisions (start_recording_manifest gets specialisations only)
+    }
+    json entry = {{"file", kernel.file}, {"function", kernel.function}};
+    entry[kind] = json::parse(decision);
+    note(Launched{kernel.file, std::move(entry)});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[tjit] could not note a decision of %s: %s\n", kernel.function.c_str(), e.what());
   }
 }
 

@@ -16,6 +16,10 @@ namespace tjit::detail {
 void note_launched_specialization(const KernelSignature& kernel, const Specialization& spec,
                                   const LaunchOptions& options);
 
+// Notes a decision `kernel` made (kind "heuristics" or "autotune", `decision` its JSON object as
+// text: see ops/aot.py) for the manifest being recorded, if any and if it is new there. Never throws.
+void note_decision(const KernelSignature& kernel, const std::string& kind, const std::string& decision);
+
 // The manifest entry (one line of JSON) of that launch, with `file` as given: the form an error
 // shows for adding a missing specialisation to a manifest by hand.
 std::string manifest_entry_json(const std::string& file, const std::string& function,

@@ -370,24 +370,34 @@ std::vector<std::string> TritonJitFunction::caller_parameters() const {
 }
 
 namespace {
-// -1 until read from TJIT_JIT; then 0 or 1.
+// -1 until read from TJIT_JIT / TJIT_BUNDLED_TUNING; then 0 or 1.
 std::atomic<int> jit_state{-1};
+std::atomic<int> bundled_tuning_state{-1};
+
+// On unless the variable is 0, off, false or no.
+bool setting_from_environment(std::atomic<int>& state, const char* variable) {
+  int current = state.load(std::memory_order_acquire);
+  if (current < 0) {
+    const char* v = std::getenv(variable);
+    const std::string value = v == nullptr ? "" : v;
+    current = (value == "0" || value == "off" || value == "OFF" || value == "false" || value == "no") ? 0 : 1;
+    int expected = -1;
+    state.compare_exchange_strong(expected, current);
+    current = state.load(std::memory_order_acquire);
+  }
+  return current == 1;
+}
 }  // namespace
 
-bool jit_enabled() {
-  int state = jit_state.load(std::memory_order_acquire);
-  if (state < 0) {
-    const char* v = std::getenv("TJIT_JIT");
-    const std::string value = v == nullptr ? "" : v;
-    state = (value == "0" || value == "off" || value == "OFF" || value == "false" || value == "no") ? 0 : 1;
-    int expected = -1;
-    jit_state.compare_exchange_strong(expected, state);
-    state = jit_state.load(std::memory_order_acquire);
-  }
-  return state == 1;
-}
+bool jit_enabled() { return setting_from_environment(jit_state, "TJIT_JIT"); }
 
 void set_jit_enabled(bool enabled) { jit_state.store(enabled ? 1 : 0, std::memory_order_release); }
+
+bool bundled_tuning_enabled() { return setting_from_environment(bundled_tuning_state, "TJIT_BUNDLED_TUNING"); }
+
+void set_bundled_tuning_enabled(bool enabled) {
+  bundled_tuning_state.store(enabled ? 1 : 0, std::memory_order_release);
+}
 
 Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBase& pack) const {
   Specialization spec;
@@ -942,18 +952,36 @@ const std::vector<std::pair<int, ConstexprValue>>& TritonJitFunction::heuristic_
     detail::GilRelease released;
     std::lock_guard lock(entry.mutex);
     if (!entry.ready.load(std::memory_order_acquire)) {
-      std::string arguments;
+      std::string arguments;  // the kernel store's key
+      std::string named;      // a bundle's key and the manifest's form: "name=value, ..."
+      nlohmann::ordered_json named_json = nlohmann::ordered_json::object();
       for (size_t i = 0; i < num_args; ++i) {
-        arguments += describe_argument(args[i]) + " ";
+        const std::string text = describe_argument(args[i]);
+        const std::string& name = params_[spec.caller_params[i]].name;
+        arguments += text + " ";
+        named += (i == 0 ? "" : ", ") + name + "=" + text;
+        named_json[name] = text;
       }
       const std::string record_key = decision_key("heuristic values") + "config " + std::to_string(seen_config) +
                                      "\narguments " + arguments + "\n";
-      if (auto stored = stored_heuristic_values(record_key)) {
-        entry.value = std::move(*stored);
+      const std::string bundle_key = "config " + std::to_string(seen_config) + "\narguments " + named;
+      std::optional<std::vector<std::pair<int, ConstexprValue>>> found;
+      if (auto bundled = detail::find_bundled_decision(kernel_file_, function_name_, "heuristics", bundle_key)) {
+        found = heuristic_values_from_names(*bundled);
+      }
+      if (!found) {
+        found = stored_heuristic_values(record_key);
+      }
+      if (found) {
+        entry.value = std::move(*found);
       } else {
-        TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_,
-                    " has @triton.heuristics, which run in Python for each new set of argument values (", arguments,
-                    "), the kernel store has none for these, and JIT is off (TJIT_JIT=0)");
+        TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " from ", kernel_file_,
+                    " has @triton.heuristics, which run in Python; no kernel bundle or kernel store has their values "
+                    "for these arguments (", named, "; config ", seen_config, "), and JIT is off (TJIT_JIT=0). Record "
+                    "a run that makes this call (TJIT_RECORD=<manifest>, JIT on) and rebuild the bundle (python -m "
+                    "tjit aot build), or add to its manifest {\"file\": \"", kernel_file_, "\", \"function\": \"",
+                    function_name_, "\", \"heuristics\": {\"config\": ", seen_config, ", \"arguments\": ",
+                    named_json.dump(), ", \"values\": {...what the heuristics return...}}}");
         try {
           entry.value = detail::python_bridge().heuristic_values(impl_->ensure_python(),
                                                                  python_arguments(args, num_args), seen_config);
@@ -966,6 +994,13 @@ const std::vector<std::pair<int, ConstexprValue>>& TritonJitFunction::heuristic_
         }
         detail::store_decision_record(impl_->signature, {record_key, values.dump()});
       }
+      nlohmann::ordered_json by_name = nlohmann::ordered_json::object();
+      for (const auto& [index, value] : entry.value) {
+        by_name[params_[index].name] = detail::constexpr_value_json<nlohmann::ordered_json>(value);
+      }
+      detail::note_decision(impl_->signature, "heuristics",
+                            nlohmann::ordered_json{{"config", seen_config}, {"arguments", named_json},
+                                                   {"values", by_name}}.dump());
       entry.ready.store(true, std::memory_order_release);
     }
   }
@@ -979,6 +1014,24 @@ std::string TritonJitFunction::decision_key(const char* kind) const {
   }
   return std::string("tjit ") + kind + " v1\nfile " + kernel_file_ + "\nfunction " + function_name_ + "\nsources " +
          sources + "\ntriton " + impl_->signature.triton_version + "\n";
+}
+
+std::optional<std::vector<std::pair<int, ConstexprValue>>> TritonJitFunction::heuristic_values_from_names(
+    const std::string& value_json) const {
+  const auto values = nlohmann::json::parse(value_json, nullptr, /*allow_exceptions=*/false);
+  if (!values.is_object()) {
+    return std::nullopt;
+  }
+  std::vector<std::pair<int, ConstexprValue>> out;
+  for (int index : impl_->tuning.heuristic_params) {
+    const auto it = values.find(params_[index].name);
+    const auto value = it != values.end() ? detail::constexpr_value_from_json(*it) : std::nullopt;
+    if (!value) {
+      return std::nullopt;  // not for this kernel's heuristics (the bundle's builder checks this)
+    }
+    out.emplace_back(index, *value);
+  }
+  return out;
 }
 
 std::optional<std::vector<std::pair<int, ConstexprValue>>> TritonJitFunction::stored_heuristic_values(
@@ -1004,7 +1057,7 @@ std::optional<std::vector<std::pair<int, ConstexprValue>>> TritonJitFunction::st
 }
 
 int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
-                                int device, bool may_time) const {
+                                int device, bool may_time, const std::string* for_target) const {
   const detail::TuningSpec& spec = impl_->tuning;
   const auto& configs = spec.configs;
   const size_t num_args = spec.caller_params.size();
@@ -1018,16 +1071,36 @@ int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, c
       key_text += " " + describe_argument(args[i]);
     }
   }
-  const std::string target = device >= 0 ? target_of_device(device).to_string() : std::string("interpreter");
+  const std::string target = for_target != nullptr ? *for_target
+                             : device >= 0         ? target_of_device(device).to_string()
+                                                   : std::string("interpreter");
   const std::string record_key = decision_key("autotune choice") + "target " + target + "\nconfigs " +
                                  spec.configs_text + "\nkey " + key_text + "\n";
+  const auto chosen = [&](int config) {
+    detail::note_decision(impl_->signature, "autotune",
+                          nlohmann::ordered_json{{"target", target}, {"key", key_text},
+                                                 {"config", configs[config].describe()}}.dump());
+    return config;
+  };
+  if (bundled_tuning_enabled()) {
+    if (auto bundled = detail::find_bundled_decision(kernel_file_, function_name_, "autotune",
+                                                     "target " + target + "\nkey " + key_text)) {
+      const auto value = nlohmann::json::parse(*bundled, nullptr, /*allow_exceptions=*/false);
+      for (size_t c = 0; value.is_string() && c < configs.size(); ++c) {
+        if (configs[c].describe() == value.get<std::string>()) {
+          impl_->num_tunings_loaded.fetch_add(1);
+          return chosen(static_cast<int>(c));
+        }
+      }
+    }
+  }
   if (auto record = detail::load_decision_record(impl_->signature, record_key)) {
     const auto value = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
     const int config = value.is_object() ? value.value("config", -1) : -1;
     if (config >= 0 && static_cast<size_t>(config) < configs.size() &&
         value.value("config_text", std::string()) == configs[config].describe()) {
       impl_->num_tunings_loaded.fetch_add(1);
-      return config;
+      return chosen(config);
     }
   }
   if (!may_time) {
@@ -1106,7 +1179,35 @@ int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, c
                  "best %s at %.4f ms\n", function_name_.c_str(), key_text.c_str(), target.c_str(), candidates.size(),
                  configs.size(), ms, runs, configs[best].describe().c_str(), timings[best]);
   }
-  return best;
+  return chosen(best);
+}
+
+CompiledKernel TritonJitFunction::compile_run_captured(const CompileTarget& target, const CapturedArg* args,
+                                                      size_t num_args) const {
+  const detail::TuningSpec& spec = impl_->tuning;
+  TORCH_CHECK(spec.unsupported.empty(), "tjit: kernel ", function_name_, " cannot be called through compile_run(): ",
+              spec.unsupported);
+  TORCH_CHECK(num_args == spec.caller_params.size(), "tjit: kernel ", function_name_, " takes ",
+              spec.caller_params.size(), " arguments in compile_run() (as in run()), got ", num_args);
+  int config = 0;
+  if (spec.autotuned && spec.configs.size() > 1) {
+    const std::string target_text = target.to_string();
+    config = tune_key(nullptr, detail::GridSource(Grid(1)), args, -1, /*may_time=*/false, &target_text);
+    if (config < 0) {
+      std::string key_text;
+      for (int position : spec.key_args) {
+        key_text += params_[spec.caller_params[position]].name + "=" + describe_argument(args[position]) + ", ";
+      }
+      TORCH_CHECK(false, "tjit: kernel ", function_name_, " is autotuned, and no kernel bundle or kernel store has a "
+                  "choice for its key (", key_text, "...) on ", target_text, "; compile_run() cannot time configs. "
+                  "Run it on such a GPU first (under TJIT_RECORD to ship the choice in a bundle)");
+    }
+  }
+  std::array<ConstexprValue, detail::kMaxRunParams> values;
+  std::array<bool, detail::kMaxRunParams> has_value;
+  detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
+  assemble(args, config, pack, values.data(), has_value.data());
+  return compile_packed(target, spec.configs[config].options, pack);
 }
 
 }  // namespace tjit

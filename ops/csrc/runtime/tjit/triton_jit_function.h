@@ -106,7 +106,7 @@ class TritonJitFunction {
   // The parameters run() takes from the caller, by name, in order.
   std::vector<std::string> caller_parameters() const;
   // Tuning in this process: keys tuned by timing, the kernel launches that timing made, and
-  // choices read from the kernel store instead.
+  // choices read from kernel bundles or the kernel store instead.
   size_t num_tunings() const;
   size_t num_tuning_runs() const;
   size_t num_tunings_loaded() const;
@@ -120,6 +120,17 @@ class TritonJitFunction {
     detail::ArgumentPack<sizeof...(Args)> pack(params_, function_name_.c_str());
     (detail::add_argument(pack, args), ...);
     return compile_packed(target, options, pack);
+  }
+
+  // The binary run() would launch for these arguments on a device of `target`, found without a
+  // GPU and without timing anything: the config chosen for their tuning key on that target (from
+  // a kernel bundle or the kernel store; a key with no choice is an error), the heuristics' values
+  // (bundle, store, else Python), then compile() with them. For checking a deployment, or warming
+  // a store, on a machine without that GPU.
+  template <typename... Args>
+  CompiledKernel compile_run(const CompileTarget& target, const Args&... args) const {
+    const std::array<detail::CapturedArg, sizeof...(Args)> captured{detail::capture_argument(args)...};
+    return compile_run_captured(target, captured.data(), captured.size());
   }
 
   // The specialisation a call with these arguments compiles: types, constexprs and
@@ -159,8 +170,15 @@ class TritonJitFunction {
                    RunMode mode) const;
   // Chooses the config for a new tuning key: from the kernel store, else by timing (unless
   // `may_time` is false: then -1). device: -1 for CPU tensors (the interpreter).
+  // `for_target`: choose for this target instead of the device's (compile_run; with may_time false).
   int tune_key(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, int device,
-               bool may_time) const;
+               bool may_time, const std::string* for_target = nullptr) const;
+  CompiledKernel compile_run_captured(const CompileTarget& target, const detail::CapturedArg* args,
+                                      size_t num_args) const;
+  // Heuristic values from a bundle's {parameter: value}; nullopt unless it sets exactly the
+  // parameters this kernel's heuristics set.
+  std::optional<std::vector<std::pair<int, ConstexprValue>>> heuristic_values_from_names(
+      const std::string& value_json) const;
   const std::vector<std::pair<int, ConstexprValue>>& heuristic_values(const detail::CapturedArg* args,
                                                                       int config) const;
   // What the kernel store's decision records of this kernel start their key with: the kind of
@@ -208,5 +226,12 @@ std::optional<CompileTarget> target_from_environment();
 // can go on. set_jit_enabled replaces the environment's choice for the rest of the process.
 bool jit_enabled();
 void set_jit_enabled(bool enabled);
+
+// Whether run() uses the autotune choices kernel bundles ship (recorded where the bundle was
+// built) instead of timing configs itself. On unless TJIT_BUNDLED_TUNING=0: turn it off on a host
+// unlike the build's (another GPU model, clocks or load), so each key is timed there once and the
+// choice kept in the kernel store.
+bool bundled_tuning_enabled();
+void set_bundled_tuning_enabled(bool enabled);
 
 }  // namespace tjit
