@@ -1285,8 +1285,8 @@ def _build(args):
                          decisions_from=args.decisions_from or ())
     _say(f"{_count(stats.entries, 'entry', 'entries')} "
          f"({_count(stats.specializations, 'specialisation')} of {_count(stats.kernels, 'kernel')} x "
-         f"{_count(len(stats.targets), 'target')}: {', '.join(stats.targets)}; "
-         f"{_count(stats.decisions, 'decision')}) in {stats.seconds:.1f} s with "
+         f"{_count(len(stats.targets), 'target')}: {', '.join(stats.targets)}"
+         f"{'; ' + _count(stats.decisions, 'decision') if stats.decisions else ''}) in {stats.seconds:.1f} s with "
          f"{_count(stats.processes, 'process', 'processes')}: {stats.output} ({_size(stats.size)})")
     return 0
 
@@ -1297,7 +1297,8 @@ def _list(args):
         print(json.dumps({"path": os.path.abspath(args.bundle), "bytes": bundle.size, "created_by": bundle.created_by,
                           "targets": bundle.targets,
                           "kernels": [{"function": k["function"], "file_name": k["file_name"],
-                                       "file": k["signature"]["file"], "decisions": k.get("decisions", [])}
+                                       "file": k["signature"]["file"],
+                                       **({"decisions": k["decisions"]} if k.get("decisions") else {})}
                                       for k in bundle.kernels],
                           "entries": [e.as_dict() for e in bundle.entries]}, indent=2))
         return 0

@@ -75,6 +75,23 @@ std::string python_or_triton_mapped() {
   return found;
 }
 
+// The program's kernels with @triton.heuristics and @triton.autotune, through run().
+void run_decorated_kernels(const at::Tensor& x, at::Tensor& out, int64_t n, int64_t block, tjit::Stream stream) {
+  auto& even = tjit::TritonJitFunction::get_instance(CONSUMER_KERNEL_FILE, "even_axpb_kernel");
+  out.fill_(std::numeric_limits<float>::quiet_NaN());
+  even.run(stream, tjit::Grid(static_cast<uint32_t>((n + block - 1) / block)), x, out, n, 2.5, -1.0, block);
+  expect_close("heuristics kernel", out, x * 2.5 - 1.0);
+  auto& tuned = tjit::TritonJitFunction::get_instance(CONSUMER_KERNEL_FILE, "tuned_axpb_kernel");
+  out.fill_(std::numeric_limits<float>::quiet_NaN());
+  tuned.run(stream, [&](const tjit::KernelMeta& meta) {
+    return tjit::Grid(static_cast<uint32_t>((n + meta["BLOCK"] - 1) / meta["BLOCK"]));
+  }, x, out, n, 2.5, -1.0);
+  expect_close("autotuned kernel", out, x * 2.5 - 1.0);
+  std::printf("autotuned kernel: %s; keys tuned by timing %zu (%zu timing launches), choices loaded %zu\n",
+              tuned.tune(stream, tjit::Grid(1), x, out, n, 2.5, -1.0).describe().c_str(), tuned.num_tunings(),
+              tuned.num_tuning_runs(), tuned.num_tunings_loaded());
+}
+
 #ifdef CONSUMER_DEPLOYED
 // The checks only a deployed program makes; `x` and `out` are inputs of the own kernel.
 void check_deployment(const at::Tensor& x, at::Tensor& out, int64_t n, int64_t block) {
@@ -86,6 +103,14 @@ void check_deployment(const at::Tensor& x, at::Tensor& out, int64_t n, int64_t b
     // No GPU: the bundle's binary for a target, as a launch there would get it.
     const tjit::CompiledKernel k = axpb.compile(target, tjit::LaunchOptions{}, x, out, n, 2.5, -1.0, block);
     expect("own kernel from bundle", k.binary.size() > 4 && k.binary.compare(0, 4, "\x7f" "ELF") == 0);
+    // The heuristic's value from the bundle, then the binary with it.
+    auto& even = tjit::TritonJitFunction::get_instance(CONSUMER_KERNEL_FILE, "even_axpb_kernel");
+    const tjit::CompiledKernel h = even.compile_run(target, x, out, n, 2.5, -1.0, block);
+    expect("heuristics from bundle", h.binary.size() > 4 && h.binary.compare(0, 4, "\x7f" "ELF") == 0);
+    // Recorded on the CPU, the autotune choice is the interpreter's: none for a GPU.
+    auto& tuned = tjit::TritonJitFunction::get_instance(CONSUMER_KERNEL_FILE, "tuned_axpb_kernel");
+    expect_error("no GPU tuning choice", [&] { tuned.compile_run(target, x, out, n, 2.5, -1.0); },
+                 {"tuned_axpb_kernel is autotuned", "on cuda:90:32"});
   }
   // A specialisation the manifest never had (another BLOCK), then one for an architecture the
   // bundle was not built for: clear errors, and the program goes on.
@@ -106,6 +131,15 @@ void check_deployment(const at::Tensor& x, at::Tensor& out, int64_t n, int64_t b
   }
   expect("nothing compiled", axpb.num_compiled() == 0);
   expect("kernels from the bundle", axpb.num_loaded_from_bundles() >= 1);
+  auto& even = tjit::TritonJitFunction::get_instance(CONSUMER_KERNEL_FILE, "even_axpb_kernel");
+  auto& tuned = tjit::TritonJitFunction::get_instance(CONSUMER_KERNEL_FILE, "tuned_axpb_kernel");
+  expect("decorated: nothing compiled", even.num_compiled() == 0 && tuned.num_compiled() == 0);
+  if (x.is_cuda()) {
+    // The choice recorded on the build's GPU, shipped in the bundle: nothing timed here.
+    expect("autotune: nothing timed", tuned.num_tunings() == 0 && tuned.num_tuning_runs() == 0 &&
+                                          tuned.num_tunings_loaded() == 1);
+    expect("decorated from the bundle", even.num_loaded_from_bundles() >= 1 && tuned.num_loaded_from_bundles() >= 1);
+  }
 }
 #endif
 
@@ -152,6 +186,7 @@ int main() {
     axpb(stream, tjit::Grid(static_cast<uint32_t>((n + kBlock - 1) / kBlock)), tjit::LaunchOptions{}, x, out, n,
          2.5, -1.0, kBlock);
     expect_close("own kernel (axpb)", out, x * 2.5 - 1.0);
+    run_decorated_kernels(x, out, n, kBlock, stream);
 
     // tjit's operators, forward and backward.
     const at::Tensor a = at::randn({37, 129}, options);

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Deploying without Python, end to end, with the tjit this Python imports (e.g. after ./run.sh test):
-#   1. record: tests/consumer (its own kernel + tjit's operators, forward and backward) runs once
-#      with TJIT_RECORD, on CUDA when there is a GPU, else on the CPU (Triton's interpreter);
+#   1. record: tests/consumer (its own kernels, one with @triton.heuristics and one with
+#      @triton.autotune, + tjit's operators, forward and backward) runs once with TJIT_RECORD, on
+#      CUDA when there is a GPU, else on the CPU (Triton's interpreter);
 #   2. embed:  the same program is built as tjit_consumer_deployed with the recorded manifest
 #      compiled ahead of time (tjit_add_kernel_bundle, TJIT_DEPLOY_TARGETS) and embedded;
 #   3. check:  the program needs no libpython (ldd), and runs with TJIT_JIT=0, no kernel store and
 #      no way to find Python (env -i, TJIT_LIBPYTHON pointing nowhere): on a GPU everything is
-#      checked against ATen; without one, the bundle's kernels through compile(). The program
-#      itself checks the errors for a missing specialisation and architecture, and that neither
-#      libpython nor Triton's libtriton is mapped at exit.
+#      checked against ATen, and the decorated kernels take their heuristic values and autotune
+#      choice from the bundle, timing nothing; without one, the bundle's kernels through compile()
+#      and compile_run(). The program itself checks the errors for a missing specialisation and
+#      architecture, and that neither libpython nor Triton's libtriton is mapped at exit.
 # CI runs it after ./run.sh test (CPU); the GPU run is in the issue's closing note.
 #
 # Environment: PYTHON (default python3), TJIT_DEPLOY_DIR (default build/deploy),
@@ -33,8 +35,9 @@ cmake -S tests/consumer -B "$WORK/jit" "${GENERATOR[@]}" -DPython3_EXECUTABLE="$
 cmake --build "$WORK/jit" >"$WORK/build-jit.log"
 TJIT_RECORD="$WORK/consumer.manifest.json" TJIT_CACHE_DIR="$WORK/store" "$WORK/jit/tjit_consumer" | tee "$WORK/jit.log"
 grep -q "consumer passed" "$WORK/jit.log"
-entries=$("$PY" -c "import json, sys; print(len(json.load(open(sys.argv[1]))['entries']))" "$WORK/consumer.manifest.json")
-log "   manifest: $entries specialisations"
+counts=$("$PY" -c "import json, sys; e = json.load(open(sys.argv[1]))['entries']; n = sum('args' in x for x in e)
+print(f'{n} specialisations, {len(e) - n} heuristics values and autotune choices')" "$WORK/consumer.manifest.json")
+log "   manifest: $counts"
 
 log "2. embed: tjit_consumer_deployed with its bundle for $TARGETS"
 cmake -S tests/consumer -B "$WORK/embedded" "${GENERATOR[@]}" -DPython3_EXECUTABLE="$(command -v "$PY")" \
