@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tjit's one entry point for people and CI.
 #
-#   ./run.sh demo                 build (if needed), then run the demo: tjit operators from Python
-#                                 and C++ against aten, with host time per call (CPU interpreter
-#                                 when there is no GPU)
+#   ./run.sh demo                 build (if needed), then run the demo (tjit/demo.py): every operator
+#                                 against aten, host time per call from Python and C++, bandwidth on
+#                                 a GPU, a fresh process's first call with an empty and a warm kernel
+#                                 store (CPU interpreter at small sizes when there is no GPU)
 #   ./run.sh test [--log-dir D]   build, then run every test: GoogleTest through ctest, and pytest;
 #                                 prints a one-line summary last; full logs and JUnit files in D
 #
