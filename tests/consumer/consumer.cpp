@@ -139,6 +139,16 @@ void check_deployment(const at::Tensor& x, at::Tensor& out, int64_t n, int64_t b
     expect("autotune: nothing timed", tuned.num_tunings() == 0 && tuned.num_tuning_runs() == 0 &&
                                           tuned.num_tunings_loaded() == 1);
     expect("decorated from the bundle", even.num_loaded_from_bundles() >= 1 && tuned.num_loaded_from_bundles() >= 1);
+    // A tuning key the recording never saw (n = 1016: the same specialisation as 1000, both 8 mod
+    // 16) is tuned here at its first call, with JIT off: every config's binary is in the bundle.
+    const int64_t m = 1016;
+    const at::Tensor x2 = at::randn({m}, x.options());
+    at::Tensor out2 = at::full({m}, std::numeric_limits<float>::quiet_NaN(), x.options());
+    tuned.run(tjit::current_stream(x.device()), [&](const tjit::KernelMeta& meta) {
+      return tjit::Grid(static_cast<uint32_t>((m + meta["BLOCK"] - 1) / meta["BLOCK"]));
+    }, x2, out2, m, 2.5, -1.0);
+    expect_close("autotune: a new key", out2, x2 * 2.5 - 1.0);
+    expect("new key timed here", tuned.num_tunings() == 1 && tuned.num_tuning_runs() > 0 && tuned.num_compiled() == 0);
   }
 }
 #endif
