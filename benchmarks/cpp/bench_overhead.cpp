@@ -32,7 +32,7 @@
 #include <tjit/operators.h>
 #include <tjit/triton_jit_function.h>
 
-#include "cuda_driver.h"  // tjit::detail::cuda_driver(), from ops/csrc/runtime
+#include "launch/cuda_driver.h"  // tjit::detail::cuda_driver(), from ops/csrc/runtime
 #include "op_support.h"      // tjit::detail::kernel_path(), from ops/csrc/ops
 #include "operator_impls.h"  // tjit::impl::add_triton, the wrapper without the dispatcher
 

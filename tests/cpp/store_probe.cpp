@@ -10,7 +10,7 @@
 // then `python=<1 if libpython is mapped into the process>` and the store's counters. Errors go
 // to stderr as `error: <message>` with exit status 3.
 
-#include "source_fingerprint.h"
+#include "binaries/source_fingerprint.h"
 
 #include <tjit/kernel_store.h>
 #include <tjit/triton_jit_function.h>

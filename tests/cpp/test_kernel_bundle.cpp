@@ -11,8 +11,8 @@
 
 #include "test_helpers.h"
 
-#include "kernel_bundle_detail.h"
-#include "kernel_entry.h"
+#include "binaries/kernel_bundle_detail.h"
+#include "binaries/kernel_entry.h"
 
 #include <tjit/kernel_bundle.h>
 #include <tjit/kernel_manifest.h>

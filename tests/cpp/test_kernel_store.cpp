@@ -5,10 +5,10 @@
 
 #include "test_helpers.h"
 
-#include "kernel_entry.h"
-#include "kernel_store_bound.h"
-#include "kernel_store_detail.h"
-#include "source_fingerprint.h"
+#include "binaries/kernel_entry.h"
+#include "binaries/kernel_store_bound.h"
+#include "binaries/kernel_store_detail.h"
+#include "binaries/source_fingerprint.h"
 
 #include <tjit/kernel_store.h>
 #include <tjit/triton_jit_function.h>

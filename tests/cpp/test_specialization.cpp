@@ -1,7 +1,7 @@
 // tjit's specialisation of a C++ call must equal what Python Triton derives for the same
 // Python call: both are computed here, in one process, on the same arguments.
 
-#include "python_bridge.h"
+#include "python/python_bridge.h"
 
 #include <tjit/triton_jit_function.h>
 

@@ -2,15 +2,15 @@
 #include <tjit/kernel_store.h>
 #include <tjit/triton_jit_function.h>
 
-#include "autotuner.h"
-#include "constexpr_json.h"
-#include "cuda_driver.h"
-#include "kernel_bundle_detail.h"
-#include "kernel_store_detail.h"
-#include "manifest_recorder.h"
-#include "python_bridge.h"
-#include "python_gil.h"
-#include "source_fingerprint.h"
+#include "tuning/autotuner.h"
+#include "binaries/constexpr_json.h"
+#include "launch/cuda_driver.h"
+#include "binaries/kernel_bundle_detail.h"
+#include "binaries/kernel_store_detail.h"
+#include "binaries/manifest_recorder.h"
+#include "python/python_bridge.h"
+#include "python/python_gil.h"
+#include "binaries/source_fingerprint.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>

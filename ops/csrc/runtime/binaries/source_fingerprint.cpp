@@ -1,4 +1,4 @@
-#include "source_fingerprint.h"
+#include "binaries/source_fingerprint.h"
 
 #include <c10/util/hash.h>
 

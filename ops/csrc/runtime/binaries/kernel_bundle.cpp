@@ -2,9 +2,9 @@
 // them. Registration only records where the bytes are; a bundle's index is read on its first
 // lookup, and an entry's binary (checked against its own SHA-1) when it is first used.
 
-#include "kernel_bundle_detail.h"
+#include "binaries/kernel_bundle_detail.h"
 
-#include "source_fingerprint.h"
+#include "binaries/source_fingerprint.h"
 
 #include <tjit/kernel_bundle.h>
 

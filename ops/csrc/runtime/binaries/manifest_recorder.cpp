@@ -2,9 +2,9 @@
 // (once per kernel, specialisation and options); while a manifest is being recorded, each new one
 // is merged into its file at once, under an flock, and the file is replaced atomically.
 
-#include "manifest_recorder.h"
+#include "binaries/manifest_recorder.h"
 
-#include "constexpr_json.h"
+#include "binaries/constexpr_json.h"
 
 #include <tjit/kernel_manifest.h>
 

@@ -1,6 +1,6 @@
 #include <tjit/device_properties.h>
 
-#include "cuda_driver.h"
+#include "launch/cuda_driver.h"
 
 #include <array>
 #include <atomic>

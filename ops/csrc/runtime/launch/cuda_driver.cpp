@@ -1,4 +1,4 @@
-#include "cuda_driver.h"
+#include "launch/cuda_driver.h"
 
 #include <c10/util/Exception.h>
 

@@ -3,7 +3,7 @@
 // python_bridge_loader.cpp loaded globally), never linked, so the library works both inside a
 // Python process and inside a pure C++ one.
 
-#include "python_bridge.h"
+#include "python/python_bridge.h"
 
 #include <ATen/DLConvertor.h>
 #include <ATen/core/Tensor.h>

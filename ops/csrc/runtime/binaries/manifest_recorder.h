@@ -1,7 +1,7 @@
 #pragma once
 // The runtime's side of manifest recording (tjit/kernel_manifest.h).
 
-#include "kernel_entry.h"
+#include "binaries/kernel_entry.h"
 
 #include <tjit/compiled_kernel.h>
 #include <tjit/launch_types.h>

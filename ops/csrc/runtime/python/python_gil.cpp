@@ -1,4 +1,4 @@
-#include "python_gil.h"
+#include "python/python_gil.h"
 
 #include <dlfcn.h>
 

@@ -1,7 +1,7 @@
-#include "autotuner.h"
+#include "tuning/autotuner.h"
 
-#include "constexpr_json.h"
-#include "cuda_driver.h"
+#include "binaries/constexpr_json.h"
+#include "launch/cuda_driver.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>

@@ -2,7 +2,7 @@
 // The runtime's side of kernel bundles (tjit/kernel_bundle.h): lookups of signatures and binaries
 // by kernel function and file name. Safe from any thread.
 
-#include "kernel_entry.h"
+#include "binaries/kernel_entry.h"
 
 #include <tjit/compiled_kernel.h>
 #include <tjit/launch_types.h>

@@ -1,4 +1,4 @@
-#include "compiler_identity.h"
+#include "binaries/compiler_identity.h"
 
 #include <algorithm>
 #include <cstdlib>

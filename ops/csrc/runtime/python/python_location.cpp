@@ -1,4 +1,4 @@
-#include "python_location.h"
+#include "python/python_location.h"
 
 #include <cstdlib>
 #include <fstream>

@@ -3,7 +3,7 @@
 // records and kernel entries. Every function is safe to call from any thread and never throws
 // for store problems: a damaged, stale or missing file is a miss, a failed write a warning.
 
-#include "kernel_entry.h"
+#include "binaries/kernel_entry.h"
 
 #include <tjit/compiled_kernel.h>
 #include <tjit/launch_types.h>

@@ -1,6 +1,6 @@
-#include "kernel_entry.h"
+#include "binaries/kernel_entry.h"
 
-#include "constexpr_json.h"
+#include "binaries/constexpr_json.h"
 
 #include <c10/util/hash.h>
 

@@ -1,8 +1,8 @@
 // Loads libtjit_python on first need. When the process has no Python of its own (a pure C++
 // program), libpython is loaded first, globally, so the bridge's Python symbols resolve.
 
-#include "python_bridge.h"
-#include "python_location.h"
+#include "python/python_bridge.h"
+#include "python/python_location.h"
 
 #include <c10/util/Exception.h>
 

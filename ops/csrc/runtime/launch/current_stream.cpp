@@ -1,6 +1,6 @@
 #include <tjit/current_stream.h>
 
-#include "cuda_driver.h"
+#include "launch/cuda_driver.h"
 
 #include <c10/core/Stream.h>
 #include <c10/core/impl/VirtualGuardImpl.h>

@@ -7,7 +7,7 @@
 // write in progress (only temporary files an hour old, whose writer died). One process prunes at
 // a time: an flock(2) on <store>/v<format>/.prune.lock, also taken by ops/kernel_store.py.
 
-#include "kernel_store_bound.h"
+#include "binaries/kernel_store_bound.h"
 
 #include <dirent.h>
 #include <fcntl.h>

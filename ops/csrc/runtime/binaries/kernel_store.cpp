@@ -4,11 +4,11 @@
 //   <folder>/v<format>/<function>-<...>/<32 hex of SHA-1(key)>.tjk
 //   <folder>/v<format>/<function>-<...>/decision-<32 hex of SHA-1(key)>.tjd  (autotune, heuristics)
 
-#include "kernel_store_detail.h"
+#include "binaries/kernel_store_detail.h"
 
-#include "compiler_identity.h"
-#include "kernel_store_bound.h"
-#include "source_fingerprint.h"
+#include "binaries/compiler_identity.h"
+#include "binaries/kernel_store_bound.h"
+#include "binaries/source_fingerprint.h"
 
 #include <tjit/kernel_store.h>
 
