@@ -1,7 +1,12 @@
+// TritonJitFunction: the registry of instances, the per-device cache of loaded binaries, loading
+// them into CUDA contexts and launching (CUDA driver), and CPU runs through Triton's interpreter.
+// Where a binary comes from: lookup_chain.cpp; run(), tune(), compile_run(): tuning/tuned_run.cpp.
+
 #include <tjit/current_stream.h>
 #include <tjit/kernel_store.h>
 #include <tjit/triton_jit_function.h>
 
+#include "triton_jit_function_impl.h"
 #include "tuning/autotuner.h"
 #include "binaries/constexpr_json.h"
 #include "launch/cuda_driver.h"
@@ -43,21 +48,6 @@ using detail::kKeyWordsPerArg;
 
 }  // namespace
 
-// One compiled and loaded binary: immutable once `ready` is set, never removed, so the hot
-// path may use it after dropping the cache lock.
-struct detail::CachedKernel {
-  std::vector<uint64_t> key;
-  std::mutex compile_mutex;  // serialises the compile of this key only
-  std::atomic<bool> ready{false};
-  CUcontext context = nullptr;
-  CUfunction function = nullptr;
-  CompiledKernel meta;  // binary dropped after loading
-  std::string description;  // for error messages
-
-  bool has_key(const uint64_t* words, size_t n) const {
-    return key.size() == n && std::memcmp(key.data(), words, n * sizeof(uint64_t)) == 0;
-  }
-};
 
 namespace {
 using detail::CachedKernel;
@@ -73,7 +63,9 @@ uint64_t hash_words(const uint64_t* words, size_t n) {
   return h;
 }
 
-uint64_t options_word(const LaunchOptions& o) {
+}  // namespace
+
+uint64_t detail::launch_options_word(const LaunchOptions& o) {
   TORCH_CHECK(o.num_warps > 0 && o.num_warps <= 64 && (o.num_warps & (o.num_warps - 1)) == 0,
               "tjit: num_warps must be a power of two in [1, 64], got ", o.num_warps);
   TORCH_CHECK(o.num_stages >= 0 && o.num_stages < 256, "tjit: num_stages out of range: ", o.num_stages);
@@ -84,6 +76,8 @@ uint64_t options_word(const LaunchOptions& o) {
          uint64_t(o.enable_fp_fusion) << 24 | uint64_t(o.launch_cooperative_grid) << 25 |
          uint64_t(o.launch_pdl) << 26 | uint64_t(o.maxnreg) << 27;
 }
+
+namespace {
 
 const char* triton_dtype(c10::ScalarType t) {
   switch (t) {
@@ -108,7 +102,9 @@ const char* triton_dtype(c10::ScalarType t) {
   }
 }
 
-int current_cuda_device() {
+}  // namespace
+
+int detail::current_cuda_device() {
   const auto& cu = detail::cuda_driver();
   CUcontext ctx = nullptr;
   detail::check_cuda(cu.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent", "finding the current device");
@@ -120,7 +116,7 @@ int current_cuda_device() {
   return static_cast<int>(dev);
 }
 
-CompileTarget target_of_device(int device) {
+CompileTarget detail::target_of_device(int device) {
   const auto& cu = detail::cuda_driver();
   CUdevice dev = 0;
   const std::string what = "device " + std::to_string(device);
@@ -135,6 +131,8 @@ CompileTarget target_of_device(int device) {
   target.arch = major * 10 + minor;
   return target;
 }
+
+namespace {
 
 // Loads the binary into the device's primary context, as Triton's load_binary does. Throws
 // c10::Error when the driver rejects the binary.
@@ -205,100 +203,6 @@ c10::DataPtr allocate_scratch(int64_t size, const Grid& grid, int num_ctas, int 
 
 }  // namespace
 
-struct TritonJitFunction::Impl {
-  mutable std::shared_mutex mutex;
-  // hash -> the kernels whose key has that hash (almost always one)
-  std::unordered_map<uint64_t, std::vector<std::unique_ptr<CachedKernel>>> kernels;
-  std::atomic<size_t> num_compiled{0};
-  std::atomic<size_t> num_loaded_from_store{0};
-  std::atomic<size_t> num_loaded_from_bundles{0};
-
-  // @triton.autotune / @triton.heuristics, from the signature; the choice per tuning key and the
-  // heuristics' values per argument values.
-  detail::TuningSpec tuning;
-  detail::WordKeyedTable<int> choices;
-  detail::WordKeyedTable<std::vector<std::pair<int, ConstexprValue>>> heuristics;
-  std::atomic<size_t> num_tunings{0};
-  std::atomic<size_t> num_tuning_runs{0};
-  std::atomic<size_t> num_tunings_loaded{0};
-
-  // The signature the process uses (from the store or from Python); fixed at construction.
-  detail::KernelSignature signature;
-  // The Python side, loaded on the first compile or interpreted run (never, with a warm store).
-  std::mutex python_mutex;
-  std::atomic<bool> python_loaded{false};
-  int64_t python_handle = -1;
-  // The signature with the sources Python executed: what entries compiled here record.
-  detail::KernelSignature compiled_signature;
-
-  // Imports the kernel in the embedded interpreter. Call with python_mutex held (or from the
-  // constructor); `known` says whether `signature` came from the store and must be confirmed.
-  void load_python(bool known) {
-    detail::KernelDefinition def = detail::python_bridge().load_kernel(signature.file, signature.function);
-    detail::KernelSignature loaded{signature.file, signature.function, std::move(def.params), {},
-                                   std::move(def.triton_version), std::move(def.tuning)};
-    for (auto& [path, fingerprint] : def.sources) {
-      TORCH_CHECK(detail::note_source_fingerprint(path, fingerprint), "tjit: ", path,
-                  " changed while this process was using kernel ", signature.function,
-                  " (it read the earlier version first); restart the process to use the new source");
-      loaded.sources.push_back({path, fingerprint});
-    }
-    if (known) {
-      TORCH_CHECK(loaded.params == signature.params && loaded.tuning == signature.tuning, "tjit: the parameters of ",
-                  signature.function, " in ", signature.file,
-                  " (or its autotune configs) changed while this process was using it; restart the process");
-    } else {
-      signature = loaded;
-      detail::store_signature(loaded);
-    }
-    compiled_signature = std::move(loaded);
-    python_handle = def.handle;
-    python_loaded.store(true, std::memory_order_release);
-  }
-
-  int64_t ensure_python() {
-    if (!python_loaded.load(std::memory_order_acquire)) {
-      detail::GilRelease released;  // the thread loading it may need the GIL this one holds
-      std::lock_guard lock(python_mutex);
-      if (!python_loaded.load(std::memory_order_acquire)) {
-        load_python(/*known=*/true);
-      }
-    }
-    return python_handle;
-  }
-
-  // The kernel launched last (always a ready one). Most call sites launch one specialisation
-  // over and over, so comparing the key with it skips the hash, the lock and the map.
-  std::atomic<CachedKernel*> last_launched{nullptr};
-
-  CachedKernel* find(uint64_t hash, const uint64_t* key, size_t n) const {
-    std::shared_lock lock(mutex);
-    auto it = kernels.find(hash);
-    if (it == kernels.end()) {
-      return nullptr;
-    }
-    for (const auto& k : it->second) {
-      if (k->has_key(key, n)) {
-        return k.get();
-      }
-    }
-    return nullptr;
-  }
-
-  CachedKernel& find_or_insert(uint64_t hash, const uint64_t* key, size_t n) {
-    std::unique_lock lock(mutex);
-    auto& bucket = kernels[hash];
-    for (const auto& k : bucket) {
-      if (k->has_key(key, n)) {
-        return *k;
-      }
-    }
-    auto k = std::make_unique<CachedKernel>();
-    k->key.assign(key, key + n);
-    bucket.push_back(std::move(k));
-    return *bucket.back();
-  }
-};
 
 TritonJitFunction& TritonJitFunction::get_instance(std::string_view kernel_file,
                                                    std::string_view function_name) {
@@ -461,72 +365,6 @@ Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBa
   return spec;
 }
 
-CompiledKernel TritonJitFunction::compile_packed(const CompileTarget& target, const LaunchOptions& options,
-                                                 detail::ArgumentPackBase& pack) const {
-  pack.check_complete();
-  options_word(options);  // validates
-  const Specialization spec = specialization_of(pack);
-  std::string key;
-  Origin origin = Origin::Compiled;
-  return obtain(spec, target, options, describe(spec, target), /*use_store=*/true, key, origin);
-}
-
-CompiledKernel TritonJitFunction::obtain(const Specialization& spec, const CompileTarget& target,
-                                         const LaunchOptions& options, const std::string& description,
-                                         bool use_store, std::string& key, Origin& origin) const {
-  key = detail::kernel_store_key(impl_->signature, spec, options, target);
-  if (use_store) {
-    if (auto bundled = detail::find_bundled_kernel(kernel_file_, function_name_, spec, options, target)) {
-      impl_->num_loaded_from_bundles.fetch_add(1);
-      origin = Origin::Bundle;
-      return std::move(*bundled);
-    }
-    if (auto entry = detail::load_stored_kernel(impl_->signature, key)) {
-      impl_->num_loaded_from_store.fetch_add(1);
-      origin = Origin::Store;
-      return std::move(entry->compiled);
-    }
-  }
-  origin = Origin::Compiled;
-  if (!jit_enabled()) {
-    fail_without_compile(spec, target, options, description, "JIT compiles are off (TJIT_JIT=0)");
-  }
-  int64_t handle = -1;
-  try {
-    handle = impl_->ensure_python();
-  } catch (const c10::Error& e) {
-    fail_without_compile(spec, target, options, description,
-                         std::string("compiling it needs Python and Triton, which failed: ") + e.what_without_backtrace());
-  }
-  CompiledKernel compiled;
-  try {
-    compiled = detail::python_bridge().compile(handle, spec, target, options);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "tjit: compiling ", description, " failed: ", e.what_without_backtrace());
-  }
-  impl_->num_compiled.fetch_add(1);
-  detail::store_kernel(detail::KernelEntry{key, impl_->compiled_signature, spec, options, compiled});
-  return compiled;
-}
-
-void TritonJitFunction::fail_without_compile(const Specialization& spec, const CompileTarget& target,
-                                             const LaunchOptions& options, const std::string& description,
-                                             const std::string& why) const {
-  const auto store = kernel_store_directory();
-  TORCH_CHECK(false, "tjit: no compiled kernel for ", description, " with num_warps=", options.num_warps,
-              ", num_stages=", options.num_stages, ": ",
-              detail::describe_bundle_coverage(kernel_file_, function_name_, spec, options, target), "; ",
-              store ? "the kernel store (" + *store + ") has none" : std::string("the kernel store is off"), "; and ",
-              why, ". To ship it, add this entry to the manifest the bundle is built from (or record one with "
-              "TJIT_RECORD=<file> where Python and Triton are installed) and rebuild the bundle with "
-              "python -m tjit aot build --target ", target.backend, ":", target.arch, ":\n  ",
-              detail::manifest_entry_json(kernel_file_, function_name_, params_, spec, options));
-}
-
-std::string TritonJitFunction::describe(const Specialization& spec, const CompileTarget& target) const {
-  return function_name_ + "(" + spec.describe(parameter_names(params_)) + ") from " + kernel_file_ + " for " + target.to_string();
-}
-
 void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& options,
                                detail::ArgumentPackBase& pack) const {
   pack.check_complete();
@@ -539,11 +377,11 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
   if (grid.size() == 0) {
     return;  // nothing to run; Python Triton launches nothing either
   }
-  const int device = pack.has_device() ? pack.device().index() : current_cuda_device();
+  const int device = pack.has_device() ? pack.device().index() : detail::current_cuda_device();
 
   uint64_t* key = pack.mutable_key();
   key[0] = static_cast<uint64_t>(device);
-  key[1] = options_word(options);
+  key[1] = detail::launch_options_word(options);
   const size_t n = pack.key_size();
   CachedKernel* k = impl_->last_launched.load(std::memory_order_acquire);
   if (k == nullptr || !k->has_key(key, n)) {
@@ -635,7 +473,7 @@ CachedKernel& TritonJitFunction::compile_and_load(uint64_t hash, const detail::A
     return k;
   }
   const Specialization spec = specialization_of(pack);
-  const CompileTarget target = target_of_device(device);
+  const CompileTarget target = detail::target_of_device(device);
   k.description = describe(spec, target) + " on device " + std::to_string(device);
   const auto start = std::chrono::steady_clock::now();
   std::string key;
@@ -735,479 +573,6 @@ void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& optio
     TORCH_CHECK(false, "tjit: kernel ", function_name_, " from ", kernel_file_, " on CPU: ",
                 e.what_without_backtrace());
   }
-}
-
-namespace {
-
-using detail::CapturedArg;
-
-void add_captured(detail::ArgumentPackBase& pack, const CapturedArg& a) {
-  switch (a.kind) {
-    case CapturedArg::Kind::Tensor: pack.add_tensor(*a.tensor); break;
-    case CapturedArg::Kind::Pointer: pack.add_pointer(a.pointer); break;
-    case CapturedArg::Kind::Signed: pack.add_signed(a.signed_value); break;
-    case CapturedArg::Kind::Unsigned: pack.add_unsigned(a.unsigned_value); break;
-    case CapturedArg::Kind::Float: pack.add_float(a.float_value); break;
-    case CapturedArg::Kind::Bool: pack.add_bool(a.bool_value); break;
-    case CapturedArg::Kind::None: pack.add_none(); break;
-  }
-}
-
-void add_constexpr(detail::ArgumentPackBase& pack, const ConstexprValue& value) {
-  std::visit(
-      [&pack](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::monostate>) {
-          pack.add_none();
-        } else if constexpr (std::is_same_v<T, bool>) {
-          pack.add_bool(v);
-        } else if constexpr (std::is_same_v<T, int64_t>) {
-          pack.add_signed(v);
-        } else {
-          pack.add_float(v);
-        }
-      },
-      value);
-}
-
-// Two key words of an argument: its kind, and its value (a scalar) or its dtype (a tensor).
-std::pair<uint64_t, uint64_t> argument_words(const CapturedArg& a) {
-  uint64_t value = 0;
-  switch (a.kind) {
-    case CapturedArg::Kind::Tensor: value = static_cast<uint64_t>(a.tensor->scalar_type()); break;
-    case CapturedArg::Kind::Pointer: value = static_cast<uint64_t>(a.pointer.dtype); break;
-    case CapturedArg::Kind::Signed: value = static_cast<uint64_t>(a.signed_value); break;
-    case CapturedArg::Kind::Unsigned: value = a.unsigned_value; break;
-    case CapturedArg::Kind::Float: std::memcpy(&value, &a.float_value, sizeof(value)); break;
-    case CapturedArg::Kind::Bool: value = a.bool_value ? 1 : 0; break;
-    case CapturedArg::Kind::None: break;
-  }
-  return {static_cast<uint64_t>(a.kind), value};
-}
-
-bool is_memory(const CapturedArg& a) {
-  return a.kind == CapturedArg::Kind::Tensor || a.kind == CapturedArg::Kind::Pointer;
-}
-
-// A caller's scalar as the grid and the heuristics see it.
-std::optional<ConstexprValue> scalar_value(const CapturedArg& a) {
-  switch (a.kind) {
-    case CapturedArg::Kind::Signed: return ConstexprValue(a.signed_value);
-    case CapturedArg::Kind::Unsigned: return ConstexprValue(static_cast<int64_t>(a.unsigned_value));
-    case CapturedArg::Kind::Float: return ConstexprValue(a.float_value);
-    case CapturedArg::Kind::Bool: return ConstexprValue(a.bool_value);
-    case CapturedArg::Kind::None: return ConstexprValue(std::monostate{});
-    default: return std::nullopt;
-  }
-}
-
-std::vector<detail::InterpretedArg> python_arguments(const CapturedArg* args, size_t n) {
-  std::vector<detail::InterpretedArg> out;
-  for (size_t i = 0; i < n; ++i) {
-    const CapturedArg& a = args[i];
-    switch (a.kind) {
-      case CapturedArg::Kind::Tensor: out.emplace_back(a.tensor); break;
-      case CapturedArg::Kind::Signed: out.emplace_back(a.signed_value); break;
-      case CapturedArg::Kind::Unsigned: out.emplace_back(a.unsigned_value); break;
-      case CapturedArg::Kind::Float: out.emplace_back(a.float_value); break;
-      case CapturedArg::Kind::Bool: out.emplace_back(a.bool_value); break;
-      default: out.emplace_back(std::monostate{}); break;  // a DevicePointer has no Python form
-    }
-  }
-  return out;
-}
-
-std::string describe_argument(const CapturedArg& a) {
-  switch (a.kind) {
-    case CapturedArg::Kind::Tensor: return c10::toString(a.tensor->scalar_type());
-    case CapturedArg::Kind::Pointer: return c10::toString(a.pointer.dtype);
-    case CapturedArg::Kind::Signed: return constexpr_text(a.signed_value);
-    case CapturedArg::Kind::Unsigned: return std::to_string(a.unsigned_value);
-    case CapturedArg::Kind::Float: return constexpr_text(a.float_value);
-    case CapturedArg::Kind::Bool: return constexpr_text(a.bool_value);
-    case CapturedArg::Kind::None: return constexpr_text(std::monostate{});
-  }
-  return "";
-}
-
-}  // namespace
-
-int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
-                                    size_t num_args, RunMode mode) const {
-  const detail::TuningSpec& spec = impl_->tuning;
-  TORCH_CHECK(spec.unsupported.empty(), "tjit: kernel ", function_name_, " cannot be called through run(): ",
-              spec.unsupported, ". Call it with every argument (operator()) instead");
-  if (num_args != spec.caller_params.size()) {
-    std::string names;
-    for (const std::string& name : caller_parameters()) {
-      names += (names.empty() ? "" : ", ") + name;
-    }
-    TORCH_CHECK(false, "tjit: kernel ", function_name_, " takes ", spec.caller_params.size(), " arguments in run() (",
-                names, "; its configs and heuristics set the others), got ", num_args);
-  }
-  // The device of the tensor arguments (-1: CPU), for the tuning key and the tuning itself.
-  int device = -2;
-  for (size_t i = 0; i < num_args && device == -2; ++i) {
-    if (args[i].kind == CapturedArg::Kind::Tensor) {
-      device = args[i].tensor->is_cuda() ? args[i].tensor->device().index() : -1;
-    } else if (args[i].kind == CapturedArg::Kind::Pointer) {
-      device = current_cuda_device();
-    }
-  }
-  if (device == -2) {
-    device = current_cuda_device();
-  }
-  int config = 0;
-  if (spec.autotuned && spec.configs.size() > 1) {
-    // The tuning key: as Python Triton's, the values of the `key` arguments and the dtypes of the
-    // tensor arguments; and the device.
-    std::array<uint64_t, 1 + 2 * detail::kMaxRunParams + detail::kMaxRunParams> words;
-    size_t n = 0;
-    words[n++] = static_cast<uint64_t>(device + 1);
-    for (int position : spec.key_args) {
-      TORCH_CHECK(!is_memory(args[position]), "tjit: kernel ", function_name_, ": autotune key argument '",
-                  params_[spec.caller_params[position]].name, "' is a tensor; tjit tunes on scalar keys");
-      const auto [kind, value] = argument_words(args[position]);
-      words[n++] = kind;
-      words[n++] = value;
-    }
-    for (size_t i = 0; i < num_args; ++i) {
-      if (is_memory(args[i])) {
-        words[n++] = argument_words(args[i]).second;
-      }
-    }
-    auto& choice = impl_->choices.find_or_insert(words.data(), n);
-    if (!choice.ready.load(std::memory_order_acquire)) {
-      detail::GilRelease released;  // the thread tuning this key may need the GIL
-      std::lock_guard lock(choice.mutex);
-      if (!choice.ready.load(std::memory_order_acquire)) {
-        const int chosen = tune_key(stream, grid, args, device, /*may_time=*/mode != RunMode::Lookup);
-        if (chosen < 0) {
-          return -1;  // Lookup, and nothing chosen or stored yet
-        }
-        choice.value = chosen;
-        choice.ready.store(true, std::memory_order_release);
-      }
-    }
-    config = choice.value;
-  }
-  if (mode == RunMode::Launch) {
-    std::array<ConstexprValue, detail::kMaxRunParams> values;
-    std::array<bool, detail::kMaxRunParams> has_value;
-    detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
-    assemble(args, config, pack, values.data(), has_value.data());
-    const LaunchOptions& options = spec.configs[config].options;
-    const Grid g = grid(KernelMeta(params_, values.data(), has_value.data(), options, function_name_.c_str()));
-    launch(stream, g, options, pack);
-  }
-  return config;
-}
-
-void TritonJitFunction::assemble(const CapturedArg* args, int config, detail::ArgumentPackBase& pack,
-                                 ConstexprValue* values, bool* has_value) const {
-  const detail::TuningSpec& spec = impl_->tuning;
-  std::array<bool, detail::kMaxRunParams> set{};
-  for (const auto& [index, value] : spec.config_values[config]) {
-    values[index] = value;
-    set[index] = true;
-  }
-  if (!spec.heuristic_params.empty()) {
-    for (const auto& [index, value] : heuristic_values(args, config)) {
-      values[index] = value;
-      set[index] = true;
-    }
-  }
-  size_t next = 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (set[i]) {
-      add_constexpr(pack, values[i]);
-      has_value[i] = true;
-      continue;
-    }
-    const CapturedArg& a = args[next++];
-    add_captured(pack, a);
-    const auto scalar = scalar_value(a);
-    has_value[i] = scalar.has_value();
-    if (scalar) {
-      values[i] = *scalar;
-    }
-  }
-}
-
-const std::vector<std::pair<int, ConstexprValue>>& TritonJitFunction::heuristic_values(const CapturedArg* args,
-                                                                                       int config) const {
-  const detail::TuningSpec& spec = impl_->tuning;
-  const size_t num_args = spec.caller_params.size();
-  std::array<uint64_t, 2 * detail::kMaxRunParams + 1> words;
-  size_t n = 0;
-  for (size_t i = 0; i < num_args; ++i) {
-    const auto [kind, value] = argument_words(args[i]);
-    words[n++] = kind;
-    words[n++] = value;
-  }
-  const int seen_config = spec.heuristics_see_config ? config : -1;
-  words[n++] = static_cast<uint64_t>(seen_config + 1);
-  auto& entry = impl_->heuristics.find_or_insert(words.data(), n);
-  if (!entry.ready.load(std::memory_order_acquire)) {
-    detail::GilRelease released;
-    std::lock_guard lock(entry.mutex);
-    if (!entry.ready.load(std::memory_order_acquire)) {
-      std::string arguments;  // the kernel store's key
-      std::string named;      // a bundle's key and the manifest's form: "name=value, ..."
-      nlohmann::ordered_json named_json = nlohmann::ordered_json::object();
-      for (size_t i = 0; i < num_args; ++i) {
-        const std::string text = describe_argument(args[i]);
-        const std::string& name = params_[spec.caller_params[i]].name;
-        arguments += text + " ";
-        named += (i == 0 ? "" : ", ") + name + "=" + text;
-        named_json[name] = text;
-      }
-      const std::string record_key = decision_key("heuristic values") + "config " + std::to_string(seen_config) +
-                                     "\narguments " + arguments + "\n";
-      const std::string bundle_key = "config " + std::to_string(seen_config) + "\narguments " + named;
-      std::optional<std::vector<std::pair<int, ConstexprValue>>> found;
-      if (auto bundled = detail::find_bundled_decision(kernel_file_, function_name_, "heuristics", bundle_key)) {
-        found = heuristic_values_from_names(*bundled);
-      }
-      if (!found) {
-        found = stored_heuristic_values(record_key);
-      }
-      if (found) {
-        entry.value = std::move(*found);
-      } else {
-        TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " from ", kernel_file_,
-                    " has @triton.heuristics, which run in Python; no kernel bundle or kernel store has their values "
-                    "for these arguments (", named, "; config ", seen_config, "), and JIT is off (TJIT_JIT=0). Record "
-                    "a run that makes this call (TJIT_RECORD=<manifest>, JIT on) and rebuild the bundle (python -m "
-                    "tjit aot build), or add to its manifest {\"file\": \"", kernel_file_, "\", \"function\": \"",
-                    function_name_, "\", \"heuristics\": {\"config\": ", seen_config, ", \"arguments\": ",
-                    named_json.dump(), ", \"values\": {...what the heuristics return...}}}");
-        try {
-          entry.value = detail::python_bridge().heuristic_values(impl_->ensure_python(),
-                                                                 python_arguments(args, num_args), seen_config);
-        } catch (const c10::Error& e) {
-          TORCH_CHECK(false, "tjit: kernel ", function_name_, ": ", e.what_without_backtrace());
-        }
-        nlohmann::json values = nlohmann::json::array();
-        for (const auto& [index, value] : entry.value) {
-          values.push_back({index, detail::constexpr_value_json<nlohmann::json>(value)});
-        }
-        detail::store_decision_record(impl_->signature, {record_key, values.dump()});
-      }
-      nlohmann::ordered_json by_name = nlohmann::ordered_json::object();
-      for (const auto& [index, value] : entry.value) {
-        by_name[params_[index].name] = detail::constexpr_value_json<nlohmann::ordered_json>(value);
-      }
-      detail::note_decision(impl_->signature, "heuristics",
-                            nlohmann::ordered_json{{"config", seen_config}, {"arguments", named_json},
-                                                   {"values", by_name}}.dump());
-      entry.ready.store(true, std::memory_order_release);
-    }
-  }
-  return entry.value;
-}
-
-std::string TritonJitFunction::decision_key(const char* kind) const {
-  std::string sources;
-  for (const detail::SourceFile& f : impl_->signature.sources) {
-    sources += f.path + "@" + f.fingerprint + " ";
-  }
-  return std::string("tjit ") + kind + " v1\nfile " + kernel_file_ + "\nfunction " + function_name_ + "\nsources " +
-         sources + "\ntriton " + impl_->signature.triton_version + "\n";
-}
-
-std::optional<std::vector<std::pair<int, ConstexprValue>>> TritonJitFunction::heuristic_values_from_names(
-    const std::string& value_json) const {
-  const auto values = nlohmann::json::parse(value_json, nullptr, /*allow_exceptions=*/false);
-  if (!values.is_object()) {
-    return std::nullopt;
-  }
-  std::vector<std::pair<int, ConstexprValue>> out;
-  for (int index : impl_->tuning.heuristic_params) {
-    const auto it = values.find(params_[index].name);
-    const auto value = it != values.end() ? detail::constexpr_value_from_json(*it) : std::nullopt;
-    if (!value) {
-      return std::nullopt;  // not for this kernel's heuristics (the bundle's builder checks this)
-    }
-    out.emplace_back(index, *value);
-  }
-  return out;
-}
-
-std::optional<std::vector<std::pair<int, ConstexprValue>>> TritonJitFunction::stored_heuristic_values(
-    const std::string& key) const {
-  const auto record = detail::load_decision_record(impl_->signature, key);
-  if (!record) {
-    return std::nullopt;
-  }
-  const auto values = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
-  std::vector<std::pair<int, ConstexprValue>> out;
-  for (const auto& item : values.is_array() ? values : nlohmann::json::array()) {
-    const int index = item.is_array() && item.size() == 2 && item[0].is_number_integer() ? item[0].get<int>() : -1;
-    const auto value = index >= 0 ? detail::constexpr_value_from_json(item[1]) : std::nullopt;
-    if (!value || static_cast<size_t>(index) >= params_.size()) {
-      return std::nullopt;  // not what this runtime writes: ask Python again (and rewrite it)
-    }
-    out.emplace_back(index, *value);
-  }
-  if (out.size() != impl_->tuning.heuristic_params.size()) {
-    return std::nullopt;
-  }
-  return out;
-}
-
-int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
-                                int device, bool may_time, const std::string* for_target) const {
-  const detail::TuningSpec& spec = impl_->tuning;
-  const auto& configs = spec.configs;
-  const size_t num_args = spec.caller_params.size();
-  std::string key_text;
-  for (int position : spec.key_args) {
-    key_text += params_[spec.caller_params[position]].name + "=" + describe_argument(args[position]) + ", ";
-  }
-  key_text += "dtypes:";
-  for (size_t i = 0; i < num_args; ++i) {
-    if (is_memory(args[i])) {
-      key_text += " " + describe_argument(args[i]);
-    }
-  }
-  const std::string target = for_target != nullptr ? *for_target
-                             : device >= 0         ? target_of_device(device).to_string()
-                                                   : std::string("interpreter");
-  const std::string record_key = decision_key("autotune choice") + "target " + target + "\nconfigs " +
-                                 spec.configs_text + "\nkey " + key_text + "\n";
-  const auto chosen = [&](int config) {
-    detail::note_decision(impl_->signature, "autotune",
-                          nlohmann::ordered_json{{"target", target}, {"key", key_text},
-                                                 {"config", configs[config].describe()}}.dump());
-    return config;
-  };
-  if (bundled_tuning_enabled()) {
-    if (auto bundled = detail::find_bundled_decision(kernel_file_, function_name_, "autotune",
-                                                     "target " + target + "\nkey " + key_text)) {
-      const auto value = nlohmann::json::parse(*bundled, nullptr, /*allow_exceptions=*/false);
-      for (size_t c = 0; value.is_string() && c < configs.size(); ++c) {
-        if (configs[c].describe() == value.get<std::string>()) {
-          impl_->num_tunings_loaded.fetch_add(1);
-          return chosen(static_cast<int>(c));
-        }
-      }
-    }
-  }
-  if (auto record = detail::load_decision_record(impl_->signature, record_key)) {
-    const auto value = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
-    const int config = value.is_object() ? value.value("config", -1) : -1;
-    if (config >= 0 && static_cast<size_t>(config) < configs.size() &&
-        value.value("config_text", std::string()) == configs[config].describe()) {
-      impl_->num_tunings_loaded.fetch_add(1);
-      return chosen(config);
-    }
-  }
-  if (!may_time) {
-    return -1;
-  }
-  if (device >= 0) {
-    TORCH_CHECK(!stream_is_capturing(stream), "tjit: kernel ", function_name_,
-                " needs autotuning for a new key (", key_text, "), but its stream is being captured into a CUDA graph, ",
-                "where tuning cannot time anything. Run it once with these shapes before the capture, or call tune() "
-                "with the same arguments first (or give the kernel store a choice made earlier)");
-  }
-  std::vector<int> candidates;
-  if (spec.prune) {
-    TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " needs autotuning for a new key (", key_text,
-                "), and its prune_configs_by runs in Python, but JIT is off (TJIT_JIT=0)");
-    try {
-      candidates = detail::python_bridge().prune_configs(impl_->ensure_python(), python_arguments(args, num_args));
-    } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "tjit: kernel ", function_name_, ": ", e.what_without_backtrace());
-    }
-    TORCH_CHECK(!candidates.empty(), "tjit: kernel ", function_name_, ": prune_configs_by kept no config for key (",
-                key_text, "); it must keep at least one");
-  } else {
-    for (size_t c = 0; c < configs.size(); ++c) {
-      candidates.push_back(static_cast<int>(c));
-    }
-  }
-  const auto start = std::chrono::steady_clock::now();
-  std::optional<detail::PrimaryContextScope> context;
-  if (device >= 0) {
-    context.emplace(device);
-  }
-  detail::ArgumentResetter resetter(spec, args, stream, function_name_.c_str());
-  std::vector<double> timings(configs.size(), std::numeric_limits<double>::infinity());
-  std::string failures;
-  size_t runs = 0;
-  for (int c : candidates) {
-    std::array<ConstexprValue, detail::kMaxRunParams> values;
-    std::array<bool, detail::kMaxRunParams> has_value;
-    detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
-    const LaunchOptions& options = configs[c].options;
-    // A failing heuristic or grid is the caller's error, not the config's: it propagates.
-    assemble(args, c, pack, values.data(), has_value.data());
-    const Grid g = grid(KernelMeta(params_, values.data(), has_value.data(), options, function_name_.c_str()));
-    try {
-      auto prepare = [&] { resetter.reset(); };
-      auto run_once = [&] { launch(stream, g, options, pack); };
-      timings[c] = candidates.size() == 1 ? 0.0
-                   : device >= 0
-                       ? detail::time_on_gpu(stream, device, prepare, run_once, spec.warmup_ms, spec.rep_ms, runs)
-                       : detail::time_on_cpu(prepare, run_once, runs);
-    } catch (const c10::Error& e) {
-      const std::string reason = e.what_without_backtrace();
-      failures += "\n  " + configs[c].describe() + ": " + reason;
-      std::fprintf(stderr, "[tjit] autotuning %s: skipping config %s: %s\n", function_name_.c_str(),
-                   configs[c].describe().c_str(), reason.c_str());
-    }
-  }
-  impl_->num_tuning_runs.fetch_add(runs);
-  const int best = static_cast<int>(std::min_element(timings.begin(), timings.end()) - timings.begin());
-  TORCH_CHECK(std::isfinite(timings[best]), "tjit: kernel ", function_name_, ": every config failed for key (",
-              key_text, "):", failures);
-  resetter.reset();  // the caller's own run starts from the arguments it passed
-  impl_->num_tunings.fetch_add(1);
-  nlohmann::json timings_json = nlohmann::json::array();
-  for (double t : timings) {
-    timings_json.push_back(std::isfinite(t) ? nlohmann::json(t) : nlohmann::json());  // null: failed or pruned
-  }
-  detail::store_decision_record(
-      impl_->signature,
-      {record_key,
-       nlohmann::json{{"config", best}, {"config_text", configs[best].describe()}, {"timings_ms", timings_json}}.dump()});
-  if (detail::compile_logging_enabled()) {
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "[tjit] autotuned %s for key (%s) on %s: %zu of %zu configs timed in %.0f ms (%zu runs); "
-                 "best %s at %.4f ms\n", function_name_.c_str(), key_text.c_str(), target.c_str(), candidates.size(),
-                 configs.size(), ms, runs, configs[best].describe().c_str(), timings[best]);
-  }
-  return chosen(best);
-}
-
-CompiledKernel TritonJitFunction::compile_run_captured(const CompileTarget& target, const CapturedArg* args,
-                                                      size_t num_args) const {
-  const detail::TuningSpec& spec = impl_->tuning;
-  TORCH_CHECK(spec.unsupported.empty(), "tjit: kernel ", function_name_, " cannot be called through compile_run(): ",
-              spec.unsupported);
-  TORCH_CHECK(num_args == spec.caller_params.size(), "tjit: kernel ", function_name_, " takes ",
-              spec.caller_params.size(), " arguments in compile_run() (as in run()), got ", num_args);
-  int config = 0;
-  if (spec.autotuned && spec.configs.size() > 1) {
-    const std::string target_text = target.to_string();
-    config = tune_key(nullptr, detail::GridSource(Grid(1)), args, -1, /*may_time=*/false, &target_text);
-    if (config < 0) {
-      std::string key_text;
-      for (int position : spec.key_args) {
-        key_text += params_[spec.caller_params[position]].name + "=" + describe_argument(args[position]) + ", ";
-      }
-      TORCH_CHECK(false, "tjit: kernel ", function_name_, " is autotuned, and no kernel bundle or kernel store has a "
-                  "choice for its key (", key_text, "...) on ", target_text, "; compile_run() cannot time configs. "
-                  "Run it on such a GPU first (under TJIT_RECORD to ship the choice in a bundle)");
-    }
-  }
-  std::array<ConstexprValue, detail::kMaxRunParams> values;
-  std::array<bool, detail::kMaxRunParams> has_value;
-  detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
-  assemble(args, config, pack, values.data(), has_value.data());
-  return compile_packed(target, spec.configs[config].options, pack);
 }
 
 }  // namespace tjit
