@@ -73,7 +73,11 @@ def _cache(args):
             print("no entries" + (f" for {args.kernel}" if args.kernel else "") + f" in {folder}")
         return 0
     if args.command == "prune":
-        result = kernel_store.prune(folder, args.max_bytes)
+        try:
+            result = kernel_store.prune(folder, args.max_bytes)
+        except PermissionError as e:
+            print(f"tjit: {e}", file=sys.stderr)
+            return 1
         if args.json:
             print(json.dumps(result, indent=2))
         elif result["max_bytes"] is None:

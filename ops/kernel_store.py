@@ -295,7 +295,11 @@ def prune(folder: Optional[str] = None, limit: Optional[int] = None) -> dict:
     root = _format_root(folder) if folder else None
     if root is None or not os.path.isdir(root):
         return result
-    with open(os.path.join(root, PRUNE_LOCK_NAME), "a") as lock:
+    try:
+        lock = open(os.path.join(root, PRUNE_LOCK_NAME), "a")
+    except OSError as e:  # a read-only store: nothing here can be removed either
+        raise PermissionError(f"cannot prune the kernel store {folder}: {e.strerror}") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         total, evictable = 0, []
         now = time.time()

@@ -436,6 +436,18 @@ def test_cache_prune_and_info_from_the_command_line(probe, store):
     assert removed == [dead] and os.path.exists(live)
     bad = subprocess.run(tool + ["prune", "--dir", store, "--max-bytes", "lots"], capture_output=True, text=True)
     assert bad.returncode == 2 and "'lots' is not a size" in bad.stderr
+    # A store whose lock file cannot be opened (read-only, or, as here for root too, a folder in
+    # its place): a clear error, no traceback, nothing removed.
+    lock = os.path.join(store, "v1", ".prune.lock")
+    os.remove(lock)
+    os.mkdir(lock)
+    before = store_files(store, ".tjk")
+    try:
+        bad_lock = subprocess.run(tool + ["prune", "--dir", store, "--max-bytes", "0"], capture_output=True, text=True)
+        assert bad_lock.returncode == 1 and "cannot prune the kernel store" in bad_lock.stderr, bad_lock.stderr
+        assert "Traceback" not in bad_lock.stderr and store_files(store, ".tjk") == before
+    finally:
+        os.rmdir(lock)
     # --max-bytes 0: every entry goes, the signature stays; the next run compiles again.
     subprocess.run(tool + ["prune", "--dir", store, "--max-bytes", "0"], check=True, capture_output=True)
     assert not store_files(store, ".tjk") and len(store_files(store, "signature.tjs")) == 1
