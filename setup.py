@@ -97,7 +97,7 @@ setup(
     name="tjit",
     version="0.1.0",
     description="PyTorch operators written in Triton, launched from C++ by an embedded Triton JIT runtime",
-    packages=["tjit"],
+    packages=["tjit", "tjit.aot"],
     package_dir={"tjit": "ops"},
     package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "kernels_py/*.json", "include/tjit/*.h",
                            "lib/cmake/tjit/*.cmake", "lib/cmake/tjit/*.in"]},

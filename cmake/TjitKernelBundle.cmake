@@ -11,7 +11,7 @@
 # references it: embed into the executable or shared library instead.
 #
 # TJIT_AOT_PYTHON (default: Python3_EXECUTABLE) is the Python with Triton that builds the bundle;
-# the builder (aot.py) is found beside this file: in tjit's source tree, an installed prefix or a
+# the builder (the package folder aot/) is found beside this file: in tjit's source tree, an installed prefix or a
 # wheel (or TJIT_AOT_SCRIPT names it).
 
 function(tjit_add_kernel_bundle target)
@@ -35,16 +35,17 @@ function(tjit_add_kernel_bundle target)
   set(_here "${CMAKE_CURRENT_FUNCTION_LIST_DIR}")
   set(_script "")
   # tjit's source tree (cmake/), a wheel (tjit/lib/cmake/tjit), a prefix (lib[/<arch>]/cmake/tjit)
-  foreach(_candidate "${TJIT_AOT_SCRIPT}" "${_here}/../ops/aot.py" "${_here}/../../../aot.py"
-                     "${_here}/../../../share/tjit/aot/aot.py" "${_here}/../../../../share/tjit/aot/aot.py")
-    if(_candidate AND EXISTS "${_candidate}" AND NOT _script)
+  # The builder is the package folder aot/ (Python runs a folder through its __main__.py).
+  foreach(_candidate "${TJIT_AOT_SCRIPT}" "${_here}/../ops/aot" "${_here}/../../../aot"
+                     "${_here}/../../../share/tjit/aot/aot" "${_here}/../../../../share/tjit/aot/aot")
+    if(_candidate AND EXISTS "${_candidate}/__main__.py" AND NOT _script)
       get_filename_component(_script "${_candidate}" ABSOLUTE)
     endif()
   endforeach()
   if(NOT _python OR NOT _script)
     message(FATAL_ERROR "tjit_add_kernel_bundle(${target}): needs a Python with Triton (TJIT_AOT_PYTHON or "
-                        "Python3_EXECUTABLE: '${_python}') and tjit's builder aot.py (not found near ${_here}; "
-                        "set TJIT_AOT_SCRIPT)")
+                        "Python3_EXECUTABLE: '${_python}') and tjit's builder, the folder aot/ (not found near ${_here}; "
+                        "set TJIT_AOT_SCRIPT to it)")
   endif()
 
   string(MAKE_C_IDENTIFIER "${target}_${ARG_NAME}" _id)

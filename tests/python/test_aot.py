@@ -1,7 +1,7 @@
-"""The ahead-of-time bundle builder (ops/aot.py): manifests, merging, building bundles for GPU
+"""The ahead-of-time bundle builder (the ops/aot package): manifests, merging, building bundles for GPU
 targets without a GPU, reading them back, and damaged bundles.
 
-Needs neither a GPU nor tjit's C++ library: aot.py is loaded by path, as CMake runs it. Where tjit
+Needs neither a GPU nor tjit's C++ library: the package is loaded by path, as CMake runs it. Where tjit
 is not built, run this file alone with `pytest --noconftest tests/python/test_aot.py` (conftest.py
 imports tjit)."""
 
@@ -19,13 +19,14 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPS = os.path.join(REPO, "ops")
-AOT_PY = os.path.join(OPS, "aot.py")
+AOT = os.path.join(OPS, "aot")  # a package that Python also runs as a folder
 ADD = os.path.join(OPS, "kernels_py", "add.py")
 TEST_KERNELS = os.path.join(REPO, "tests", "cpp", "kernels", "runtime_test_kernels.py")
 
 
 def _load_aot():
-    spec = importlib.util.spec_from_file_location("tjit_aot_under_test", AOT_PY)
+    spec = importlib.util.spec_from_file_location("tjit_aot_under_test", os.path.join(AOT, "__init__.py"),
+                                                  submodule_search_locations=[AOT])
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -69,7 +70,7 @@ def _env(cache_dir):
 
 
 def _script(args, cwd, env, extra_flags=()):
-    return subprocess.run([sys.executable, *extra_flags, AOT_PY, *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, *extra_flags, AOT, *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
 
 
@@ -348,7 +349,7 @@ def test_decisions_go_into_the_bundle(tmp_path):
     # A kernel with decisions only (no specialisation) is in the index, for its decisions.
     assert kernels["scale_kernel"]["decisions"] == [
         {"kind": "autotune", "key": "target cuda:90:32\nkey n=1000, dtypes: Float Float", "value": CHOICE_128}]
-    listing = subprocess.run([sys.executable, AOT_PY, "list", out], capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run([sys.executable, AOT, "list", out], capture_output=True, text=True, check=True).stdout
     assert "row_sum_kernel heuristics: config -1; arguments x=Float, out=Float, n_cols=101 -> {\"BLOCK\":128}" in listing
 
 
@@ -388,7 +389,7 @@ def test_build(built):
     assert stats.targets == ["cuda:80:32", "cuda:90:32"] and stats.size == os.path.getsize(built["output"])
     assert built["log"][-1].startswith("compiled 6/6 (")
     bundle = aot.read_bundle(built["output"])
-    assert bundle.created_by == {"tjit": aot.TJIT_VERSION, "triton": aot._adapter().triton.__version__}
+    assert bundle.created_by == {"tjit": aot.TJIT_VERSION, "triton": aot.siblings.adapter().triton.__version__}
     assert bundle.targets == ["cuda:80:32", "cuda:90:32"]
     assert [(k["function"], k["file_name"]) for k in bundle.kernels] == [("add_kernel", "add.py"),
                                                                       ("everything_kernel",
@@ -411,7 +412,7 @@ def test_build(built):
         assert e.header["key"] == "tjit bundle entry" and e.header["binary_format"] == "cubin"
         # Every field the C++ decode_entry reads.
         assert set(e.header) == {"key", "kernel", "specialization", "options", "target", "launch", "binary_format"}
-        assert set(e.header["launch"]) == set(aot._LAUNCH_FIELDS)
+        assert set(e.header["launch"]) == set(aot.bundle_format._LAUNCH_FIELDS)
         assert set(e.header["options"]) == set(aot.OPTION_DEFAULTS)
         assert set(e.header["specialization"]) == {"types", "constexprs", "divisible_by_16"}
         assert set(e.header["kernel"]) == {"file", "function", "params", "sources", "triton", "tuning"}
@@ -433,7 +434,7 @@ def test_build(built):
 
 
 def test_script_form_is_reproducible(built, tmp_path):
-    """`python ops/aot.py build` from elsewhere, without PYTHONPATH, imports neither tjit nor torch
+    """`python ops/aot build` from elsewhere, without PYTHONPATH, imports neither tjit nor torch
     (in the workers neither) and, compiling afresh, writes the same bytes as the API build."""
     output = str(tmp_path / "again.tjb")
     run = _script(["build", "--manifest", built["manifest"], "--target", "cuda:90", "--target", "cuda:80:32",
@@ -494,7 +495,7 @@ def test_package_command_line(built, tmp_path):
         """)
     run = subprocess.run([sys.executable, "-c", code, "aot", "list", built["output"]], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[0].endswith("2 kernels, 6 entries, " + aot._size(built["stats"].size))
+    assert run.stdout.splitlines()[0].endswith("2 kernels, 6 entries, " + aot.cli._size(built["stats"].size))
     run = subprocess.run([sys.executable, "-c", code, "aot", "build", "--manifest", built["manifest"], "--target",
                           "hip:90", "-o", str(tmp_path / "x.tjb")], capture_output=True, text=True)
     assert run.returncode == 1 and "only the cuda backend is supported" in run.stderr

@@ -470,7 +470,7 @@ def test_bundle_built_with_decisions_from_a_store(tmp_path):
     recorded = {(d.function, d.kind, d.lookup_key): d.value for d in aot.read_decisions(manifest)}
     assert sum(kind == "heuristics" for _, kind, _ in recorded) == 3 and \
         sum(kind == "autotune" for _, kind, _ in recorded) == 1, recorded
-    kernel_objects = [aot._load_kernel(os.path.join(kernels, "autotune_test_kernels.py"), f)
+    kernel_objects = [aot.kernels.load_kernel(os.path.join(kernels, "autotune_test_kernels.py"), f)
                       for f in ("row_sum_kernel", "scale_kernel")]
     from_store = {(d.function, d.kind, d.lookup_key): d.value for d in aot.store_decisions(store, kernel_objects)}
     assert from_store == recorded

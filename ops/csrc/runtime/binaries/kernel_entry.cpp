@@ -435,7 +435,7 @@ std::string bundle_key(const std::string& function, const std::string& file_name
     key += std::to_string(v);
     key += ',';
   }
-  if (o.maxnreg != 0) {  // only when set, as in ops/aot.py
+  if (o.maxnreg != 0) {  // only when set, as in ops/aot/keys.py
     key += "maxnreg=" + std::to_string(o.maxnreg) + ',';
   }
   key += '\n';

@@ -81,7 +81,7 @@ KernelSignature decode_signature(const std::string& bytes);  // throws CorruptSt
 std::string encode_decision_record(const DecisionRecord& record);
 DecisionRecord decode_decision_record(const std::string& bytes);  // throws CorruptStoreFile
 
-// A kernel bundle (tjit/kernel_bundle.h; written by ops/aot.py): magic, bundle format, index and
+// A kernel bundle (tjit/kernel_bundle.h; written by ops/aot/bundle_format.py): magic, bundle format, index and
 // payload sizes, a SHA-1 of the index, the index (the kernels as JSON, then a binary table of
 // entry records: kernel, lookup key, place in the payload), then the payload: kernel entries as
 // encode_entry writes them, each checked by its own SHA-1 when it is read. The records are binary
@@ -93,7 +93,7 @@ struct BundleIndex {
   struct Kernel {
     std::string file_name;  // how the runtime matches it: with the function, by file name
     KernelSignature signature;
-    // What a recorded run decided for this kernel (ops/aot.py writes them from manifests and
+    // What a recorded run decided for this kernel (ops/aot/builder.py writes them from manifests and
     // kernel stores): bundle_decision_key(kind, key) -> the value as JSON text. Kinds:
     // "heuristics" (key: the config index the heuristics saw and the caller's arguments; value:
     // {parameter: value}) and "autotune" (key: the target and the tuning key; value: the config's
@@ -117,7 +117,7 @@ struct BundleIndex {
 BundleIndex decode_bundle_index(std::string_view bytes);
 
 // What decides a binary within a bundle: the kernel (function and file name), the specialisation,
-// the options and the target, as one string. ops/aot.py builds the same string for each record.
+// the options and the target, as one string. ops/aot/keys.py builds the same string for each record.
 std::string bundle_key(const std::string& function, const std::string& file_name, const Specialization& spec,
                        const LaunchOptions& options, const CompileTarget& target);
 

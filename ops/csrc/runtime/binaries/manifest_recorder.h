@@ -17,7 +17,7 @@ void note_launched_specialization(const KernelSignature& kernel, const Specializ
                                   const LaunchOptions& options);
 
 // Notes a decision `kernel` made (kind "heuristics" or "autotune", `decision` its JSON object as
-// text: see ops/aot.py) for the manifest being recorded, if any and if it is new there. Never throws.
+// text: see ops/aot/manifest.py) for the manifest being recorded, if any and if it is new there. Never throws.
 void note_decision(const KernelSignature& kernel, const std::string& kind, const std::string& decision);
 
 // The manifest entry (one line of JSON) of that launch, with `file` as given: the form an error
