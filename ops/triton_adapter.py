@@ -40,6 +40,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource, make_backend  # noqa: E402
 from triton.compiler.errors import CompilationError  # noqa: E402
 from triton import knobs  # noqa: E402
+from triton import language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 _lock = threading.Lock()
@@ -116,11 +117,21 @@ def _wrappers(obj):
     return layers
 
 
+def _is_element_dtype(value):
+    """A tl.dtype of an element type (tl.bfloat16), not a pointer or block type."""
+    return isinstance(value, tl.dtype) and type(value) is tl.dtype
+
+
 def _constexpr_value(name, value, what):
-    if value is None or isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, (bool, int, float, str)) or _is_element_dtype(value):
         return value
-    raise TypeError(f"{what} sets {name} to {value!r} ({type(value).__name__}); tjit passes None, bool, int "
-                    "and float meta-parameters")
+    raise TypeError(f"{what} sets {name} to {value!r} ({type(value).__name__}); tjit passes None, bool, int, "
+                    "float, str and tl.dtype meta-parameters")
+
+
+def _constexpr_json(value):
+    """A constexpr value as tjit's JSON holds it: a tl.dtype as {"dtype": name}."""
+    return {"dtype": value.name} if _is_element_dtype(value) else value
 
 
 def _tuning_description(obj, fn):
@@ -155,7 +166,7 @@ def _tuning_description(obj, fn):
                     raise TypeError(f"a config of {name} ({config}) has an ir_override, which tjit does not support")
                 what = f"a config of {name}"
                 description["configs"].append({
-                    "kwargs": {k: _constexpr_value(k, v, what) for k, v in config.kwargs.items()},
+                    "kwargs": {k: _constexpr_json(_constexpr_value(k, v, what)) for k, v in config.kwargs.items()},
                     "num_warps": int(config.num_warps), "num_stages": int(config.num_stages),
                     "num_ctas": int(config.num_ctas), "maxnreg": int(config.maxnreg) if config.maxnreg else 0,
                 })
@@ -415,7 +426,7 @@ def compile(handle, types, constexprs, divisible, target, options):
     gpu_target = GPUTarget(backend_name, arch, warp_size)
     backend = make_backend(gpu_target)
     signature = {p.name: t for p, t in zip(fn.params, types)}
-    consts = {(i, ): v for i, v in constexprs}
+    consts = {(i, ): tl.dtype(v["dtype"]) if isinstance(v, dict) else v for i, v in constexprs}  # JSON's dtypes
     attrs = {(i, ): backend.parse_attr("D") for i in divisible}
     opts = backend.parse_options(dict(options))
     with _mode_lock:

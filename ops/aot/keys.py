@@ -12,7 +12,15 @@ OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "enable_fp_fu
 # Options that keys, headers and manifests carry only when set (so the keys of kernels without them
 # stay those of earlier releases): maxnreg, a config's register limit per thread (0: none).
 OPTIONAL_OPTIONS = {"maxnreg": 0}
+# tl.dtype's names (a dtype constexpr is {"dtype": name} in JSON), as tjit::Dtype (launch/dtype.cpp) knows them.
+DTYPE_NAMES = ("int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "fp16", "bf16",
+               "fp32", "fp64", "fp8e4nv", "fp8e5", "fp8e4b8", "fp8e5b16", "fp8e4b15")
+_DTYPE_ATTRIBUTES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}  # tl.<attribute>
 
+
+def dtype_attribute(name: str) -> str:
+    """tl's attribute for a dtype name: "bf16" -> "bfloat16", "fp8e5" -> "float8e5", "int32" -> "int32"."""
+    return _DTYPE_ATTRIBUTES.get(name, "float" + name[2:] if name.startswith("fp8") else name)
 
 
 def parse_target(text: str) -> Tuple[str, int, int]:
@@ -64,6 +72,8 @@ def _value_text(value) -> str:
         return "None"
     if isinstance(value, bool):
         return "True" if value else "False"
+    if isinstance(value, dict) and "dtype" in value:
+        return f"tl.{dtype_attribute(value['dtype'])}"
     return repr(value)
 
 
@@ -113,7 +123,12 @@ def _key_value(value) -> str:
         return f"int:{value}"
     if isinstance(value, float):
         return f"float:{struct.unpack('<Q', struct.pack('<d', value))[0]}"  # the IEEE-754 bits, in decimal
-    raise ValueError(f"constexpr value {value!r} is not null, a boolean, an integer or a float")
+    if isinstance(value, str):
+        return f"str:{len(value.encode('utf-8'))}:{value}"  # by length: a string may hold ',' or a newline
+    if isinstance(value, dict) and set(value) == {"dtype"} and value["dtype"] in DTYPE_NAMES:
+        return f"dtype:{value['dtype']}"
+    raise ValueError(f"constexpr value {value!r} is not null, a boolean, an integer, a float, a string or "
+                     "{\"dtype\": <a Triton dtype's name>}")
 
 
 def bundle_key(function: str, file_name: str, types, constexprs, divisible_by_16, options: dict, target) -> str:

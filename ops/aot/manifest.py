@@ -12,7 +12,8 @@ Manifest (JSON; written by hand, by `aot merge`, or by the C++ runtime under TJI
   writes it ("*fp32", "*kbf16" for a tl.const pointer, "i32", "i64", "u64", "u1", "fp32", ...),
   ":16" appended when the argument is divisible by 16 (tt.divisibility). Any other JSON value
   (integer, float, true/false, null) is a constexpr's value; a runtime parameter takes only null
-  (None) or 1 (Triton's ==1 specialisation) that way.
+  (None) or 1 (Triton's ==1 specialisation) that way. A tl.constexpr parameter's string is its
+  value ("ACTIVATION": "leaky_relu"), a tl.dtype value is {"dtype": "bf16"} (tl.dtype's name).
 - options: num_warps (4), num_stages (3), num_ctas (1), enable_fp_fusion (true),
   launch_cooperative_grid (false), launch_pdl (false); missing ones take the default.
 Entries equal after resolving (file, function, args, options) count once.
@@ -42,7 +43,7 @@ from typing import Iterable, List, Sequence, Tuple
 
 from .files import write_atomically
 from .kernels import Kernel, load_kernel
-from .keys import OPTION_DEFAULTS, OPTIONAL_OPTIONS, canonical, describe, parse_target, parse_type, target_string
+from .keys import DTYPE_NAMES, OPTION_DEFAULTS, OPTIONAL_OPTIONS, canonical, describe, parse_target, parse_type, target_string
 
 MANIFEST_VERSION = 1
 
@@ -199,10 +200,7 @@ def _parse_args(kernel: Kernel, args, fail):
     types, constexprs, divisible = [], [], []
     for index, (name, is_constexpr, is_const, dns, dnsoa, annotation) in enumerate(kernel.params):
         value = args[name]
-        if isinstance(value, str):
-            if is_constexpr:
-                fail(f"{name} is a tl.constexpr parameter: give its value (a number, true/false or null), "
-                     f"not a type ({value!r})")
+        if isinstance(value, str) and not is_constexpr:
             try:
                 triton_type, is_divisible = parse_type(value)
             except ValueError as e:
@@ -220,8 +218,11 @@ def _parse_args(kernel: Kernel, args, fail):
             if is_divisible:
                 divisible.append(index)
             continue
-        if isinstance(value, bool) or value is None:
+        if isinstance(value, (bool, str)) or value is None:
             pass
+        elif isinstance(value, dict) and set(value) == {"dtype"}:
+            if value["dtype"] not in DTYPE_NAMES:
+                fail(f"{name}: {canonical(value['dtype'])} is not a Triton dtype (Triton's: {', '.join(DTYPE_NAMES)})")
         elif isinstance(value, float):
             if not math.isfinite(value):
                 fail(f"{name}: constexpr {value} is not a finite number")
@@ -230,7 +231,7 @@ def _parse_args(kernel: Kernel, args, fail):
                 fail(f"{name}: constexpr {value} does not fit in 64 bits")
         else:
             fail(f"{name}: {canonical(value)} is neither a type string nor a constexpr value "
-                 "(integer, float, true/false, null)")
+                 "(integer, float, true/false, null, a string, {\"dtype\": \"bf16\"})")
         if not is_constexpr and not (value is None or (type(value) is int and value == 1 and not dns)):
             fail(f"{name} is a runtime parameter: give its type (e.g. \"i32\", \"*fp32:16\"); as a value it takes "
                  f"only null or 1 (Triton's ==1 specialisation{', which do_not_specialize turns off' if dns else ''}),"

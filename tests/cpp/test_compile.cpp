@@ -70,6 +70,31 @@ TEST(Compile, SpecialisationChangesWithAlignmentAndValues) {
   EXPECT_EQ(misaligned.divisible_by_16, (std::vector<int>{1}));
 }
 
+// A string and a dtype constexpr reach the compiler (different strings, different binaries) and
+// the kernel store keeps them apart and gives them back (the third compile is the first again).
+TEST(Compile, StringAndDtypeConstexprsCompileAndAreStored) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "activation_kernel");
+  const at::Tensor x = cpu_floats(1024);
+  const at::Tensor out = at::empty({1024}, at::TensorOptions().dtype(at::kBFloat16));
+  const auto target = CompileTarget::parse("cuda:90");
+  const size_t compiled = fn.num_compiled();
+  const size_t stored = fn.num_loaded_from_store();
+  const auto leaky = fn.compile(target, LaunchOptions{}, x, out, int64_t{1024}, "leaky_relu", at::kBFloat16,
+                                int64_t{256});
+  const auto relu = fn.compile(target, LaunchOptions{}, x, out, int64_t{1024}, "relu", at::kBFloat16, int64_t{256});
+  const auto to_half = fn.compile(target, LaunchOptions{}, x, out, int64_t{1024}, "relu", at::kHalf, int64_t{256});
+  const auto again = fn.compile(target, LaunchOptions{}, x, out, int64_t{1024}, std::string("leaky_relu"),
+                                tjit::Dtype::named("bf16"), int64_t{256});
+  for (const auto* k : {&leaky, &relu, &to_half}) {
+    EXPECT_TRUE(is_elf(k->binary));
+  }
+  EXPECT_NE(leaky.binary, relu.binary);
+  EXPECT_NE(relu.binary, to_half.binary);
+  EXPECT_EQ(again.binary, leaky.binary);
+  EXPECT_EQ(fn.num_compiled() + fn.num_loaded_from_store() - compiled - stored, 4u);
+  EXPECT_LE(fn.num_compiled() - compiled, 3u);  // the fourth is never compiled: it is the first's entry
+}
+
 TEST(Compile, TargetParsing) {
   const auto t = CompileTarget::parse("cuda:80:32");
   EXPECT_EQ(t.arch, 80);

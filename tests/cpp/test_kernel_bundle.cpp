@@ -73,6 +73,14 @@ tjit::CompiledKernel compile_variety(const Inputs& in, const CompileTarget& targ
                     std::optional<at::Tensor>(), 0.5, true, std::nullopt, kBlock);
 }
 
+// activation_kernel: a string and a dtype constexpr.
+tjit::CompiledKernel compile_activation(const Inputs& in, const CompileTarget& target, const char* activation) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "activation_kernel");
+  const at::Tensor out = at::empty({kN}, at::TensorOptions().dtype(at::kBFloat16));
+  return fn.compile(target, LaunchOptions{}, in.x, out, kN, std::string_view(activation),
+                    tjit::Dtype(at::kBFloat16), kBlock);
+}
+
 // autotune_test_kernels.py: row_sum_kernel (@triton.heuristics set BLOCK) and scale_kernel
 // (@triton.autotune over BLOCK 32 and 128, then a heuristic EVEN that sees the config).
 std::string decorated_kernels() {
@@ -105,6 +113,10 @@ int record_manifest() {
   auto& variety = TritonJitFunction::get_instance(test_kernels(), "variety_kernel");
   variety(nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), kVarietyOptions, in.x, in.out, kN, int64_t{1},
           int64_t{5} << 40, 2.5, std::optional<at::Tensor>(), 0.5, true, std::nullopt, kBlock);
+  at::Tensor half_out = at::empty({kN}, at::TensorOptions().dtype(at::kBFloat16));
+  TritonJitFunction::get_instance(test_kernels(), "activation_kernel")(
+      nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), LaunchOptions{}, in.x, half_out, kN, "leaky_relu",
+      at::kBFloat16, kBlock);
   const auto recording = tjit::recording_manifest();
   std::printf("recorded into %s\n", recording ? recording->c_str() : "(nothing: TJIT_RECORD is not set)");
   return recording ? 0 : 1;
@@ -152,14 +164,14 @@ TEST_F(Bundle, LoadsAndDescribesItself) {
   const tjit::KernelBundleInfo info = tjit::load_bundle(bundle_path());
   EXPECT_FALSE(info.embedded);
   EXPECT_EQ(info.targets, (std::vector<std::string>{"cuda:80:32", "cuda:90:32"}));
-  EXPECT_EQ(info.num_kernels, 4u);
-  // Five specialisations (scale, variety, row_sum, and the autotuned scale_kernel's two configs),
-  // two targets.
-  EXPECT_EQ(info.num_entries, 10u);
+  EXPECT_EQ(info.num_kernels, 5u);
+  // Six specialisations (scale, variety, activation, row_sum, and the autotuned scale_kernel's two
+  // configs), two targets.
+  EXPECT_EQ(info.num_entries, 12u);
   EXPECT_FALSE(info.triton_version.empty());
   tjit::load_bundle(bundle_path());  // again: the same bundle, not a second one
   ASSERT_EQ(tjit::loaded_bundles().size(), 1u);
-  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 10u);
+  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 12u);
 }
 
 // --- What @triton.heuristics and @triton.autotune decided, shipped in the bundle ---
@@ -249,7 +261,15 @@ TEST_F(Bundle, CompilesFromTheBundleWithoutPython) {
     EXPECT_TRUE(is_elf(variety.binary));
     EXPECT_EQ(variety.num_warps, 2);
     EXPECT_NE(variety.binary, scale.binary);
+    // A string and a dtype constexpr find their entry: the C++ key is aot's key byte for byte.
+    const tjit::CompiledKernel activation = compile_activation(in, target, "leaky_relu");
+    EXPECT_TRUE(is_elf(activation.binary));
+    EXPECT_NE(activation.name.find("activation_kernel"), std::string::npos);
   }
+  // Another string is another specialisation, which the bundle lacks.
+  const std::string message = error_message([&] { compile_activation(in, CompileTarget{}, "relu"); });
+  EXPECT_NE(message.find("\"ACTIVATION\":\"relu\""), std::string::npos) << message;
+  EXPECT_NE(message.find("\"OUT_DTYPE\":{\"dtype\":\"bf16\"}"), std::string::npos) << message;
   const auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
   EXPECT_EQ(fn.num_compiled(), 0u);
   EXPECT_EQ(fn.num_loaded_from_bundles(), 2u);

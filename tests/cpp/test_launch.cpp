@@ -9,19 +9,24 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/where.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <new>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -66,6 +71,40 @@ TEST_P(LaunchTest, EmptyGridLaunchesNothing) {
   synchronize(out);
   EXPECT_TRUE(at::equal(out, at::full({16}, 7.0, opts)));
   EXPECT_EQ(binaries(fn), compiled);
+}
+
+// String and dtype constexprs, as Python passes "leaky_relu" and tl.bfloat16: each activation by
+// name (a literal, std::string, std::string_view) and each output dtype (tjit::Dtype, ScalarType).
+TEST_P(LaunchTest, StringAndDtypeConstexprsMatchAten) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "activation_kernel");
+  const auto opts = at::TensorOptions().device(GetParam()).dtype(at::kFloat);
+  const int64_t n = 1000;
+  const int64_t block = 256;
+  const Grid grid((n + block - 1) / block);
+  const at::Tensor x = at::randn({n}, opts);
+  const at::Tensor leaky = at::where(x >= 0, x, x * 0.01);
+  const at::Tensor relu = at::clamp_min(x, 0.0);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    auto fresh = [&] { return at::full({n}, std::numeric_limits<float>::quiet_NaN(), opts.dtype(dtype)); };
+    // One rounding of the output's type apart: Triton's interpreter rounds bf16 toward zero.
+    const double tolerance = dtype == at::kFloat ? 1e-6 : 1e-2;
+    auto close = [&](const at::Tensor& out, const at::Tensor& expected) {
+      return at::allclose(out.to(at::kFloat), expected.to(dtype).to(at::kFloat), tolerance, tolerance);
+    };
+    at::Tensor out = fresh();
+    fn(stream_of(x), grid, LaunchOptions{}, x, out, n, "leaky_relu", tjit::Dtype(dtype), block);
+    synchronize(out);
+    EXPECT_TRUE(close(out, leaky));
+    out = fresh();
+    fn(stream_of(x), grid, LaunchOptions{}, x, out, n, std::string("relu"), dtype, block);
+    synchronize(out);
+    EXPECT_TRUE(close(out, relu));
+    out = fresh();
+    fn(stream_of(x), grid, LaunchOptions{}, x, out, n, std::string_view("none"), tjit::Dtype(dtype), block);
+    synchronize(out);
+    EXPECT_TRUE(close(out, x));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, LaunchTest, ::testing::ValuesIn(tjit::testing::test_devices()),

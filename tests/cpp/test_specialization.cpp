@@ -93,8 +93,11 @@ tjit::TritonJitFunction* SpecializationTest::fn_ = nullptr;
 py::object to_python(const tjit::ConstexprValue& v) {
   return std::visit(
       [](const auto& x) -> py::object {
-        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::monostate>) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
           return py::none();
+        } else if constexpr (std::is_same_v<T, tjit::Dtype>) {
+          return py::module_::import("triton.language").attr("dtype")(x.name());
         } else {
           return py::cast(x);
         }
@@ -219,6 +222,97 @@ TEST_F(SpecializationTest, PointerDtypes) {
   }
 }
 
+// String and dtype constexprs: the constexpr values Triton compiles ("leaky_relu", tl.bfloat16),
+// from each C++ form of them.
+TEST_F(SpecializationTest, StringAndDtypeConstexprs) {
+  auto& fn = tjit::TritonJitFunction::get_instance(test_kernels(), "activation_kernel");
+  const at::Tensor x = make_tensor({at::kFloat, "float32", 0});
+  const at::Tensor out = make_tensor({at::kBFloat16, "bfloat16", 1});
+  const std::string relu = "relu";
+  const std::vector<tjit::Specialization> mine{
+      fn.specialize(x, out, int64_t{1000}, "leaky_relu", tjit::Dtype(at::kBFloat16), int64_t{256}),
+      fn.specialize(x, out, int64_t{1000}, relu, at::kFloat, int64_t{256}),
+      fn.specialize(x, out, int64_t{1000}, std::string_view("it's \"quoted\", with\na newline"),
+                    tjit::Dtype::named("fp8e4b15"), int64_t{256}),
+      fn.specialize(x, out, int64_t{1000}, "", tjit::Dtype::named("float8e5"), int64_t{256})};
+
+  py::gil_scoped_acquire gil;
+  py::dict scope;
+  py::exec(kPythonSide, scope);
+  py::module_ tl = py::module_::import("triton.language");
+  const std::vector<std::pair<py::object, py::object>> python_values{
+      {py::str("leaky_relu"), tl.attr("bfloat16")},
+      {py::str("relu"), tl.attr("float32")},
+      {py::str("it's \"quoted\", with\na newline"), tl.attr("float8e4b15")},
+      {py::str(""), tl.attr("float8e5")}};
+  for (size_t i = 0; i < mine.size(); ++i) {
+    SCOPED_TRACE(i);
+    py::list args;
+    args.append(scope["tensor"](py::make_tuple("float32", 0)));
+    args.append(scope["tensor"](py::make_tuple("bfloat16", 1)));
+    args.append(1000);
+    args.append(python_values[i].first);
+    args.append(python_values[i].second);
+    args.append(256);
+    py::tuple theirs = scope["derive"](test_kernels(), "activation_kernel", args);
+    EXPECT_EQ(mine[i].types, theirs[0].cast<std::vector<std::string>>());
+    py::list my_consts;
+    for (const auto& [index, value] : mine[i].constexprs) {
+      my_consts.append(py::make_tuple(index, to_python(value)));
+    }
+    EXPECT_TRUE(my_consts.equal(theirs[1])) << "tjit: " << py::str(my_consts).cast<std::string>()
+                                            << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
+    EXPECT_EQ(mine[i].divisible_by_16, theirs[2].cast<std::vector<int>>());
+  }
+  EXPECT_EQ(mine[0].describe(tjit::parameter_names(fn.params())),
+            "x_ptr: *fp32:16, out_ptr: *bf16, n: i32, ACTIVATION='leaky_relu', OUT_DTYPE=tl.bfloat16, BLOCK=256");
+}
+
+// A string or a dtype only goes to a tl.constexpr parameter, as in Python; a name Triton lacks is
+// refused with Triton's names.
+TEST_F(SpecializationTest, StringsAndDtypesOnlyForConstexprs) {
+  auto& fn = tjit::TritonJitFunction::get_instance(test_kernels(), "activation_kernel");
+  const at::Tensor x = make_tensor({at::kFloat, "float32", 0});
+  auto message = [](const auto& call) {
+    try {
+      call();
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(message([&] { fn.specialize(x, x, "1000", "relu", at::kFloat, int64_t{256}); })
+                .find("activation_kernel: parameter 'n' got a string, which only a tl.constexpr parameter takes"),
+            std::string::npos);
+  EXPECT_NE(message([&] { fn.specialize(x, x, at::kInt, "relu", at::kFloat, int64_t{256}); })
+                .find("parameter 'n' got the dtype tl.int32, which only a tl.constexpr parameter takes"),
+            std::string::npos);
+  EXPECT_NE(message([] { tjit::Dtype::named("float"); }).find("'float' is not a Triton dtype (Triton's: int1, int8"),
+            std::string::npos);
+  EXPECT_NE(message([] { tjit::Dtype(at::kComplexFloat); }).find("torch dtype ComplexFloat has no Triton type"),
+            std::string::npos);
+}
+
+TEST_F(SpecializationTest, DtypeNamesRoundTripThroughTriton) {
+  py::gil_scoped_acquire gil;
+  py::module_ tl = py::module_::import("triton.language");
+  for (uint8_t i = 0;; ++i) {
+    std::optional<tjit::Dtype> d;
+    try {
+      d = tjit::Dtype::from_index(i);
+    } catch (const c10::Error&) {
+      EXPECT_EQ(i, 18);  // every Triton element type
+      break;
+    }
+    EXPECT_EQ(tl.attr(d->attribute_name()).attr("name").cast<std::string>(), d->name());
+    EXPECT_EQ(tjit::Dtype::named(d->name()), *d);
+    EXPECT_EQ(tjit::Dtype::named(d->attribute_name()), *d);
+  }
+  EXPECT_EQ(tjit::Dtype(at::kBFloat16).name(), std::string("bf16"));
+  EXPECT_EQ(tjit::Dtype(at::kFloat8_e4m3fn).name(), std::string("fp8e4nv"));
+  EXPECT_EQ(tjit::Dtype(at::kBool).name(), std::string("int1"));
+}
+
 TEST_F(SpecializationTest, DescribeNamesEveryParameter) {
   const at::Tensor t = make_tensor({at::kFloat, "float32", 0});
   const tjit::Specialization s = fn_->specialize(t, t, t, int64_t{1}, int64_t{7}, int64_t{32}, int64_t{16}, 1.0,
@@ -247,6 +341,12 @@ TEST(ConstexprText, FloatsNeverReadAsIntegers) {
   const tjit::Specialization as_float{{"constexpr"}, {{0, 1.0}}, {}};
   EXPECT_EQ(as_int.describe({"C"}), "C=1");
   EXPECT_EQ(as_float.describe({"C"}), "C=1.0");
+  // Strings as Python's repr writes them; a dtype as tl's attribute.
+  EXPECT_EQ(tjit::constexpr_text(std::string("relu")), "'relu'");
+  EXPECT_EQ(tjit::constexpr_text(std::string("it's")), "\"it's\"");
+  EXPECT_EQ(tjit::constexpr_text(std::string("a'b\"c\\\n\x01")), "'a\\'b\"c\\\\\\n\\x01'");
+  EXPECT_EQ(tjit::constexpr_text(std::string("1")), "'1'");
+  EXPECT_EQ(tjit::constexpr_text(tjit::Dtype(at::kBFloat16)), "tl.bfloat16");
 }
 
 }  // namespace

@@ -42,6 +42,8 @@ ADD_BF16 = dict(ADD_FP32, x_ptr="*bf16:16", y_ptr="*bf16:16", out_ptr="*bf16", H
 EVERYTHING = {"ptr": "*fp32:16", "ptr_dnsoa": "*fp32", "const_ptr": "*kfp32:16", "n": "i32:16", "n_dns": "i32",
               "n_dnsoa": 1, "n_i64": "i64", "f": "fp32", "f64": "fp64", "flag": "u1", "maybe_ptr": None,
               "C_INT": 7, "C_BOOL": True, "C_FLOAT": 0.5, "C_NONE": None}
+ACTIVATION = {"x_ptr": "*fp32:16", "out_ptr": "*bf16:16", "n": "i32", "ACTIVATION": "leaky_relu",
+              "OUT_DTYPE": {"dtype": "bf16"}, "BLOCK": 256}
 
 
 def _entry(file, function, args, options=None):
@@ -104,8 +106,13 @@ def test_bundle_key():
         "k\nk.py\n\n\n\n4,3,1,1,0,0,maxnreg=128,\ncuda:90:32"
     assert aot.bundle_key("k", "k.py", [], [], [], dict(aot.OPTION_DEFAULTS, maxnreg=0), CUDA_90) == \
         "k\nk.py\n\n\n\n4,3,1,1,0,0,\ncuda:90:32"
-    for constexprs, options, message in (([(0, "x")], {}, "is not null, a boolean, an integer or a float"),
-                                         ([(0, [1])], {}, "is not null, a boolean, an integer or a float"),
+    # Strings by their UTF-8 length (a string may hold the key's separators), dtypes by tl.dtype's name.
+    key = aot.bundle_key("k", "k.py", ["constexpr"] * 4, [(0, "leaky_relu"), (1, {"dtype": "bf16"}), (2, ""),
+                                                          (3, "é,\n3=int:1")], [], dict(aot.OPTION_DEFAULTS), CUDA_90)
+    assert key.split("\n")[3] == "0=str:10:leaky_relu,1=dtype:bf16,2=str:0:,3=str:11:é,"
+    assert key.split("\n")[4] == "3=int:1,"  # the string's own newline: the length tells it apart
+    for constexprs, options, message in (([(0, {"dtype": "float"})], {}, "is not null, a boolean, an integer"),
+                                         ([(0, [1])], {}, "is not null, a boolean, an integer, a float, a string"),
                                          ([("0", 1)], {}, "a constexpr's index"),
                                          ([(0, 1, 2)], {}, "not an (index, value) pair"),
                                          ([], {"num_warps": 4.0}, "option num_warps"),
@@ -182,6 +189,7 @@ def _error_cases():
     entry = lambda **changes: dict(ok, **changes)  # noqa: E731
     args = lambda **changes: entry(args=dict(ADD_FP32, **changes))  # noqa: E731
     every = lambda **changes: _entry(TEST_KERNELS, "everything_kernel", dict(EVERYTHING, **changes))  # noqa: E731
+    activation = lambda **changes: _entry(TEST_KERNELS, "activation_kernel", dict(ACTIVATION, **changes))  # noqa: E731
     top = "top"  # errors about the whole manifest: no entry named
     return [
         ("unknown top-level key", {"tjit_manifest": 1, "entries": [], "extra": 1}, top, "unknown key 'extra'"),
@@ -208,8 +216,10 @@ def _error_cases():
         ("extra parameter", [args(beta="fp32")], 0, "unknown beta"),
         ("bad type", [args(x_ptr="*fp33")], 0, "x_ptr: '*fp33' is not a Triton type"),
         ("uncanonical type", [args(alpha="float32")], 0, "alpha: 'float32' is not a Triton type"),
-        ("constexpr as a type", [args(HAS_ALPHA="constexpr")], 0, "HAS_ALPHA is a tl.constexpr parameter"),
-        ("type for a constexpr", [args(BLOCK="i32")], 0, "BLOCK is a tl.constexpr parameter"),
+        ("unknown dtype", [activation(OUT_DTYPE={"dtype": "float"})], 0, "OUT_DTYPE: \"float\" is not a Triton dtype"),
+        ("dtype object with more", [activation(OUT_DTYPE={"dtype": "bf16", "x": 1})], 0,
+         "neither a type string nor a constexpr value"),
+        ("dtype for a runtime parameter", [activation(n={"dtype": "bf16"})], 0, "n is a runtime parameter"),
         ("float divisible", [args(alpha="fp32:16")], 0, "only pointers and integers"),
         ("value for a runtime parameter", [args(n_elements=4096)], 0, "n_elements is a runtime parameter"),
         ("list value", [args(BLOCK=[1024])], 0, "neither a type string nor a constexpr value"),
@@ -381,6 +391,27 @@ def built(tmp_path_factory):
             os.environ["TRITON_CACHE_DIR"] = saved
     return {"folder": folder, "manifest": manifest, "output": output, "depfile": depfile, "stats": stats,
             "log": lines}
+
+
+def test_build_string_and_dtype_constexprs(tmp_path):
+    """A string and a dtype constexpr in a manifest: compiled (in this process), keyed, listed and
+    read back as the C++ runtime writes them (its bundle tests look these entries up)."""
+    manifest = _manifest(tmp_path / "m.json", [_entry(TEST_KERNELS, "activation_kernel", ACTIVATION),
+                                               _entry(TEST_KERNELS, "activation_kernel",
+                                                      dict(ACTIVATION, ACTIVATION="relu",
+                                                           OUT_DTYPE={"dtype": "fp8e4nv"}))])
+    specs = aot.read_manifest(manifest)
+    assert [s.constexprs for s in specs] == [((3, "leaky_relu"), (4, {"dtype": "bf16"}), (5, 256)),
+                                             ((3, "relu"), (4, {"dtype": "fp8e4nv"}), (5, 256))]
+    output = str(tmp_path / "act.tjb")
+    stats = aot.build_bundle([manifest], ["cuda:90"], output, jobs=1)
+    assert (stats.entries, stats.specializations) == (2, 2)
+    bundle = aot.read_bundle(output)
+    assert [e.signature for e in bundle.entries] == [
+        "x_ptr: *fp32:16, out_ptr: *bf16:16, n: i32, ACTIVATION='leaky_relu', OUT_DTYPE=tl.bfloat16, BLOCK=256",
+        "x_ptr: *fp32:16, out_ptr: *bf16:16, n: i32, ACTIVATION='relu', OUT_DTYPE=tl.float8e4nv, BLOCK=256"]
+    assert bundle.entries[0].key.split("\n")[3] == "3=str:10:leaky_relu,4=dtype:bf16,5=int:256,"
+    assert bundle.entries[0].binary != bundle.entries[1].binary
 
 
 def test_build(built):
@@ -624,8 +655,8 @@ def test_encode_bundle_errors(built):
         encode([(0, e.header, e.binary), (0, e.header, e.binary)])
     with pytest.raises(aot.BuildError, match="kernel 2 is not an index into the 2 kernels"):
         encode([(2, e.header, e.binary)])
-    with pytest.raises(ValueError, match="constexpr value 'x'"):
-        encode([(0, dict(e.header, specialization=dict(e.specialization, constexprs=[[6, "x"]])), e.binary)])
+    with pytest.raises(ValueError, match="constexpr value \\['x'\\]"):
+        encode([(0, dict(e.header, specialization=dict(e.specialization, constexprs=[[6, ["x"]]])), e.binary)])
 
 
 def test_kernel_store_encode_matches_decode():
@@ -767,7 +798,9 @@ def _damage_cases():
         ("header's 1024 a float", lambda d: _with_header(d, 1, constexpr(7, 1024.0)),
          "entry 1 (add_kernel for cuda:90:32) disagrees with its index record"),
         ("header's constexpr a string", lambda d: _with_header(d, 4, constexpr(13, "0.5")),
-         "entry 4 (everything_kernel for cuda:80:32): its header makes no key: constexpr value '0.5'"),
+         "entry 4 (everything_kernel for cuda:80:32) disagrees with its index record: key "),
+        ("header's constexpr a list", lambda d: _with_header(d, 4, constexpr(13, [0.5])),
+         "entry 4 (everything_kernel for cuda:80:32): its header makes no key: constexpr value [0.5]"),
         ("header's option mistyped", lambda d: _with_header(d, 2, options(launch_pdl=0)),
          "entry 2 (add_kernel for cuda:80:32): option launch_pdl is missing or mistyped"),
         ("header's types cut short", lambda d: _with_header(d, 3, lambda h: h["specialization"]["types"].pop()),

@@ -3,6 +3,7 @@
 // Where a binary comes from: lookup_chain.cpp; run(), tune(), compile_run(): tuning/tuned_run.cpp.
 
 #include <tjit/current_stream.h>
+#include <tjit/dtype.h>
 #include <tjit/kernel_store.h>
 #include <tjit/triton_jit_function.h>
 
@@ -76,33 +77,6 @@ uint64_t detail::launch_options_word(const LaunchOptions& o) {
          uint64_t(o.enable_fp_fusion) << 24 | uint64_t(o.launch_cooperative_grid) << 25 |
          uint64_t(o.launch_pdl) << 26 | uint64_t(o.maxnreg) << 27;
 }
-
-namespace {
-
-const char* triton_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return "fp32";
-    case c10::ScalarType::Half: return "fp16";
-    case c10::ScalarType::BFloat16: return "bf16";
-    case c10::ScalarType::Double: return "fp64";
-    case c10::ScalarType::Char: return "i8";
-    case c10::ScalarType::Short: return "i16";
-    case c10::ScalarType::Int: return "i32";
-    case c10::ScalarType::Long: return "i64";
-    case c10::ScalarType::Byte: return "u8";
-    case c10::ScalarType::UInt16: return "u16";
-    case c10::ScalarType::UInt32: return "u32";
-    case c10::ScalarType::UInt64: return "u64";
-    case c10::ScalarType::Bool: return "u1";
-    case c10::ScalarType::Float8_e5m2: return "fp8e5";
-    case c10::ScalarType::Float8_e4m3fn: return "fp8e4nv";
-    case c10::ScalarType::Float8_e5m2fnuz: return "fp8e5b16";
-    case c10::ScalarType::Float8_e4m3fnuz: return "fp8e4b8";
-    default: return nullptr;
-  }
-}
-
-}  // namespace
 
 int detail::current_cuda_device() {
   const auto& cu = detail::cuda_driver();
@@ -316,7 +290,7 @@ Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBa
     std::string type;
     switch (kind) {
       case ArgKind::Pointer: {
-        const char* dtype = triton_dtype(static_cast<c10::ScalarType>(sub));
+        const char* dtype = triton_element_type(static_cast<c10::ScalarType>(sub));
         TORCH_CHECK(dtype != nullptr, "tjit: kernel ", function_name_, ": argument '", p.name, "' has dtype ",
                     static_cast<c10::ScalarType>(sub), ", which Triton kernels cannot take");
         type = std::string(p.is_const ? "*k" : "*") + dtype;
@@ -351,6 +325,14 @@ Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBa
       case ArgKind::ConstexprBool:
         type = "constexpr";
         spec.constexprs.emplace_back(index, w1 != 0);
+        break;
+      case ArgKind::ConstexprString:
+        type = "constexpr";
+        spec.constexprs.emplace_back(index, detail::interned_constexpr_string(w1));
+        break;
+      case ArgKind::ConstexprDtype:
+        type = "constexpr";
+        spec.constexprs.emplace_back(index, Dtype::from_index(static_cast<uint8_t>(w1)));
         break;
     }
     // An annotation fixes the type of a runtime argument, as in Python.
@@ -561,6 +543,8 @@ void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& optio
         break;
       }
       case ArgKind::ConstexprBool: args.emplace_back(w1 != 0); break;
+      case ArgKind::ConstexprString: args.emplace_back(detail::interned_constexpr_string(w1)); break;
+      case ArgKind::ConstexprDtype: args.emplace_back(Dtype::from_index(static_cast<uint8_t>(w1))); break;
     }
   }
   TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " from ", kernel_file_,

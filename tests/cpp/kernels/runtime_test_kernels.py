@@ -58,3 +58,17 @@ def variety_kernel(x_ptr, out_ptr, n, one, big: tl.int64, f64: tl.float64, maybe
     if C_NONE is not None:
         x += 1.0
     tl.store(out_ptr + offsets, x, mask=mask)
+
+
+# String and dtype constexprs (an activation chosen by name, as in Triton's matmul tutorial, and the
+# output's element type): specialisation, interpreted and CUDA launches, compiles and bundles.
+@triton.jit
+def activation_kernel(x_ptr, out_ptr, n, ACTIVATION: tl.constexpr, OUT_DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    if ACTIVATION == "leaky_relu":
+        x = tl.where(x >= 0, x, 0.01 * x)
+    elif ACTIVATION == "relu":
+        x = tl.maximum(x, 0.0)
+    tl.store(out_ptr + offsets, x.to(OUT_DTYPE), mask=mask)

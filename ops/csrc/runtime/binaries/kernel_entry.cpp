@@ -156,7 +156,7 @@ ConstexprValue constexpr_from_json(const json& j) {
   if (auto value = constexpr_value_from_json(j)) {
     return *value;
   }
-  throw CorruptStoreFile("constexpr value " + j.dump() + " is not None, a bool, an int or a float");
+  throw CorruptStoreFile("constexpr value " + j.dump() + " is not None, a bool, an int, a float, a string or a dtype");
 }
 
 Specialization specialization_from_json(const json& spec) {
@@ -417,6 +417,10 @@ std::string bundle_key(const std::string& function, const std::string& file_name
             uint64_t bits = 0;
             std::memcpy(&bits, &v, sizeof(bits));
             key += "float:" + std::to_string(bits);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            key += "str:" + std::to_string(v.size()) + ':' + v;  // by length: a string may hold ',' or '\n'
+          } else if constexpr (std::is_same_v<T, Dtype>) {
+            key += std::string("dtype:") + v.name();
           } else {
             key += "int:" + std::to_string(v);
           }

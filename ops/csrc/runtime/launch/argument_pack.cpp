@@ -9,7 +9,11 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 
 namespace tjit::detail {
 namespace {
@@ -43,7 +47,44 @@ size_t annotated_int_width(const KernelParam& p) {
               ", which tjit cannot pass from C++ (supported: i8..i64, u8..u64, fp32, fp64, u1)");
 }
 
+// Constexpr strings by id. Texts live in a deque (stable addresses) that the map's views point into.
+struct InternedStrings {
+  std::shared_mutex mutex;
+  std::deque<std::string> texts;
+  std::unordered_map<std::string_view, uint64_t> ids;
+};
+
+InternedStrings& interned_strings() {
+  static InternedStrings strings;
+  return strings;
+}
+
 }  // namespace
+
+uint64_t intern_constexpr_string(std::string_view text) {
+  InternedStrings& strings = interned_strings();
+  {
+    std::shared_lock<std::shared_mutex> lock(strings.mutex);
+    if (const auto it = strings.ids.find(text); it != strings.ids.end()) {
+      return it->second;
+    }
+  }
+  std::unique_lock<std::shared_mutex> lock(strings.mutex);
+  if (const auto it = strings.ids.find(text); it != strings.ids.end()) {
+    return it->second;
+  }
+  const std::string& stored = strings.texts.emplace_back(text);
+  const uint64_t id = strings.texts.size() - 1;
+  strings.ids.emplace(std::string_view(stored), id);
+  return id;
+}
+
+const std::string& interned_constexpr_string(uint64_t id) {
+  InternedStrings& strings = interned_strings();
+  std::shared_lock<std::shared_mutex> lock(strings.mutex);
+  TORCH_CHECK(id < strings.texts.size(), "tjit: no constexpr string has id ", id);
+  return strings.texts[id];  // deque elements never move
+}
 
 const KernelParam& ArgumentPackBase::begin_arg() {
   TORCH_CHECK(count_ < params_.size(), "tjit: kernel ", kernel_name_, " takes ", params_.size(),
@@ -200,6 +241,20 @@ void ArgumentPackBase::add_bool(bool v) {
   const uint8_t b = v ? 1 : 0;
   pass_to_launch(&b, sizeof(b));
   finish_arg(make_word(ArgKind::Bool));
+}
+
+void ArgumentPackBase::add_string(std::string_view text) {
+  const KernelParam& p = begin_arg();
+  TORCH_CHECK(p.is_constexpr, "tjit: kernel ", kernel_name_, ": parameter '", p.name,
+              "' got a string, which only a tl.constexpr parameter takes (as in Python Triton)");
+  finish_arg(make_word(ArgKind::ConstexprString), intern_constexpr_string(text));
+}
+
+void ArgumentPackBase::add_dtype(Dtype dtype) {
+  const KernelParam& p = begin_arg();
+  TORCH_CHECK(p.is_constexpr, "tjit: kernel ", kernel_name_, ": parameter '", p.name, "' got the dtype tl.",
+              dtype.attribute_name(), ", which only a tl.constexpr parameter takes (as in Python Triton)");
+  finish_arg(make_word(ArgKind::ConstexprDtype), dtype.index());
 }
 
 void ArgumentPackBase::add_none() {

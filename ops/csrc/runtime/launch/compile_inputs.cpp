@@ -71,6 +71,39 @@ std::string Specialization::describe(const std::vector<std::string>& param_names
   return out;
 }
 
+namespace {
+
+// Python's repr of a str: single quotes unless the text has one and no double quote; backslash
+// escapes for the quote, backslashes and control characters; other bytes (UTF-8) as they are.
+std::string python_string_repr(const std::string& text) {
+  const bool double_quotes = text.find('\'') != std::string::npos && text.find('"') == std::string::npos;
+  const char quote = double_quotes ? '"' : '\'';
+  std::string out(1, quote);
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == quote || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      static const char digits[] = "0123456789abcdef";
+      out += "\\x";
+      out += digits[byte >> 4];
+      out += digits[byte & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + quote;
+}
+
+}  // namespace
+
 std::string constexpr_text(const ConstexprValue& value) {
   return std::visit(
       [](const auto& v) -> std::string {
@@ -79,6 +112,10 @@ std::string constexpr_text(const ConstexprValue& value) {
           return "None";
         } else if constexpr (std::is_same_v<T, bool>) {
           return v ? "True" : "False";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return python_string_repr(v);
+        } else if constexpr (std::is_same_v<T, Dtype>) {
+          return std::string("tl.") + v.attribute_name();
         } else if constexpr (std::is_same_v<T, double>) {
           char buffer[32];
           const auto end = std::to_chars(buffer, buffer + sizeof(buffer), v).ptr;  // shortest round trip

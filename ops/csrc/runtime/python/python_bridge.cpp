@@ -182,8 +182,12 @@ class EmbeddedTritonBridge final : public PythonBridge {
           value = v.cast<bool>();
         } else if (py::isinstance<py::int_>(v)) {
           value = v.cast<int64_t>();
-        } else {
+        } else if (py::isinstance<py::str>(v)) {
+          value = v.cast<std::string>();
+        } else if (py::isinstance<py::float_>(v)) {
           value = v.cast<double>();
+        } else {  // a tl.dtype (triton_adapter checked)
+          value = Dtype::named(py::str(v).cast<std::string>());
         }
         values.emplace_back(t[0].cast<int>(), value);
       }
@@ -200,6 +204,8 @@ class EmbeddedTritonBridge final : public PythonBridge {
           using T = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<T, std::monostate>) {
             return py::none();
+          } else if constexpr (std::is_same_v<T, Dtype>) {
+            return interpreted_value(v);
           } else {
             return py::cast(v);
           }
@@ -220,6 +226,10 @@ class EmbeddedTritonBridge final : public PythonBridge {
   static py::object interpreted_value(int64_t v) { return py::int_(v); }
   static py::object interpreted_value(uint64_t v) { return py::int_(v); }
   static py::object interpreted_value(double v) { return py::float_(v); }
+  static py::object interpreted_value(const std::string& v) { return py::str(v); }
+  static py::object interpreted_value(Dtype v) {
+    return py::module_::import("triton.language").attr("dtype")(v.name());
+  }
   static py::object interpreted_value(const at::Tensor* t) {
     // Shares the memory: the interpreter writes its results straight into the C++ tensor.
     DLManagedTensor* managed = at::toDLPack(*t);

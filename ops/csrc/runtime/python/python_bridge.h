@@ -30,7 +30,8 @@ struct KernelDefinition {
 
 // One argument of an interpreted (CPU) launch, or of a call to a kernel's autotune pruning or
 // heuristics, as a Python value (tensors of any device travel by DLPack).
-using InterpretedArg = std::variant<std::monostate, bool, int64_t, uint64_t, double, const at::Tensor*>;
+using InterpretedArg =
+    std::variant<std::monostate, bool, int64_t, uint64_t, double, const at::Tensor*, std::string, Dtype>;
 
 class PythonBridge {
  public:

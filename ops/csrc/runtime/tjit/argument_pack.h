@@ -3,6 +3,7 @@
 // arguments, into (1) a compact cache key and (2) the launch parameter array. Everything
 // lives in fixed-size arrays on the caller's stack: no heap allocation, no strings.
 
+#include <tjit/dtype.h>
 #include <tjit/kernel_param.h>
 #include <tjit/launch_types.h>
 
@@ -12,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -32,7 +35,15 @@ enum class ArgKind : uint8_t {
   ConstexprInt = 7,    // value of a tl.constexpr parameter
   ConstexprFloat = 8,
   ConstexprBool = 9,
+  ConstexprString = 10,  // value: the string's id (intern_constexpr_string)
+  ConstexprDtype = 11,   // value: Dtype::index()
 };
+
+// A constexpr string's id: equal ids for equal texts, for the life of the process. Looking up a
+// text seen before takes a shared lock and allocates nothing; a new one is copied once.
+uint64_t intern_constexpr_string(std::string_view text);
+// The text of an id intern_constexpr_string returned.
+const std::string& interned_constexpr_string(uint64_t id);
 
 // Integer type chosen from the value, as Python Triton does.
 enum class IntType : uint8_t { I32 = 0, I64 = 1, U64 = 2 };
@@ -60,6 +71,8 @@ class ArgumentPackBase {
   void add_float(double v);
   void add_bool(bool v);
   void add_none();
+  void add_string(std::string_view text);  // tl.constexpr parameters only
+  void add_dtype(Dtype dtype);             // tl.constexpr parameters only
 
   // Throws unless exactly one argument per kernel parameter was given.
   void check_complete() const;
@@ -127,6 +140,17 @@ void add_argument(Sink& pack, const T& value) {
     }
   } else if constexpr (std::is_same_v<D, bool>) {
     pack.add_bool(value);
+  } else if constexpr (std::is_same_v<D, std::string> || std::is_same_v<D, std::string_view>) {
+    pack.add_string(std::string_view(value));  // a string constexpr
+  } else if constexpr (std::is_array_v<T> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<T>>, char>) {
+    // A string literal ("leaky_relu"): up to its terminating NUL.
+    size_t length = 0;
+    while (length < std::extent_v<T> && value[length] != '\0') {
+      ++length;
+    }
+    pack.add_string(std::string_view(value, length));
+  } else if constexpr (std::is_same_v<D, Dtype> || std::is_same_v<D, c10::ScalarType>) {
+    pack.add_dtype(Dtype(value));  // a dtype constexpr: tl.bfloat16
   } else if constexpr (std::is_integral_v<D>) {
     if constexpr (std::is_unsigned_v<D>) {
       pack.add_unsigned(static_cast<uint64_t>(value));
@@ -137,13 +161,18 @@ void add_argument(Sink& pack, const T& value) {
     add_argument(pack, static_cast<std::underlying_type_t<D>>(value));
   } else if constexpr (std::is_floating_point_v<D>) {
     pack.add_float(static_cast<double>(value));
+  } else if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
+    static_assert(always_false<D>,
+                  "tjit: a char pointer may be device memory; pass a string constexpr as std::string_view "
+                  "(or a literal), a pointer as tjit::DevicePointer{ptr, dtype}");
   } else if constexpr (std::is_pointer_v<D>) {
     static_assert(always_false<D>,
                   "tjit: a raw pointer has no element type; pass tjit::DevicePointer{ptr, dtype}");
   } else {
     static_assert(always_false<D>,
                   "tjit: unsupported kernel argument type (use at::Tensor, tjit::DevicePointer, an "
-                  "integer, float/double, bool, std::optional or std::nullopt)");
+                  "integer, float/double, bool, a string, tjit::Dtype or c10::ScalarType, std::optional or "
+                  "std::nullopt)");
   }
 }
 

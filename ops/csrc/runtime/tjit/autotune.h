@@ -50,6 +50,8 @@ class KernelMeta {
   int64_t operator[](std::string_view name) const;
   // Its value as a double (integers and floats).
   double value_as_double(std::string_view name) const;
+  // Its value whatever its kind (None, bool, integer, float, string, tjit::Dtype), as META[name].
+  const ConstexprValue& value(std::string_view name) const { return find(name); }
   // The chosen config's launch options.
   const LaunchOptions& options() const { return *options_; }
 
@@ -75,12 +77,12 @@ namespace detail {
 // Tensors are held by address: they outlive the call. It takes its value through add_argument,
 // so run() accepts exactly the argument types operator() accepts.
 struct CapturedArg {
-  enum class Kind : uint8_t { Tensor, Pointer, Signed, Unsigned, Float, Bool, None };
+  enum class Kind : uint8_t { Tensor, Pointer, Signed, Unsigned, Float, Bool, None, String, Dtype };
   Kind kind = Kind::None;
   const at::Tensor* tensor = nullptr;
   DevicePointer pointer;
   int64_t signed_value = 0;
-  uint64_t unsigned_value = 0;
+  uint64_t unsigned_value = 0;  // also a String's id (intern_constexpr_string) and a Dtype's index
   double float_value = 0;
   bool bool_value = false;
 
@@ -91,6 +93,8 @@ struct CapturedArg {
   void add_float(double v) { kind = Kind::Float, float_value = v; }
   void add_bool(bool v) { kind = Kind::Bool, bool_value = v; }
   void add_none() { kind = Kind::None; }
+  void add_string(std::string_view text) { kind = Kind::String, unsigned_value = intern_constexpr_string(text); }
+  void add_dtype(Dtype dtype) { kind = Kind::Dtype, unsigned_value = dtype.index(); }
 };
 
 template <typename T>

@@ -2,6 +2,7 @@
 // What a compile produces: the binary and the metadata a launch needs. Also the
 // description of a specialisation, i.e. the exact inputs handed to triton.compile.
 
+#include <tjit/dtype.h>
 #include <tjit/launch_types.h>
 
 #include <cstdint>
@@ -12,12 +13,12 @@
 
 namespace tjit {
 
-// A compile-time value: None, bool, integer or float, as Python Triton would pass it.
-using ConstexprValue = std::variant<std::monostate, bool, int64_t, double>;
+// A compile-time value: None, bool, integer, float, string or tl.dtype, as Python Triton would pass it.
+using ConstexprValue = std::variant<std::monostate, bool, int64_t, double, std::string, Dtype>;
 
 // A compile-time value as Python's repr writes it: None, True, 1024, 0.5, 1.0 (a float never reads
-// as an integer; the shortest text that reads back as the same double). Logs, errors and the kernel
-// store's keys use it, so values that compile differently never share a text.
+// as an integer; the shortest text that reads back as the same double), 'leaky_relu', tl.bfloat16.
+// Logs, errors and the kernel store's keys use it, so values that compile differently never share a text.
 std::string constexpr_text(const ConstexprValue& value);
 
 // The specialisation of one call: the signature Triton compiles, derived from the

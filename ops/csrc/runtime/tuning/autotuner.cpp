@@ -49,7 +49,8 @@ int64_t KernelMeta::operator[](std::string_view name) const {
     return *b ? 1 : 0;
   }
   TORCH_CHECK(false, "tjit: kernel ", kernel_name_, ": META[\"", name, "\"] is ",
-              std::holds_alternative<double>(v) ? "a float (use value_as_double)" : "None", ", not an integer");
+              std::holds_alternative<double>(v) ? "a float (use value_as_double)" : constexpr_text(v),
+              ", not an integer (META.value(name) gives any value)");
 }
 
 double KernelMeta::value_as_double(std::string_view name) const {

@@ -37,6 +37,8 @@ void add_captured(detail::ArgumentPackBase& pack, const CapturedArg& a) {
     case CapturedArg::Kind::Float: pack.add_float(a.float_value); break;
     case CapturedArg::Kind::Bool: pack.add_bool(a.bool_value); break;
     case CapturedArg::Kind::None: pack.add_none(); break;
+    case CapturedArg::Kind::String: pack.add_string(detail::interned_constexpr_string(a.unsigned_value)); break;
+    case CapturedArg::Kind::Dtype: pack.add_dtype(Dtype::from_index(static_cast<uint8_t>(a.unsigned_value))); break;
   }
 }
 
@@ -50,6 +52,10 @@ void add_constexpr(detail::ArgumentPackBase& pack, const ConstexprValue& value) 
           pack.add_bool(v);
         } else if constexpr (std::is_same_v<T, int64_t>) {
           pack.add_signed(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          pack.add_string(v);
+        } else if constexpr (std::is_same_v<T, Dtype>) {
+          pack.add_dtype(v);
         } else {
           pack.add_float(v);
         }
@@ -64,7 +70,9 @@ std::pair<uint64_t, uint64_t> argument_words(const CapturedArg& a) {
     case CapturedArg::Kind::Tensor: value = static_cast<uint64_t>(a.tensor->scalar_type()); break;
     case CapturedArg::Kind::Pointer: value = static_cast<uint64_t>(a.pointer.dtype); break;
     case CapturedArg::Kind::Signed: value = static_cast<uint64_t>(a.signed_value); break;
-    case CapturedArg::Kind::Unsigned: value = a.unsigned_value; break;
+    case CapturedArg::Kind::Unsigned:
+    case CapturedArg::Kind::String:
+    case CapturedArg::Kind::Dtype: value = a.unsigned_value; break;
     case CapturedArg::Kind::Float: std::memcpy(&value, &a.float_value, sizeof(value)); break;
     case CapturedArg::Kind::Bool: value = a.bool_value ? 1 : 0; break;
     case CapturedArg::Kind::None: break;
@@ -84,6 +92,8 @@ std::optional<ConstexprValue> scalar_value(const CapturedArg& a) {
     case CapturedArg::Kind::Float: return ConstexprValue(a.float_value);
     case CapturedArg::Kind::Bool: return ConstexprValue(a.bool_value);
     case CapturedArg::Kind::None: return ConstexprValue(std::monostate{});
+    case CapturedArg::Kind::String: return ConstexprValue(detail::interned_constexpr_string(a.unsigned_value));
+    case CapturedArg::Kind::Dtype: return ConstexprValue(Dtype::from_index(static_cast<uint8_t>(a.unsigned_value)));
     default: return std::nullopt;
   }
 }
@@ -98,6 +108,8 @@ std::vector<detail::InterpretedArg> python_arguments(const CapturedArg* args, si
       case CapturedArg::Kind::Unsigned: out.emplace_back(a.unsigned_value); break;
       case CapturedArg::Kind::Float: out.emplace_back(a.float_value); break;
       case CapturedArg::Kind::Bool: out.emplace_back(a.bool_value); break;
+      case CapturedArg::Kind::String: out.emplace_back(detail::interned_constexpr_string(a.unsigned_value)); break;
+      case CapturedArg::Kind::Dtype: out.emplace_back(Dtype::from_index(static_cast<uint8_t>(a.unsigned_value))); break;
       default: out.emplace_back(std::monostate{}); break;  // a DevicePointer has no Python form
     }
   }
@@ -113,6 +125,8 @@ std::string describe_argument(const CapturedArg& a) {
     case CapturedArg::Kind::Float: return constexpr_text(a.float_value);
     case CapturedArg::Kind::Bool: return constexpr_text(a.bool_value);
     case CapturedArg::Kind::None: return constexpr_text(std::monostate{});
+    case CapturedArg::Kind::String: return constexpr_text(detail::interned_constexpr_string(a.unsigned_value));
+    case CapturedArg::Kind::Dtype: return constexpr_text(Dtype::from_index(static_cast<uint8_t>(a.unsigned_value)));
   }
   return "";
 }
