@@ -16,6 +16,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
+import inspect
 import os
 import re
 import site
@@ -269,8 +270,25 @@ def _source_files(path, module):
     return result
 
 
+def _default_of(param):
+    """A parameter's default as tjit passes values: (True, value as JSON: None, bool, int, float, str,
+    {"dtype": name}), or (False, None) when it has none, or one no C++ argument could give (a tuple,
+    an object): callers must then pass it."""
+    default = param._param.default
+    if default is inspect.Parameter.empty:
+        return False, None
+    if isinstance(default, tl.constexpr):
+        default = default.value
+    if isinstance(default, int) and not isinstance(default, bool) and not -2**63 <= default < 2**63:
+        return False, None
+    if default is None or isinstance(default, (bool, int, float, str)) or _is_element_dtype(default):
+        return True, _constexpr_json(default)
+    return False, None
+
+
 def load_kernel(path, name):
-    """Returns (handle, [(name, is_constexpr, is_const, dns, dns_on_alignment, annotation)],
+    """Returns (handle, [(name, is_constexpr, is_const, dns, dns_on_alignment, annotation,
+    (has_default, default))],
     [(source path, fingerprint)], triton version, tuning description (_tuning_description))."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"kernel file {path} does not exist")
@@ -282,7 +300,7 @@ def load_kernel(path, name):
     if not isinstance(fn, JITFunction):
         raise TypeError(f"{name!r} in {path} is not a @triton.jit function")
     params = [(p.name, bool(p.is_constexpr), bool(p.is_const), bool(p.do_not_specialize),
-               bool(p.do_not_specialize_on_alignment), "" if p.is_constexpr else p.annotation_type)
+               bool(p.do_not_specialize_on_alignment), "" if p.is_constexpr else p.annotation_type, _default_of(p))
               for p in fn.params]
     try:
         tuning = _tuning_description(wrapped, fn)

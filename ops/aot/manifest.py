@@ -198,7 +198,7 @@ def _parse_args(kernel: Kernel, args, fail):
         fail(f"args must name every parameter of {kernel.function} once: {'; '.join(problems)} "
              f"(its parameters: {', '.join(names)})")
     types, constexprs, divisible = [], [], []
-    for index, (name, is_constexpr, is_const, dns, dnsoa, annotation) in enumerate(kernel.params):
+    for index, (name, is_constexpr, is_const, dns, dnsoa, annotation, _) in enumerate(kernel.params):
         value = args[name]
         if isinstance(value, str) and not is_constexpr:
             try:

@@ -117,6 +117,8 @@ int record_manifest() {
   TritonJitFunction::get_instance(test_kernels(), "activation_kernel")(
       nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), LaunchOptions{}, in.x, half_out, kN, "leaky_relu",
       at::kBFloat16, kBlock);
+  TritonJitFunction::get_instance(test_kernels(), "defaults_kernel")(
+      nullptr, tjit::Grid((kN + 127) / 128), LaunchOptions{}, in.x, in.out, kN);  // every default
   const auto recording = tjit::recording_manifest();
   std::printf("recorded into %s\n", recording ? recording->c_str() : "(nothing: TJIT_RECORD is not set)");
   return recording ? 0 : 1;
@@ -164,14 +166,14 @@ TEST_F(Bundle, LoadsAndDescribesItself) {
   const tjit::KernelBundleInfo info = tjit::load_bundle(bundle_path());
   EXPECT_FALSE(info.embedded);
   EXPECT_EQ(info.targets, (std::vector<std::string>{"cuda:80:32", "cuda:90:32"}));
-  EXPECT_EQ(info.num_kernels, 5u);
-  // Six specialisations (scale, variety, activation, row_sum, and the autotuned scale_kernel's two
-  // configs), two targets.
-  EXPECT_EQ(info.num_entries, 12u);
+  EXPECT_EQ(info.num_kernels, 6u);
+  // Seven specialisations (scale, variety, activation, defaults, row_sum, and the autotuned
+  // scale_kernel's two configs), two targets.
+  EXPECT_EQ(info.num_entries, 14u);
   EXPECT_FALSE(info.triton_version.empty());
   tjit::load_bundle(bundle_path());  // again: the same bundle, not a second one
   ASSERT_EQ(tjit::loaded_bundles().size(), 1u);
-  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 12u);
+  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 14u);
 }
 
 // --- What @triton.heuristics and @triton.autotune decided, shipped in the bundle ---
@@ -266,6 +268,10 @@ TEST_F(Bundle, CompilesFromTheBundleWithoutPython) {
     EXPECT_TRUE(is_elf(activation.binary));
     EXPECT_NE(activation.name.find("activation_kernel"), std::string::npos);
   }
+  // The defaults come from the bundle's signature (no Python): leaving them out finds the entry.
+  const tjit::CompiledKernel defaulted = TritonJitFunction::get_instance(test_kernels(), "defaults_kernel")
+                                             .compile(CompileTarget{}, LaunchOptions{}, in.x, in.out, kN);
+  EXPECT_TRUE(is_elf(defaulted.binary));
   // Another string is another specialisation, which the bundle lacks.
   const std::string message = error_message([&] { compile_activation(in, CompileTarget{}, "relu"); });
   EXPECT_NE(message.find("\"ACTIVATION\":\"relu\""), std::string::npos) << message;

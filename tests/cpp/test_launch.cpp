@@ -107,6 +107,31 @@ TEST_P(LaunchTest, StringAndDtypeConstexprsMatchAten) {
   }
 }
 
+// Parameters left out take the kernel's defaults (scale 2.0, BLOCK 128, relu, fp32, no bias), as in
+// a Python call, through operator() and through run().
+TEST_P(LaunchTest, LeftOutParametersTakeTheirDefaults) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "defaults_kernel");
+  const auto opts = at::TensorOptions().device(GetParam()).dtype(at::kFloat);
+  for (int64_t n : {int64_t{1}, int64_t{127}, int64_t{1000}}) {
+    SCOPED_TRACE(n);
+    const at::Tensor x = at::randn({n}, opts);
+    const at::Tensor bias = at::randn({n}, opts);
+    at::Tensor out = at::full({n}, std::numeric_limits<float>::quiet_NaN(), opts);
+    const Grid grid((n + 127) / 128);
+    fn(stream_of(x), grid, LaunchOptions{}, x, out, n);
+    synchronize(out);
+    EXPECT_TRUE(at::allclose(out, at::clamp_min(x * 2.0, 0.0)));
+    out.fill_(std::numeric_limits<float>::quiet_NaN());
+    fn(stream_of(x), Grid((n + 63) / 64), LaunchOptions{}, x, out, n, 0.5, int64_t{64}, "none", at::kFloat, bias);
+    synchronize(out);
+    EXPECT_TRUE(at::allclose(out, x * 0.5 + bias));
+    out.fill_(std::numeric_limits<float>::quiet_NaN());
+    fn.run(stream_of(x), grid, x, out, n, -1.0);
+    synchronize(out);
+    EXPECT_TRUE(at::allclose(out, at::clamp_min(-x, 0.0)));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, LaunchTest, ::testing::ValuesIn(tjit::testing::test_devices()),
                          tjit::testing::device_label);
 

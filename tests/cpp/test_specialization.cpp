@@ -293,6 +293,65 @@ TEST_F(SpecializationTest, StringsAndDtypesOnlyForConstexprs) {
             std::string::npos);
 }
 
+// Trailing parameters left out take the kernel's defaults, as Triton's binder applies them.
+TEST_F(SpecializationTest, LeftOutParametersTakeTheirDefaults) {
+  auto& fn = tjit::TritonJitFunction::get_instance(test_kernels(), "defaults_kernel");
+  std::vector<std::string> defaults;
+  for (const auto& p : fn.params()) {
+    defaults.push_back(p.default_value ? tjit::constexpr_text(*p.default_value) : "-");
+  }
+  EXPECT_EQ(defaults, (std::vector<std::string>{"-", "-", "-", "2.0", "128", "'relu'", "tl.float32", "None"}));
+  const at::Tensor x = make_tensor({at::kFloat, "float32", 0});
+  const std::vector<tjit::Specialization> mine{
+      fn.specialize(x, x, int64_t{1000}), fn.specialize(x, x, int64_t{1000}, 3.0),
+      fn.specialize(x, x, int64_t{1000}, 3.0, int64_t{64}, "none"),
+      fn.specialize(x, x, int64_t{1000}, 3.0, int64_t{64}, "none", at::kHalf, x)};
+
+  py::gil_scoped_acquire gil;
+  py::dict scope;
+  py::exec(kPythonSide, scope);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    SCOPED_TRACE(i);
+    py::list args;
+    args.append(scope["tensor"](py::make_tuple("float32", 0)));
+    args.append(scope["tensor"](py::make_tuple("float32", 0)));
+    args.append(1000);
+    if (i >= 1) args.append(3.0);
+    if (i >= 2) {
+      args.append(64);
+      args.append("none");
+    }
+    if (i >= 3) {
+      args.append(py::module_::import("triton.language").attr("float16"));
+      args.append(scope["tensor"](py::make_tuple("float32", 0)));
+    }
+    py::tuple theirs = scope["derive"](test_kernels(), "defaults_kernel", args);
+    EXPECT_EQ(mine[i].types, theirs[0].cast<std::vector<std::string>>());
+    py::list my_consts;
+    for (const auto& [index, value] : mine[i].constexprs) {
+      my_consts.append(py::make_tuple(index, to_python(value)));
+    }
+    EXPECT_TRUE(my_consts.equal(theirs[1])) << "tjit: " << py::str(my_consts).cast<std::string>()
+                                            << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
+    EXPECT_EQ(mine[i].divisible_by_16, theirs[2].cast<std::vector<int>>());
+  }
+}
+
+TEST_F(SpecializationTest, OnlyParametersWithDefaultsMayBeLeftOut) {
+  auto& fn = tjit::TritonJitFunction::get_instance(test_kernels(), "defaults_kernel");
+  const at::Tensor x = make_tensor({at::kFloat, "float32", 0});
+  try {
+    fn.specialize(x, x);
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace())
+                  .find("tjit: kernel defaults_kernel takes 8 arguments (x_ptr, out_ptr, n, scale, BLOCK, "
+                        "ACTIVATION, OUT_DTYPE, bias_ptr), but 2 were given; n has no default"),
+              std::string::npos)
+        << e.what_without_backtrace();
+  }
+}
+
 TEST_F(SpecializationTest, DtypeNamesRoundTripThroughTriton) {
   py::gil_scoped_acquire gil;
   py::module_ tl = py::module_::import("triton.language");

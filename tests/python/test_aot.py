@@ -446,7 +446,8 @@ def test_build(built):
         assert set(e.header["launch"]) == set(aot.bundle_format._LAUNCH_FIELDS)
         assert set(e.header["options"]) == set(aot.OPTION_DEFAULTS)
         assert set(e.header["specialization"]) == {"types", "constexprs", "divisible_by_16"}
-        assert set(e.header["kernel"]) == {"file", "function", "params", "sources", "triton", "tuning"}
+        assert set(e.header["kernel"]) == {"file", "function", "params", "sources", "triton", "tuning",
+                                            "param_defaults"}
         seen.add((e.function, e.signature, e.target))
     assert len(seen) == 6
     everything = [e for e in bundle.entries if e.function == "everything_kernel"]

@@ -14,7 +14,7 @@ namespace tjit {
 
 CompiledKernel TritonJitFunction::compile_packed(const CompileTarget& target, const LaunchOptions& options,
                                                  detail::ArgumentPackBase& pack) const {
-  pack.check_complete();
+  pack.complete();
   detail::launch_options_word(options);  // validates
   const Specialization spec = specialization_of(pack);
   std::string key;

@@ -349,7 +349,7 @@ Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBa
 
 void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& options,
                                detail::ArgumentPackBase& pack) const {
-  pack.check_complete();
+  pack.complete();
   if (pack.has_device() && pack.device().is_cpu()) {
     launch_interpreted(grid, options, pack);
     return;

@@ -72,3 +72,18 @@ def activation_kernel(x_ptr, out_ptr, n, ACTIVATION: tl.constexpr, OUT_DTYPE: tl
     elif ACTIVATION == "relu":
         x = tl.maximum(x, 0.0)
     tl.store(out_ptr + offsets, x.to(OUT_DTYPE), mask=mask)
+
+
+# Defaults a C++ call may leave out, as a Python call does: a runtime float, an int, a string and a
+# dtype constexpr, and a None pointer.
+@triton.jit
+def defaults_kernel(x_ptr, out_ptr, n, scale=2.0, BLOCK: tl.constexpr = 128, ACTIVATION: tl.constexpr = "relu",
+                    OUT_DTYPE: tl.constexpr = tl.float32, bias_ptr=None):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask) * scale
+    if bias_ptr is not None:
+        x += tl.load(bias_ptr + offsets, mask=mask)
+    if ACTIVATION == "relu":
+        x = tl.maximum(x, 0.0)
+    tl.store(out_ptr + offsets, x.to(OUT_DTYPE), mask=mask)

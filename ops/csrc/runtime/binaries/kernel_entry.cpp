@@ -90,6 +90,13 @@ json parse_header(const std::string& header) {
   }
 }
 
+ConstexprValue constexpr_from_json(const json& j) {
+  if (auto value = constexpr_value_from_json(j)) {
+    return *value;
+  }
+  throw CorruptStoreFile("constexpr value " + j.dump() + " is not None, a bool, an int, a float, a string or a dtype");
+}
+
 json params_to_json(const std::vector<KernelParam>& params) {
   json out = json::array();
   for (const KernelParam& p : params) {
@@ -99,6 +106,9 @@ json params_to_json(const std::vector<KernelParam>& params) {
                    {"do_not_specialize", p.do_not_specialize},
                    {"do_not_specialize_on_alignment", p.do_not_specialize_on_alignment},
                    {"annotation", p.annotation_type}});
+    if (p.default_value) {
+      out.back()["default"] = constexpr_value_json<json>(*p.default_value);
+    }
   }
   return out;
 }
@@ -113,6 +123,9 @@ std::vector<KernelParam> params_from_json(const json& j) {
     param.do_not_specialize = p.at("do_not_specialize").get<bool>();
     param.do_not_specialize_on_alignment = p.at("do_not_specialize_on_alignment").get<bool>();
     param.annotation_type = p.at("annotation").get<std::string>();
+    if (p.contains("default")) {
+      param.default_value = constexpr_from_json(p.at("default"));
+    }
     params.push_back(std::move(param));
   }
   return params;
@@ -128,7 +141,8 @@ json signature_to_json(const KernelSignature& s) {
           {"params", params_to_json(s.params)},
           {"sources", sources},
           {"triton", s.triton_version},
-          {"tuning", s.tuning}};
+          {"tuning", s.tuning},
+          {"param_defaults", true}};  // its params carry their defaults
 }
 
 // `tuning` is optional in kernel entries and bundles (older ones have none; the runtime reads a
@@ -146,17 +160,13 @@ KernelSignature signature_from_json(const json& j, bool tuning_required = false)
   if (tuning_required && !j.contains("tuning")) {
     throw OutdatedStoreFile("written by an earlier tjit, without the kernel's autotune description");
   }
+  if (tuning_required && !j.contains("param_defaults")) {
+    throw OutdatedStoreFile("written by an earlier tjit, without the parameters' defaults");
+  }
   if (j.contains("tuning")) {
     s.tuning = j.at("tuning").get<std::string>();
   }
   return s;
-}
-
-ConstexprValue constexpr_from_json(const json& j) {
-  if (auto value = constexpr_value_from_json(j)) {
-    return *value;
-  }
-  throw CorruptStoreFile("constexpr value " + j.dump() + " is not None, a bool, an int, a float, a string or a dtype");
 }
 
 Specialization specialization_from_json(const json& spec) {

@@ -262,16 +262,28 @@ void ArgumentPackBase::add_none() {
   finish_arg(make_word(ArgKind::None));  // None is always a constexpr
 }
 
-void ArgumentPackBase::check_complete() const {
+void ArgumentPackBase::complete() {
+  const size_t given = count_;
+  while (count_ < params_.size() && count_ < capacity_ && params_[count_].default_value) {
+    add_value(*this, *params_[count_].default_value);  // as Python's binder applies a default
+  }
   if (count_ == params_.size()) {
     return;
   }
   std::string names;
-  for (const KernelParam& p : params_) {
-    names += (names.empty() ? "" : ", ") + p.name;
+  std::string required;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    names += (names.empty() ? "" : ", ") + params_[i].name;
+    if (i >= given && !params_[i].default_value) {
+      required += (required.empty() ? "" : ", ") + params_[i].name;
+    }
   }
-  TORCH_CHECK(false, "tjit: kernel ", kernel_name_, " takes ", params_.size(), " arguments (", names,
-              "), but ", count_, " were given");
+  TORCH_CHECK(required.empty(), "tjit: kernel ", kernel_name_, " takes ", params_.size(),
+              " arguments (", names, "), but ", given, " were given; ", required,
+              required.find(',') == std::string::npos ? " has" : " have", " no default");
+  TORCH_CHECK(false, "tjit: kernel ", kernel_name_, " takes ", params_.size(), " arguments (", names, "), but ",
+              given, " were given; a call may leave out at most ", kMaxDefaultedArgs,
+              " trailing parameters with defaults: pass more of them");
 }
 
 }  // namespace tjit::detail

@@ -91,6 +91,10 @@ class EmbeddedTritonBridge final : public PythonBridge {
         param.do_not_specialize = t[3].cast<bool>();
         param.do_not_specialize_on_alignment = t[4].cast<bool>();
         param.annotation_type = t[5].cast<std::string>();
+        auto default_value = t[6].cast<py::tuple>();
+        if (default_value[0].cast<bool>()) {
+          param.default_value = constexpr_from_python(default_value[1]);
+        }
         loaded.params.push_back(std::move(param));
       }
       for (py::handle f : result[2].cast<py::list>()) {
@@ -174,22 +178,7 @@ class EmbeddedTritonBridge final : public PythonBridge {
       py::list result = py::reinterpret_borrow<py::object>(heuristic_values_)(handle, python_values(args), config);
       for (py::handle item : result) {
         auto t = item.cast<py::tuple>();
-        py::handle v = t[1];
-        ConstexprValue value;
-        if (v.is_none()) {
-          value = std::monostate{};
-        } else if (py::isinstance<py::bool_>(v)) {
-          value = v.cast<bool>();
-        } else if (py::isinstance<py::int_>(v)) {
-          value = v.cast<int64_t>();
-        } else if (py::isinstance<py::str>(v)) {
-          value = v.cast<std::string>();
-        } else if (py::isinstance<py::float_>(v)) {
-          value = v.cast<double>();
-        } else {  // a tl.dtype (triton_adapter checked)
-          value = Dtype::named(py::str(v).cast<std::string>());
-        }
-        values.emplace_back(t[0].cast<int>(), value);
+        values.emplace_back(t[0].cast<int>(), constexpr_from_python(t[1]));
       }
       return values;
     } catch (const py::error_already_set& e) {
@@ -198,6 +187,29 @@ class EmbeddedTritonBridge final : public PythonBridge {
   }
 
  private:
+  // A value triton_adapter checked: None, bool, int, float, str, a tl.dtype or its JSON {"dtype": name}.
+  static ConstexprValue constexpr_from_python(py::handle v) {
+    if (v.is_none()) {
+      return std::monostate{};
+    }
+    if (py::isinstance<py::bool_>(v)) {
+      return v.cast<bool>();
+    }
+    if (py::isinstance<py::int_>(v)) {
+      return v.cast<int64_t>();
+    }
+    if (py::isinstance<py::str>(v)) {
+      return v.cast<std::string>();
+    }
+    if (py::isinstance<py::float_>(v)) {
+      return v.cast<double>();
+    }
+    if (py::isinstance<py::dict>(v)) {
+      return Dtype::named(v["dtype"].cast<std::string>());
+    }
+    return Dtype::named(py::str(v).cast<std::string>());  // a tl.dtype
+  }
+
   static py::object to_python(const ConstexprValue& value) {
     return std::visit(
         [](const auto& v) -> py::object {

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace at {
@@ -52,6 +53,8 @@ enum class IntType : uint8_t { I32 = 0, I64 = 1, U64 = 2 };
 inline constexpr size_t kKeyHeaderWords = 2;
 // Each argument takes two key words: kind/type/divisibility, then a constexpr value.
 inline constexpr size_t kKeyWordsPerArg = 2;
+// Trailing parameters with defaults a call may leave out (the pack holds them on the stack too).
+inline constexpr size_t kMaxDefaultedArgs = 8;
 
 class ArgumentPackBase {
  public:
@@ -73,9 +76,9 @@ class ArgumentPackBase {
   void add_none();
   void add_string(std::string_view text);  // tl.constexpr parameters only
   void add_dtype(Dtype dtype);             // tl.constexpr parameters only
-
-  // Throws unless exactly one argument per kernel parameter was given.
-  void check_complete() const;
+  // Gives the parameters after the last argument their defaults; throws unless every parameter
+  // then has an argument.
+  void complete();
 
   size_t num_args() const { return count_; }
   size_t num_launch_args() const { return num_launch_args_; }
@@ -174,6 +177,29 @@ void add_argument(Sink& pack, const T& value) {
                   "integer, float/double, bool, a string, tjit::Dtype or c10::ScalarType, std::optional or "
                   "std::nullopt)");
   }
+}
+
+// Hands `pack` a value of any kind a default or a config holds, as the C++ argument of that kind.
+template <typename Sink>
+void add_value(Sink& pack, const ConstexprValue& value) {
+  std::visit(
+      [&pack](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          pack.add_none();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          pack.add_bool(v);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          pack.add_signed(v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          pack.add_float(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          pack.add_string(v);
+        } else {
+          pack.add_dtype(v);
+        }
+      },
+      value);
 }
 
 // The arrays behind an ArgumentPack. A base of its own so they exist before ArgumentPackBase is

@@ -43,13 +43,18 @@ class TritonJitFunction {
                                          std::string_view function_name);
 
   // Launches on `stream` with `grid` programs. One argument per kernel parameter, in order,
-  // constexpr parameters included. The device is the tensors' device (all tensor arguments
-  // must share it); with no tensor argument, the current CUDA context's device. CPU tensors
-  // run through Triton's interpreter (stream and launch options other than num_warps unused).
+  // constexpr parameters included; trailing parameters with Python defaults (`BLOCK: tl.constexpr
+  // = 1024`, `eps=1e-5`) may be left out (up to detail::kMaxDefaultedArgs) and take the defaults.
+  // Arguments: at::Tensor, tjit::DevicePointer, integers, float/double, bool, std::optional and
+  // std::nullopt (None), and for tl.constexpr parameters also strings (a literal, std::string,
+  // std::string_view) and dtypes (tjit::Dtype, c10::ScalarType). The device is the tensors' device
+  // (all tensor arguments must share it); with no tensor argument, the current CUDA context's
+  // device. CPU tensors run through Triton's interpreter (stream and launch options other than
+  // num_warps unused).
   template <typename... Args>
   void operator()(Stream stream, Grid grid, const LaunchOptions& options,
                   const Args&... args) const {
-    detail::ArgumentPack<sizeof...(Args)> pack(params_, function_name_.c_str());
+    detail::ArgumentPack<sizeof...(Args) + detail::kMaxDefaultedArgs> pack(params_, function_name_.c_str());
     (detail::add_argument(pack, args), ...);
     launch(stream, grid, options, pack);
   }
@@ -117,7 +122,7 @@ class TritonJitFunction {
   template <typename... Args>
   CompiledKernel compile(const CompileTarget& target, const LaunchOptions& options,
                          const Args&... args) const {
-    detail::ArgumentPack<sizeof...(Args)> pack(params_, function_name_.c_str());
+    detail::ArgumentPack<sizeof...(Args) + detail::kMaxDefaultedArgs> pack(params_, function_name_.c_str());
     (detail::add_argument(pack, args), ...);
     return compile_packed(target, options, pack);
   }
@@ -137,9 +142,9 @@ class TritonJitFunction {
   // divisibility attributes, as handed to triton.compile.
   template <typename... Args>
   Specialization specialize(const Args&... args) const {
-    detail::ArgumentPack<sizeof...(Args)> pack(params_, function_name_.c_str());
+    detail::ArgumentPack<sizeof...(Args) + detail::kMaxDefaultedArgs> pack(params_, function_name_.c_str());
     (detail::add_argument(pack, args), ...);
-    pack.check_complete();
+    pack.complete();
     return specialization_of(pack);
   }
 

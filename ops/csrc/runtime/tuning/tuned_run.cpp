@@ -42,27 +42,6 @@ void add_captured(detail::ArgumentPackBase& pack, const CapturedArg& a) {
   }
 }
 
-void add_constexpr(detail::ArgumentPackBase& pack, const ConstexprValue& value) {
-  std::visit(
-      [&pack](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::monostate>) {
-          pack.add_none();
-        } else if constexpr (std::is_same_v<T, bool>) {
-          pack.add_bool(v);
-        } else if constexpr (std::is_same_v<T, int64_t>) {
-          pack.add_signed(v);
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          pack.add_string(v);
-        } else if constexpr (std::is_same_v<T, Dtype>) {
-          pack.add_dtype(v);
-        } else {
-          pack.add_float(v);
-        }
-      },
-      value);
-}
-
 // Two key words of an argument: its kind, and its value (a scalar) or its dtype (a tensor).
 std::pair<uint64_t, uint64_t> argument_words(const CapturedArg& a) {
   uint64_t value = 0;
@@ -131,6 +110,29 @@ std::string describe_argument(const CapturedArg& a) {
   return "";
 }
 
+using DefaultedArgs = std::optional<std::array<CapturedArg, detail::kMaxRunParams>>;
+
+// The caller's arguments, followed by the defaults of the trailing caller parameters they leave out
+// (placed in `storage`), when every one left out has a default; else the arguments as given.
+const CapturedArg* with_defaults(const CapturedArg* args, size_t& num_args, const std::vector<int>& caller_params,
+                                 const std::vector<KernelParam>& params, DefaultedArgs& storage) {
+  if (num_args >= caller_params.size()) {
+    return args;
+  }
+  for (size_t i = num_args; i < caller_params.size(); ++i) {
+    if (!params[caller_params[i]].default_value) {
+      return args;  // the count check says what is missing
+    }
+  }
+  storage.emplace();
+  std::copy(args, args + num_args, storage->begin());
+  for (size_t i = num_args; i < caller_params.size(); ++i) {
+    detail::add_value((*storage)[i], *params[caller_params[i]].default_value);
+  }
+  num_args = caller_params.size();
+  return storage->data();
+}
+
 }  // namespace
 
 int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
@@ -138,6 +140,8 @@ int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& gri
   const detail::TuningSpec& spec = impl_->tuning;
   TORCH_CHECK(spec.unsupported.empty(), "tjit: kernel ", function_name_, " cannot be called through run(): ",
               spec.unsupported, ". Call it with every argument (operator()) instead");
+  DefaultedArgs defaulted;
+  args = with_defaults(args, num_args, spec.caller_params, params_, defaulted);
   if (num_args != spec.caller_params.size()) {
     std::string names;
     for (const std::string& name : caller_parameters()) {
@@ -221,7 +225,7 @@ void TritonJitFunction::assemble(const CapturedArg* args, int config, detail::Ar
   size_t next = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (set[i]) {
-      add_constexpr(pack, values[i]);
+      detail::add_value(pack, values[i]);
       has_value[i] = true;
       continue;
     }
@@ -488,6 +492,8 @@ CompiledKernel TritonJitFunction::compile_run_captured(const CompileTarget& targ
   const detail::TuningSpec& spec = impl_->tuning;
   TORCH_CHECK(spec.unsupported.empty(), "tjit: kernel ", function_name_, " cannot be called through compile_run(): ",
               spec.unsupported);
+  DefaultedArgs defaulted;
+  args = with_defaults(args, num_args, spec.caller_params, params_, defaulted);
   TORCH_CHECK(num_args == spec.caller_params.size(), "tjit: kernel ", function_name_, " takes ",
               spec.caller_params.size(), " arguments in compile_run() (as in run()), got ", num_args);
   int config = 0;
