@@ -437,15 +437,44 @@ def _ast_source(path, fn, signature, consts, attrs):
     return _SourceKeyedAST(fn, signature, consts, attrs, fingerprints)
 
 
-def compile(handle, types, constexprs, divisible, target, options):
-    """triton.compile for one specialisation; returns (cubin, metadata dict)."""
+def tuple_type(text):
+    """Triton's type of a tuple argument from its text: "[*fp32,[i32,constexpr]]" ->
+    ("*fp32", ("i32", "constexpr")); any other type text is returned as it is."""
+    if not text.startswith("["):
+        return text
+    stack = [[]]
+    token = ""
+    for c in text:
+        if c in "[],":
+            if token:
+                stack[-1].append(token)
+                token = ""
+            if c == "[":
+                stack.append([])
+            elif c == "]":
+                done = tuple(stack.pop())
+                stack[-1].append(done)
+        else:
+            token += c
+    return stack[0][0]
+
+
+def _python_constexpr(value):
+    return tl.dtype(value["dtype"]) if isinstance(value, dict) else value  # JSON writes a dtype so
+
+
+def compile(handle, types, constexprs, divisible, target, options, tuple_constexprs=(), tuple_divisible=()):
+    """triton.compile for one specialisation; returns (cubin, metadata dict). Tuple parameters have
+    their type as text ("[*fp32,i32]"), their constexpr and divisible elements by path."""
     path, _, fn = _kernels[handle]
     backend_name, arch, warp_size = target
     gpu_target = GPUTarget(backend_name, arch, warp_size)
     backend = make_backend(gpu_target)
-    signature = {p.name: t for p, t in zip(fn.params, types)}
-    consts = {(i, ): tl.dtype(v["dtype"]) if isinstance(v, dict) else v for i, v in constexprs}  # JSON's dtypes
+    signature = {p.name: tuple_type(t) for p, t in zip(fn.params, types)}
+    consts = {(i, ): _python_constexpr(v) for i, v in constexprs}
+    consts.update({tuple(p): _python_constexpr(v) for p, v in tuple_constexprs})
     attrs = {(i, ): backend.parse_attr("D") for i in divisible}
+    attrs.update({tuple(p): backend.parse_attr("D") for p in tuple_divisible})
     opts = backend.parse_options(dict(options))
     with _mode_lock:
         try:
@@ -490,7 +519,7 @@ def _active_driver(stand_in):
 def triton_specialization(fn, args, target):
     """What Python Triton itself derives for the launch fn[grid](*args) on target (backend, arch,
     warp_size), as tjit's Specialization holds it: (types, [(index, constexpr value)], [indices
-    divisible by 16]). Runs Triton's own JITFunction.run (its binder, then the packing that feeds
+    divisible by 16], [(path, constexpr value)] and [paths divisible by 16] inside tuples). Runs Triton's own JITFunction.run (its binder, then the packing that feeds
     triton.compile) with a stand-in driver that names the target, and stops it through
     knobs.runtime.jit_cache_hook before it compiles, so no GPU is needed. tjit's tests compare the
     C++ runtime's classification with it."""
@@ -523,10 +552,19 @@ def triton_specialization(fn, args, target):
     if not captured:
         raise RuntimeError(f"{fn.__name__}: Triton's run() never reached its jit_cache_hook")
     signature, constants, attrs = captured["signature"], captured["constants"], captured["configs"][0]
-    types = [signature[p.name] for p in fn.params]
-    constexprs = sorted((path[0], value) for path, value in constants.items())
-    divisible = sorted(path[0] for path, values in attrs.items() if ["tt.divisibility", 16] in values)
-    return types, constexprs, divisible
+    types = [_type_text(signature[p.name]) for p in fn.params]
+    constexprs = sorted((path[0], value) for path, value in constants.items() if len(path) == 1)
+    divisible = sorted(path[0] for path, values in attrs.items()
+                       if len(path) == 1 and ["tt.divisibility", 16] in values)
+    tuple_constexprs = sorted((list(path), value) for path, value in constants.items() if len(path) > 1)
+    tuple_divisible = sorted(list(path) for path, values in attrs.items()
+                             if len(path) > 1 and ["tt.divisibility", 16] in values)
+    return types, constexprs, divisible, tuple_constexprs, tuple_divisible
+
+
+def _type_text(t):
+    """A signature type as tjit writes it: a tuple's as "[*fp32,i32]"."""
+    return "[" + ",".join(_type_text(e) for e in t) + "]" if isinstance(t, tuple) else t
 
 
 _interpreting = threading.local()
@@ -633,7 +671,12 @@ def run_interpreted(handle, grid, num_warps, args):
         path, name, _ = _kernels[handle]
         interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), name))
         _interpreted[handle] = interpreted
-    values = [torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a for a in args]
+    def value(a):  # tensors inside tuples too
+        if isinstance(a, tuple):
+            return tuple(value(e) for e in a)
+        return torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a
+
+    values = [value(a) for a in args]
     with _mode_lock:
         saved = knobs.runtime.interpret
         snapshot = _LanguageSnapshot() if _TRITON_VERSION < (3, 6) else None

@@ -153,7 +153,7 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
     for spec in specs:
         for target in target_list:
             tasks.append((spec.file, spec.function, spec.types, spec.constexprs, spec.divisible, target,
-                          spec.options))
+                          spec.options, spec.tuple_constexprs, spec.tuple_divisible))
             task_specs.append((spec, target))
     processes = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     if log and tasks:
@@ -174,6 +174,9 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
         _, cubin, md, _ = result
         specialization = {"types": list(spec.types), "constexprs": [[i, v] for i, v in spec.constexprs],
                           "divisible_by_16": list(spec.divisible)}
+        if spec.tuple_constexprs or spec.tuple_divisible:  # as the runtime writes them: only with tuples
+            specialization["tuple_constexprs"] = [[list(p), v] for p, v in sorted(spec.tuple_constexprs)]
+            specialization["tuple_divisible_by_16"] = [list(p) for p in sorted(spec.tuple_divisible)]
         options = dict(spec.options)
         target_json = {"backend": target[0], "arch": target[1], "warp_size": target[2]}
         header = {"key": BUNDLE_ENTRY_KEY, "kernel": kernel.signature(), "specialization": specialization,

@@ -66,7 +66,8 @@ def entry_key(kernel: dict, header: dict) -> str:
     """bundle_key of an entry: its kernel's index record ({"function", "file_name", ...}) and its header."""
     specialization = header["specialization"]
     return bundle_key(kernel["function"], kernel["file_name"], specialization["types"], specialization["constexprs"],
-                      specialization["divisible_by_16"], header["options"], header["target"])
+                      specialization["divisible_by_16"], header["options"], header["target"],
+                      specialization.get("tuple_constexprs", ()), specialization.get("tuple_divisible_by_16", ()))
 
 
 def encode_bundle(kernels: Sequence[dict], entries: Sequence[Tuple[int, dict, bytes]], targets: Sequence[str],
@@ -158,7 +159,8 @@ class BundleEntry:
         """The specialisation: "x_ptr: *fp32:16, n: i32, BLOCK=1024"."""
         names = [p["name"] for p in self.kernel["signature"]["params"]]
         s = self.specialization
-        return describe(names, s["types"], s["constexprs"], s["divisible_by_16"])
+        return describe(names, s["types"], s["constexprs"], s["divisible_by_16"], s.get("tuple_constexprs", ()),
+                        s.get("tuple_divisible_by_16", ()))
 
     def as_dict(self) -> dict:
         s = self.specialization

@@ -17,11 +17,12 @@ _WORKER_PACKAGE = "_tjit_aot_worker"
 def _compile_task(task):
     """One (specialisation, target) compile: ("ok", cubin, metadata, sources) or ("error", message).
     Runs in worker processes, where this module is _WORKER_PACKAGE.compile_workers."""
-    file, function, arg_types, constexprs, divisible, target, options = task
+    file, function, arg_types, constexprs, divisible, target, options, tuple_constexprs, tuple_divisible = task
     try:
         kernel = load_kernel(file, function)
         cubin, metadata = adapter().compile(kernel.handle, list(arg_types), list(constexprs), list(divisible),
-                                            tuple(target), dict(options))
+                                            tuple(target), dict(options), [(list(p), v) for p, v in tuple_constexprs],
+                                            [list(p) for p in tuple_divisible])
         return "ok", bytes(cubin), dict(metadata), list(kernel.sources)
     except Exception as e:
         return "error", f"{type(e).__name__}: {e}"

@@ -82,13 +82,40 @@ def canonical(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def describe(param_names: Sequence[str], types, constexprs, divisible) -> str:
+def _describe_tuple(text, path, values, divisible):
+    """A tuple parameter as Specialization::describe writes it: "(*fp32:16, 1, (i32, None))"."""
+    parts, depth, token = [], 0, ""
+    for c in text[1:-1] + ",":  # split the elements at this level
+        if c == "," and depth == 0:
+            parts.append(token)
+            token = ""
+            continue
+        depth += (c == "[") - (c == "]")
+        token += c
+    parts = [p for p in parts if p] if text != "[]" else []
+    out = []
+    for i, part in enumerate(parts):
+        at = path + (i, )
+        if part.startswith("["):
+            out.append(_describe_tuple(part, at, values, divisible))
+        elif part == "constexpr":
+            out.append(_value_text(values.get(at)))
+        else:
+            out.append(part + (":16" if at in divisible else ""))
+    return "(" + ", ".join(out) + ")"
+
+
+def describe(param_names: Sequence[str], types, constexprs, divisible, tuple_constexprs=(), tuple_divisible=()) -> str:
     """A specialisation as the runtime describes it: "x_ptr: *fp32:16, n: i32, BLOCK=1024"."""
     values = dict((int(i), v) for i, v in constexprs)
+    tuple_values = {tuple(p): v for p, v in tuple_constexprs}
+    tuple_divisible = {tuple(p) for p in tuple_divisible}
     parts = []
     for i, t in enumerate(types):
         name = param_names[i] if i < len(param_names) else str(i)
-        if t != "constexpr":
+        if t.startswith("["):
+            parts.append(f"{name}: {_describe_tuple(t, (i, ), tuple_values, tuple_divisible)}")
+        elif t != "constexpr":
             parts.append(f"{name}: {t}" + (":16" if i in divisible else ""))
         else:
             parts.append(f"{name}={_value_text(values.get(i))}")
@@ -131,7 +158,18 @@ def _key_value(value) -> str:
                      "{\"dtype\": <a Triton dtype's name>}")
 
 
-def bundle_key(function: str, file_name: str, types, constexprs, divisible_by_16, options: dict, target) -> str:
+def _key_tuple_path(path):
+    if not isinstance(path, (list, tuple)) or len(path) < 2:
+        raise ValueError(f"{path!r} is not a path inside a tuple parameter")
+    return tuple(_key_integer(i, "a tuple path's index") for i in path)
+
+
+def _key_path(path) -> str:
+    return ".".join(str(i) for i in path)
+
+
+def bundle_key(function: str, file_name: str, types, constexprs, divisible_by_16, options: dict, target,
+               tuple_constexprs=(), tuple_divisible=()) -> str:
     """An entry's lookup key, as the C++ runtime's bundle_key builds it from a launch: one line each
     for function, file name, types, constexprs (by parameter index), parameters divisible by 16,
     options and target. constexprs: (index, value) pairs; options and target: as an entry header
@@ -151,6 +189,8 @@ def bundle_key(function: str, file_name: str, types, constexprs, divisible_by_16
             raise ValueError(f"constexpr {pair!r} is not an (index, value) pair")
         pairs.append((_key_integer(pair[0], "a constexpr's index"), pair[1]))
     divisible = sorted(_key_integer(i, "a divisible parameter's index") for i in divisible_by_16)
+    tuple_pairs = [(_key_tuple_path(p), v) for p, v in tuple_constexprs]
+    tuple_divisible = sorted(_key_tuple_path(p) for p in tuple_divisible)
     if isinstance(target, dict):
         target = (target.get("backend"), target.get("arch"), target.get("warp_size"))
     backend, arch, warp_size = target
@@ -162,8 +202,9 @@ def bundle_key(function: str, file_name: str, types, constexprs, divisible_by_16
         [f"{name}={_key_integer(options[name], f'option {name}')}" for name in OPTIONAL_OPTIONS if options.get(name)]
     return (f"{function}\n{file_name}\n" +
             "".join(t + "," for t in types) + "\n" +
-            "".join(f"{i}={_key_value(v)}," for i, v in sorted(pairs, key=lambda p: p[0])) + "\n" +
-            "".join(f"{i}," for i in divisible) + "\n" +
+            "".join(f"{i}={_key_value(v)}," for i, v in sorted(pairs, key=lambda p: p[0])) +
+            "".join(f"{_key_path(p)}={_key_value(v)}," for p, v in sorted(tuple_pairs, key=lambda p: p[0])) + "\n" +
+            "".join(f"{i}," for i in divisible) + "".join(f"{_key_path(p)}," for p in tuple_divisible) + "\n" +
             "".join(f"{x}," for x in launch) + "\n" +
             f"{backend}:{_key_integer(arch, 'target arch')}:{_key_integer(warp_size, 'target warp size')}")
 

@@ -63,6 +63,9 @@ class Spec:
     constexprs: Tuple[Tuple[int, object], ...]
     divisible: Tuple[int, ...]
     origin: str  # "<manifest>: entry <i>", for messages
+    # Inside tuple parameters (their type "[*fp32,i32]"): constexpr and divisible elements by path.
+    tuple_constexprs: Tuple[Tuple[Tuple[int, ...], object], ...] = ()
+    tuple_divisible: Tuple[Tuple[int, ...], ...] = ()
 
     @property
     def key(self) -> str:
@@ -70,7 +73,7 @@ class Spec:
         return canonical([self.file, self.function, [list(a) for a in self.args], [list(o) for o in self.options]])
 
     def describe(self) -> str:
-        return f"{self.function}({describe([n for n, _ in self.args], self.types, self.constexprs, self.divisible)})"
+        return f"{self.function}({describe([n for n, _ in self.args], self.types, self.constexprs, self.divisible, self.tuple_constexprs, self.tuple_divisible)})"
 
 
 @dataclasses.dataclass(eq=False)
@@ -197,9 +200,35 @@ def _parse_args(kernel: Kernel, args, fail):
                    ([f"unknown {', '.join(unknown)}"] if unknown else [])
         fail(f"args must name every parameter of {kernel.function} once: {'; '.join(problems)} "
              f"(its parameters: {', '.join(names)})")
-    types, constexprs, divisible = [], [], []
+    types, constexprs, divisible, tuple_constexprs, tuple_divisible = [], [], [], [], []
     for index, (name, is_constexpr, is_const, dns, dnsoa, annotation, _) in enumerate(kernel.params):
         value = args[name]
+        if isinstance(value, list):
+            if is_constexpr or annotation:
+                fail(f"{name}: a tuple (a JSON array) is for a runtime parameter without annotation")
+
+            def element(item, path):
+                if isinstance(item, list):
+                    return "[" + ",".join(element(e, path + (i, )) for i, e in enumerate(item)) + "]"
+                if isinstance(item, str):
+                    try:
+                        triton_type, is_divisible = parse_type(item)
+                    except ValueError as e:
+                        fail(f"{name}{list(path[1:])}: {e}")
+                    if triton_type.startswith("*") and triton_type.startswith("*k") != is_const:
+                        fail(f"{name}{list(path[1:])}: {name} is {'' if is_const else 'not '}a tl.const parameter")
+                    if is_divisible and (dns or dnsoa):
+                        fail(f"{name}{list(path[1:])}: {name} is do_not_specialize: never divisible by 16")
+                    if is_divisible:
+                        tuple_divisible.append(path)
+                    return triton_type
+                if not (item is None or (type(item) is int and item == 1 and not dns)):
+                    fail(f"{name}{list(path[1:])}: a tuple's element is a type, or null or 1 (Triton's constexpr "
+                         f"elements), got {canonical(item)}")
+                tuple_constexprs.append((path, item))
+                return "constexpr"
+            types.append(element(value, (index, )))
+            continue
         if isinstance(value, str) and not is_constexpr:
             try:
                 triton_type, is_divisible = parse_type(value)
@@ -238,7 +267,8 @@ def _parse_args(kernel: Kernel, args, fail):
                  f" got {canonical(value)}")
         types.append("constexpr")
         constexprs.append((index, value))
-    return tuple((name, args[name]) for name in names), tuple(types), tuple(constexprs), tuple(divisible)
+    return (tuple((name, args[name]) for name in names), tuple(types), tuple(constexprs), tuple(divisible),
+            tuple(tuple_constexprs), tuple(tuple_divisible))
 
 
 def _parse_entry(manifest: str, index: int, entry):
@@ -286,8 +316,9 @@ def _parse_entry(manifest: str, index: int, entry):
         kernel = load_kernel(file, entry["function"])
     except Exception as e:  # the kernel file runs here: anything it raises is the entry's problem
         fail(f"cannot load {entry['function']} from {file}: {type(e).__name__}: {e}")
-    args, types, constexprs, divisible = _parse_args(kernel, entry["args"], fail)
-    return Spec(file, entry["function"], args, options, types, constexprs, divisible, where)
+    args, types, constexprs, divisible, tuple_constexprs, tuple_divisible = _parse_args(kernel, entry["args"], fail)
+    return Spec(file, entry["function"], args, options, types, constexprs, divisible, where, tuple_constexprs,
+                tuple_divisible)
 
 
 def read_manifest(path) -> List[Spec]:

@@ -95,6 +95,27 @@ TEST(Compile, StringAndDtypeConstexprsCompileAndAreStored) {
   EXPECT_LE(fn.num_compiled() - compiled, 3u);  // the fourth is never compiled: it is the first's entry
 }
 
+// Tuple arguments compile (a nested tuple type, constexpr and divisible elements) and come back
+// from the kernel store.
+TEST(Compile, TupleArgumentsCompileAndAreStored) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "tuple_kernel");
+  const at::Tensor x = cpu_floats(1024);
+  const auto target = CompileTarget::parse("cuda:90");
+  const size_t compiled = fn.num_compiled();
+  const size_t stored = fn.num_loaded_from_store();
+  const auto one = fn.compile(target, LaunchOptions{}, std::make_tuple(x, x), std::make_tuple(2.0, std::make_tuple(3, 1)),
+                              int64_t{1024}, int64_t{256});
+  const auto seven = fn.compile(target, LaunchOptions{}, std::make_tuple(x, x),
+                                std::make_tuple(2.0, std::make_tuple(3, 7)), int64_t{1024}, int64_t{256});
+  const auto again = fn.compile(target, LaunchOptions{}, std::make_pair(x, x),
+                                std::make_tuple(2.0, std::make_pair(3, 1)), int64_t{1024}, int64_t{256});
+  EXPECT_TRUE(is_elf(one.binary));
+  EXPECT_NE(one.binary, seven.binary);
+  EXPECT_EQ(again.binary, one.binary);
+  EXPECT_EQ(fn.num_compiled() + fn.num_loaded_from_store() - compiled - stored, 3u);
+  EXPECT_LE(fn.num_compiled() - compiled, 2u);
+}
+
 TEST(Compile, TargetParsing) {
   const auto t = CompileTarget::parse("cuda:80:32");
   EXPECT_EQ(t.arch, 80);

@@ -119,6 +119,9 @@ int record_manifest() {
       at::kBFloat16, kBlock);
   TritonJitFunction::get_instance(test_kernels(), "defaults_kernel")(
       nullptr, tjit::Grid((kN + 127) / 128), LaunchOptions{}, in.x, in.out, kN);  // every default
+  TritonJitFunction::get_instance(test_kernels(), "tuple_kernel")(
+      nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), LaunchOptions{}, std::make_tuple(in.x, in.out),
+      std::make_tuple(2.0, std::make_tuple(3, 1)), kN, kBlock);
   const auto recording = tjit::recording_manifest();
   std::printf("recorded into %s\n", recording ? recording->c_str() : "(nothing: TJIT_RECORD is not set)");
   return recording ? 0 : 1;
@@ -166,14 +169,14 @@ TEST_F(Bundle, LoadsAndDescribesItself) {
   const tjit::KernelBundleInfo info = tjit::load_bundle(bundle_path());
   EXPECT_FALSE(info.embedded);
   EXPECT_EQ(info.targets, (std::vector<std::string>{"cuda:80:32", "cuda:90:32"}));
-  EXPECT_EQ(info.num_kernels, 6u);
-  // Seven specialisations (scale, variety, activation, defaults, row_sum, and the autotuned
+  EXPECT_EQ(info.num_kernels, 7u);
+  // Eight specialisations (scale, variety, activation, defaults, tuple, row_sum, and the autotuned
   // scale_kernel's two configs), two targets.
-  EXPECT_EQ(info.num_entries, 14u);
+  EXPECT_EQ(info.num_entries, 16u);
   EXPECT_FALSE(info.triton_version.empty());
   tjit::load_bundle(bundle_path());  // again: the same bundle, not a second one
   ASSERT_EQ(tjit::loaded_bundles().size(), 1u);
-  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 14u);
+  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 16u);
 }
 
 // --- What @triton.heuristics and @triton.autotune decided, shipped in the bundle ---
@@ -272,6 +275,11 @@ TEST_F(Bundle, CompilesFromTheBundleWithoutPython) {
   const tjit::CompiledKernel defaulted = TritonJitFunction::get_instance(test_kernels(), "defaults_kernel")
                                              .compile(CompileTarget{}, LaunchOptions{}, in.x, in.out, kN);
   EXPECT_TRUE(is_elf(defaulted.binary));
+  // A tuple's entry: the manifest's arrays, aot's keys and the runtime's agree.
+  const tjit::CompiledKernel tupled = TritonJitFunction::get_instance(test_kernels(), "tuple_kernel")
+                                          .compile(CompileTarget{}, LaunchOptions{}, std::make_tuple(in.x, in.out),
+                                                   std::make_tuple(2.0, std::make_tuple(3, 1)), kN, kBlock);
+  EXPECT_TRUE(is_elf(tupled.binary));
   // Another string is another specialisation, which the bundle lacks.
   const std::string message = error_message([&] { compile_activation(in, CompileTarget{}, "relu"); });
   EXPECT_NE(message.find("\"ACTIVATION\":\"relu\""), std::string::npos) << message;

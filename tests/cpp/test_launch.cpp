@@ -132,6 +132,37 @@ TEST_P(LaunchTest, LeftOutParametersTakeTheirDefaults) {
   }
 }
 
+// Tuple arguments: a pair of tensors and a nested tuple of scalars, their elements specialised and
+// passed to the launch (on CUDA, flattened as Triton's launcher flattens them).
+TEST_P(LaunchTest, TupleArgumentsMatchAten) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "tuple_kernel");
+  const auto opts = at::TensorOptions().device(GetParam()).dtype(at::kFloat);
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{4099}}) {
+    SCOPED_TRACE(n);
+    const at::Tensor x = at::randn({n}, opts);
+    at::Tensor out = at::full({n}, std::numeric_limits<float>::quiet_NaN(), opts);
+    const Grid grid((n + 255) / 256);
+    fn(stream_of(x), grid, LaunchOptions{}, std::make_tuple(x, out), std::make_tuple(2.0, std::make_tuple(3, 1)), n,
+       int64_t{256});
+    synchronize(out);
+    EXPECT_TRUE(at::allclose(out, x * 2.0 + 3.0));
+    out.fill_(std::numeric_limits<float>::quiet_NaN());
+    fn(stream_of(x), grid, LaunchOptions{}, std::make_pair(x.narrow(0, 0, n), out), std::make_tuple(-0.5f,
+       std::make_tuple(int64_t{16}, int64_t{5})), n, int64_t{256});
+    synchronize(out);
+    EXPECT_TRUE(at::allclose(out, x * -0.5 + 80.0));
+  }
+  const at::Tensor x = at::randn({8}, opts);
+  try {
+    fn.run(stream_of(x), Grid(1), std::make_tuple(x, x), std::make_tuple(2.0, std::make_tuple(3, 1)), int64_t{8},
+           int64_t{256});
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("run() and tune() take no tuple arguments yet"),
+              std::string::npos);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, LaunchTest, ::testing::ValuesIn(tjit::testing::test_devices()),
                          tjit::testing::device_label);
 

@@ -352,6 +352,87 @@ TEST_F(SpecializationTest, OnlyParametersWithDefaultsMayBeLeftOut) {
   }
 }
 
+// Tuple arguments: the tuple's type as Triton writes it, and its elements' constexprs (None, an int
+// 1) and divisibility by path, as Triton's binder derives them.
+TEST_F(SpecializationTest, TupleArguments) {
+  auto& fn = tjit::TritonJitFunction::get_instance(test_kernels(), "tuple_kernel");
+  const at::Tensor aligned = make_tensor({at::kFloat, "float32", 0});
+  const at::Tensor misaligned = make_tensor({at::kHalf, "float16", 1});
+  const std::vector<tjit::Specialization> mine{
+      fn.specialize(std::make_tuple(aligned, aligned), std::make_tuple(2.0, std::make_tuple(int64_t{16}, int64_t{1})),
+                    int64_t{1000}, int64_t{256}),
+      fn.specialize(std::make_pair(misaligned, aligned), std::make_tuple(0.5f, std::make_tuple(3, int64_t{1} << 40)),
+                    int64_t{1}, int64_t{256}),
+      fn.specialize(std::make_tuple(aligned, std::nullopt), std::make_tuple(true, std::make_tuple(uint64_t{1} << 63, 7)),
+                    int64_t{32}, int64_t{256}),
+      fn.specialize(std::make_tuple(), std::make_tuple(std::make_tuple()), int64_t{0}, int64_t{256})};
+
+  py::gil_scoped_acquire gil;
+  py::dict scope;
+  py::exec(kPythonSide, scope);
+  auto tensor = [&](const char* dtype, int offset) { return scope["tensor"](py::make_tuple(dtype, offset)); };
+  const std::vector<std::vector<py::object>> python_args{
+      {py::make_tuple(tensor("float32", 0), tensor("float32", 0)),
+       py::make_tuple(2.0, py::make_tuple(16, 1)), py::int_(1000), py::int_(256)},
+      {py::make_tuple(tensor("float16", 1), tensor("float32", 0)),
+       py::make_tuple(0.5, py::make_tuple(3, py::int_(int64_t{1} << 40))), py::int_(1), py::int_(256)},
+      {py::make_tuple(tensor("float32", 0), py::none()),
+       py::make_tuple(true, py::make_tuple(py::int_(uint64_t{1} << 63), 7)), py::int_(32), py::int_(256)},
+      {py::make_tuple(), py::make_tuple(py::make_tuple()), py::int_(0), py::int_(256)}};
+  for (size_t i = 0; i < mine.size(); ++i) {
+    SCOPED_TRACE(i);
+    py::list args;
+    for (const py::object& a : python_args[i]) {
+      args.append(a);
+    }
+    py::tuple theirs = scope["derive"](test_kernels(), "tuple_kernel", args);
+    EXPECT_EQ(mine[i].types, theirs[0].cast<std::vector<std::string>>());
+    py::list my_consts;
+    for (const auto& [index, value] : mine[i].constexprs) {
+      my_consts.append(py::make_tuple(index, to_python(value)));
+    }
+    EXPECT_TRUE(my_consts.equal(theirs[1])) << "tjit: " << py::str(my_consts).cast<std::string>()
+                                            << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
+    EXPECT_EQ(mine[i].divisible_by_16, theirs[2].cast<std::vector<int>>());
+    py::list my_tuple_consts;
+    for (const auto& [path, value] : mine[i].tuple_constexprs) {
+      my_tuple_consts.append(py::make_tuple(py::cast(path), to_python(value)));
+    }
+    EXPECT_TRUE(my_tuple_consts.equal(theirs[3])) << "tjit: " << py::str(my_tuple_consts).cast<std::string>()
+                                                  << "\ntriton: " << py::str(theirs[3]).cast<std::string>();
+    EXPECT_EQ(mine[i].tuple_divisible_by_16, theirs[4].cast<std::vector<std::vector<int>>>());
+  }
+  EXPECT_EQ(mine[0].types[0], "[*fp32,*fp32]");
+  EXPECT_EQ(mine[0].types[1], "[fp32,[i32,constexpr]]");
+  EXPECT_EQ(mine[0].describe(tjit::parameter_names(fn.params())),
+            "pair: (*fp32:16, *fp32:16), scales: (fp32, (i32:16, 1)), n: i32, BLOCK=256");
+  EXPECT_EQ(mine[2].describe(tjit::parameter_names(fn.params())),
+            "pair: (*fp32:16, None), scales: (u1, (u64:16, i32)), n: i32:16, BLOCK=256");
+  EXPECT_EQ(mine[3].describe(tjit::parameter_names(fn.params())), "pair: (), scales: (()), n: i32:16, BLOCK=256");
+}
+
+TEST_F(SpecializationTest, TuplesOnlyForRuntimeParameters) {
+  auto& fn = tjit::TritonJitFunction::get_instance(test_kernels(), "tuple_kernel");
+  const at::Tensor x = make_tensor({at::kFloat, "float32", 0});
+  try {
+    fn.specialize(std::make_tuple(x, x), std::make_tuple(1.0, std::make_tuple(1, 2)), 10, std::make_tuple(256));
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace())
+                  .find("tuple_kernel: parameter 'BLOCK' is a tl.constexpr and got a tuple; tjit passes tuples to "
+                        "runtime parameters"),
+              std::string::npos)
+        << e.what_without_backtrace();
+  }
+  try {
+    fn.specialize(std::make_tuple(x, std::string_view("relu")), std::make_tuple(1.0, std::make_tuple(1, 2)), 10, 256);
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("parameter 'pair' got a string"), std::string::npos)
+        << e.what_without_backtrace();
+  }
+}
+
 TEST_F(SpecializationTest, DtypeNamesRoundTripThroughTriton) {
   py::gil_scoped_acquire gil;
   py::module_ tl = py::module_::import("triton.language");

@@ -9,6 +9,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -222,7 +223,8 @@ def _error_cases():
         ("dtype for a runtime parameter", [activation(n={"dtype": "bf16"})], 0, "n is a runtime parameter"),
         ("float divisible", [args(alpha="fp32:16")], 0, "only pointers and integers"),
         ("value for a runtime parameter", [args(n_elements=4096)], 0, "n_elements is a runtime parameter"),
-        ("list value", [args(BLOCK=[1024])], 0, "neither a type string nor a constexpr value"),
+        ("list value", [args(BLOCK=[1024])], 0, "BLOCK: a tuple (a JSON array) is for a runtime parameter"),
+        ("object value", [args(BLOCK={"x": 1})], 0, "neither a type string nor a constexpr value"),
         ("huge int", [args(BLOCK=2**64)], 0, "does not fit in 64 bits"),
         ("const pointer", [every(const_ptr="*fp32")], 0, "const_ptr is a tl.const parameter: its pointer type is "
          "'*kfp32'"),
@@ -412,6 +414,30 @@ def test_build_string_and_dtype_constexprs(tmp_path):
         "x_ptr: *fp32:16, out_ptr: *bf16:16, n: i32, ACTIVATION='relu', OUT_DTYPE=tl.float8e4nv, BLOCK=256"]
     assert bundle.entries[0].key.split("\n")[3] == "3=str:10:leaky_relu,4=dtype:bf16,5=int:256,"
     assert bundle.entries[0].binary != bundle.entries[1].binary
+
+
+def test_build_tuple_arguments(tmp_path):
+    """Tuple parameters in a manifest (JSON arrays, nested; types, null and 1 as elements): parsed
+    into Triton's tuple types and element paths, compiled, keyed and listed as the runtime does."""
+    entry = _entry(TEST_KERNELS, "tuple_kernel", {"pair": ["*fp32:16", "*fp32:16"], "scales": ["fp32", ["i32:16", 1]],
+                                                  "n": "i32", "BLOCK": 256})
+    manifest = _manifest(tmp_path / "m.json", [entry])
+    spec, = aot.read_manifest(manifest)
+    assert spec.types == ("[*fp32,*fp32]", "[fp32,[i32,constexpr]]", "i32", "constexpr")
+    assert spec.tuple_constexprs == (((1, 1, 1), 1), ) and spec.tuple_divisible == ((0, 0), (0, 1), (1, 1, 0))
+    output = str(tmp_path / "t.tjb")
+    aot.build_bundle([manifest], ["cuda:90"], output, jobs=1)
+    e, = aot.read_bundle(output).entries
+    assert e.signature == "pair: (*fp32:16, *fp32:16), scales: (fp32, (i32:16, 1)), n: i32, BLOCK=256"
+    assert e.key.split("\n")[2:5] == ["[*fp32,*fp32],[fp32,[i32,constexpr]],i32,constexpr,",
+                                       "3=int:256,1.1.1=int:1,", "0.0,0.1,1.1.0,"]
+    good = {"pair": ["*fp32", "*fp32"], "scales": ["fp32", ["i32", 1]], "n": "i32", "BLOCK": 256}
+    for changes, message in (({"BLOCK": [256]}, "BLOCK: a tuple (a JSON array) is for a runtime parameter"),
+                             ({"pair": ["*fp32", 2]}, "pair[1]: a tuple's element is a type, or null or 1"),
+                             ({"scales": ["fp32", ["*fp33"]]}, "scales[1, 0]: '*fp33' is not a Triton type")):
+        args = dict(good, **changes)
+        with pytest.raises(aot.ManifestError, match=re.escape(message)):
+            aot.read_manifest(_manifest(tmp_path / "bad.json", [_entry(TEST_KERNELS, "tuple_kernel", args)]))
 
 
 def test_build(built):

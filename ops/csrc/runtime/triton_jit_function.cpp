@@ -277,21 +277,36 @@ void set_bundled_tuning_enabled(bool enabled) {
   bundled_tuning_state.store(enabled ? 1 : 0, std::memory_order_release);
 }
 
-Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBase& pack) const {
-  Specialization spec;
-  const uint64_t* key = pack.key();
-  for (size_t i = 0; i < pack.num_args(); ++i) {
-    const KernelParam& p = params_[i];
-    const uint64_t w0 = key[kKeyHeaderWords + kKeyWordsPerArg * i];
-    const uint64_t w1 = key[kKeyHeaderWords + kKeyWordsPerArg * i + 1];
+namespace {
+
+// Reads a pack's slots back into a Specialization: one argument (a tuple with its elements) per
+// read(), depth first, as the pack wrote them.
+class SlotReader {
+ public:
+  SlotReader(const detail::ArgumentPackBase& pack, const std::string& kernel, Specialization& spec)
+      : key_(pack.key()), kernel_(kernel), spec_(spec) {}
+
+  // The type of the argument at the next slot; `path` is (parameter index, element index, ...).
+  std::string read(const KernelParam& p, std::vector<int>& path) {
+    const uint64_t w0 = key_[kKeyHeaderWords + kKeyWordsPerArg * slot_];
+    const uint64_t w1 = key_[kKeyHeaderWords + kKeyWordsPerArg * slot_ + 1];
+    ++slot_;
     const auto kind = static_cast<ArgKind>(w0 & 0xff);
     const uint64_t sub = (w0 >> 8) & 0xff;
-    const int index = static_cast<int>(i);
     std::string type;
+    std::optional<ConstexprValue> constant;
     switch (kind) {
+      case ArgKind::Tuple:
+        type = "[";
+        for (uint64_t e = 0; e < sub; ++e) {
+          path.push_back(static_cast<int>(e));
+          type += (e == 0 ? "" : ",") + read(p, path);
+          path.pop_back();
+        }
+        return type + "]";
       case ArgKind::Pointer: {
         const char* dtype = triton_element_type(static_cast<c10::ScalarType>(sub));
-        TORCH_CHECK(dtype != nullptr, "tjit: kernel ", function_name_, ": argument '", p.name, "' has dtype ",
+        TORCH_CHECK(dtype != nullptr, "tjit: kernel ", kernel_, ": argument '", p.name, "' has dtype ",
                     static_cast<c10::ScalarType>(sub), ", which Triton kernels cannot take");
         type = std::string(p.is_const ? "*k" : "*") + dtype;
         break;
@@ -303,46 +318,55 @@ Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBa
         break;
       case ArgKind::Bool: type = "u1"; break;
       case ArgKind::Float: type = "fp32"; break;
-      case ArgKind::None:
-        type = "constexpr";
-        spec.constexprs.emplace_back(index, std::monostate{});
-        break;
-      case ArgKind::SpecializedOne:
-        type = "constexpr";
-        spec.constexprs.emplace_back(index, int64_t{1});
-        break;
-      case ArgKind::ConstexprInt:
-        type = "constexpr";
-        spec.constexprs.emplace_back(index, static_cast<int64_t>(w1));
-        break;
+      case ArgKind::None: constant = std::monostate{}; break;
+      case ArgKind::SpecializedOne: constant = int64_t{1}; break;
+      case ArgKind::ConstexprInt: constant = static_cast<int64_t>(w1); break;
       case ArgKind::ConstexprFloat: {
         double d = 0;
         std::memcpy(&d, &w1, sizeof(d));
-        type = "constexpr";
-        spec.constexprs.emplace_back(index, d);
+        constant = d;
         break;
       }
-      case ArgKind::ConstexprBool:
-        type = "constexpr";
-        spec.constexprs.emplace_back(index, w1 != 0);
-        break;
-      case ArgKind::ConstexprString:
-        type = "constexpr";
-        spec.constexprs.emplace_back(index, detail::interned_constexpr_string(w1));
-        break;
-      case ArgKind::ConstexprDtype:
-        type = "constexpr";
-        spec.constexprs.emplace_back(index, Dtype::from_index(static_cast<uint8_t>(w1)));
-        break;
+      case ArgKind::ConstexprBool: constant = w1 != 0; break;
+      case ArgKind::ConstexprString: constant = detail::interned_constexpr_string(w1); break;
+      case ArgKind::ConstexprDtype: constant = Dtype::from_index(static_cast<uint8_t>(w1)); break;
     }
-    // An annotation fixes the type of a runtime argument, as in Python.
-    if (type != "constexpr" && !p.annotation_type.empty()) {
-      type = p.annotation_type;
+    const bool top = path.size() == 1;
+    if (constant) {
+      if (top) {
+        spec_.constexprs.emplace_back(path[0], std::move(*constant));
+      } else {
+        spec_.tuple_constexprs.emplace_back(path, std::move(*constant));
+      }
+      return "constexpr";
     }
     if ((w0 >> 16) & 1) {
-      spec.divisible_by_16.push_back(index);
+      if (top) {
+        spec_.divisible_by_16.push_back(path[0]);
+      } else {
+        spec_.tuple_divisible_by_16.push_back(path);
+      }
     }
-    spec.types.push_back(std::move(type));
+    // An annotation fixes the type of a runtime argument, as in Python.
+    return top && !p.annotation_type.empty() ? p.annotation_type : type;
+  }
+
+ private:
+  const uint64_t* key_;
+  const std::string& kernel_;
+  Specialization& spec_;
+  size_t slot_ = 0;
+};
+
+}  // namespace
+
+Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBase& pack) const {
+  Specialization spec;
+  SlotReader reader(pack, function_name_, spec);
+  std::vector<int> path;
+  for (size_t i = 0; i < pack.num_args(); ++i) {
+    path.assign(1, static_cast<int>(i));
+    spec.types.push_back(reader.read(params_[i], path));
   }
   return spec;
 }
@@ -492,15 +516,35 @@ void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& optio
     return;
   }
   std::vector<detail::InterpretedArg> args;
-  args.reserve(pack.num_args());
+  args.reserve(pack.num_slots());
   const uint64_t* key = pack.key();
-  for (size_t i = 0; i < pack.num_args(); ++i) {
+  size_t param = 0;
+  std::vector<uint64_t> remaining;  // elements still to come in each open tuple
+  // After an element (a leaf, or a tuple just completed): count it in its tuple, or as a parameter.
+  auto element_done = [&] {
+    while (!remaining.empty()) {
+      if (--remaining.back() > 0) {
+        return;
+      }
+      remaining.pop_back();  // that tuple is complete: an element of its parent
+    }
+    ++param;
+  };
+  for (size_t i = 0; i < pack.num_slots(); ++i) {
     const uint64_t w0 = key[kKeyHeaderWords + kKeyWordsPerArg * i];
     const uint64_t w1 = key[kKeyHeaderWords + kKeyWordsPerArg * i + 1];
     const uint64_t sub = (w0 >> 8) & 0xff;
-    const KernelParam& p = params_[i];
+    const KernelParam& p = params_[param];
     const uint64_t* slot = pack.value(i);
-    switch (static_cast<ArgKind>(w0 & 0xff)) {
+    const auto kind = static_cast<ArgKind>(w0 & 0xff);
+    if (kind == ArgKind::Tuple) {
+      args.emplace_back(detail::InterpretedTuple{static_cast<size_t>(sub)});
+      remaining.push_back(sub + 1);  // +1: element_done counts the tuple itself once it is empty
+      element_done();
+      continue;
+    }
+    switch (kind) {
+      case ArgKind::Tuple: break;
       case ArgKind::Pointer:
         TORCH_CHECK(pack.tensor(i) != nullptr, "tjit: kernel ", function_name_, ": argument '", p.name,
                     "' is a raw DevicePointer, which Triton's interpreter (CPU tensors) cannot take");
@@ -546,6 +590,7 @@ void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& optio
       case ArgKind::ConstexprString: args.emplace_back(detail::interned_constexpr_string(w1)); break;
       case ArgKind::ConstexprDtype: args.emplace_back(Dtype::from_index(static_cast<uint8_t>(w1))); break;
     }
+    element_done();
   }
   TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " from ", kernel_file_,
               " got CPU tensors, which run through Triton's interpreter; that needs Python and Triton, and JIT is "

@@ -87,3 +87,15 @@ def defaults_kernel(x_ptr, out_ptr, n, scale=2.0, BLOCK: tl.constexpr = 128, ACT
     if ACTIVATION == "relu":
         x = tl.maximum(x, 0.0)
     tl.store(out_ptr + offsets, x.to(OUT_DTYPE), mask=mask)
+
+
+# Tuple arguments (Triton 3.3+): a pair of tensors, and a nested tuple of scalars whose elements are
+# specialised as Python Triton specialises them (an int 1 becomes a constexpr, divisibility).
+@triton.jit
+def tuple_kernel(pair, scales, n, BLOCK: tl.constexpr):
+    x_ptr = pair[0]
+    out_ptr = pair[1]
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x * scales[0] + scales[1][0] * scales[1][1], mask=mask)

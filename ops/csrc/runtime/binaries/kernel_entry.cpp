@@ -176,6 +176,14 @@ Specialization specialization_from_json(const json& spec) {
     s.constexprs.emplace_back(c.at(0).get<int>(), constexpr_from_json(c.at(1)));
   }
   s.divisible_by_16 = spec.at("divisible_by_16").get<std::vector<int>>();
+  if (spec.contains("tuple_constexprs")) {  // written only for calls with tuples
+    for (const json& c : spec.at("tuple_constexprs")) {
+      s.tuple_constexprs.emplace_back(c.at(0).get<std::vector<int>>(), constexpr_from_json(c.at(1)));
+    }
+  }
+  if (spec.contains("tuple_divisible_by_16")) {
+    s.tuple_divisible_by_16 = spec.at("tuple_divisible_by_16").get<std::vector<std::vector<int>>>();
+  }
   // The runtime lists both by parameter index; a hand-made file may not.
   std::sort(s.constexprs.begin(), s.constexprs.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -220,13 +228,21 @@ std::string encode_entry(const KernelEntry& e) {
     constexprs.push_back(json::array({index, constexpr_value_json<json>(value)}));
   }
   const CompiledKernel& c = e.compiled;
+  json specialization = {{"types", e.specialization.types},
+                         {"constexprs", constexprs},
+                         {"divisible_by_16", e.specialization.divisible_by_16}};
+  if (!e.specialization.tuple_constexprs.empty() || !e.specialization.tuple_divisible_by_16.empty()) {
+    json tuple_constexprs = json::array();
+    for (const auto& [path, value] : e.specialization.tuple_constexprs) {
+      tuple_constexprs.push_back(json::array({path, constexpr_value_json<json>(value)}));
+    }
+    specialization["tuple_constexprs"] = tuple_constexprs;
+    specialization["tuple_divisible_by_16"] = e.specialization.tuple_divisible_by_16;
+  }
   json header = {
       {"key", e.key},
       {"kernel", signature_to_json(e.kernel)},
-      {"specialization",
-       {{"types", e.specialization.types},
-        {"constexprs", constexprs},
-        {"divisible_by_16", e.specialization.divisible_by_16}}},
+      {"specialization", specialization},
       {"options",
        {{"num_warps", e.options.num_warps},
         {"num_stages", e.options.num_stages},
@@ -413,9 +429,7 @@ std::string bundle_key(const std::string& function, const std::string& file_name
     key += ',';
   }
   key += '\n';
-  for (const auto& [index, value] : spec.constexprs) {
-    key += std::to_string(index);
-    key += '=';
+  const auto append_value = [&key](const ConstexprValue& value) {
     std::visit(
         [&key](const auto& v) {
           using T = std::decay_t<decltype(v)>;
@@ -436,11 +450,32 @@ std::string bundle_key(const std::string& function, const std::string& file_name
           }
         },
         value);
+  };
+  // A path inside a tuple parameter: "2.0.1".
+  const auto append_path = [&key](const std::vector<int>& path) {
+    for (size_t i = 0; i < path.size(); ++i) {
+      key += (i == 0 ? "" : ".") + std::to_string(path[i]);
+    }
+  };
+  for (const auto& [index, value] : spec.constexprs) {
+    key += std::to_string(index);
+    key += '=';
+    append_value(value);
+    key += ',';
+  }
+  for (const auto& [path, value] : spec.tuple_constexprs) {  // only calls with tuples have these
+    append_path(path);
+    key += '=';
+    append_value(value);
     key += ',';
   }
   key += '\n';
   for (int d : spec.divisible_by_16) {
     key += std::to_string(d);
+    key += ',';
+  }
+  for (const auto& path : spec.tuple_divisible_by_16) {
+    append_path(path);
     key += ',';
   }
   key += '\n';

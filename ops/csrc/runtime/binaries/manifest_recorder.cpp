@@ -51,11 +51,53 @@ RecorderState& state() {
   return s;
 }
 
+// A tuple parameter's manifest value: an array with, per element, its type (":16" when divisible),
+// its constexpr value, or a nested array. `pos` walks the type text ("[*fp32,[i32,constexpr]]").
+json tuple_json(const Specialization& spec, const std::string& type, size_t& pos, std::vector<int>& path) {
+  if (type[pos] == '[') {
+    ++pos;
+    json elements = json::array();
+    for (int e = 0; type[pos] != ']'; ++e) {
+      if (e > 0) {
+        ++pos;  // ','
+      }
+      path.push_back(e);
+      elements.push_back(tuple_json(spec, type, pos, path));
+      path.pop_back();
+    }
+    ++pos;
+    return elements;
+  }
+  const size_t end = type.find_first_of(",]", pos);
+  std::string leaf = type.substr(pos, end - pos);
+  pos = end;
+  if (leaf == "constexpr") {
+    for (const auto& [p, v] : spec.tuple_constexprs) {
+      if (p == path) {
+        return detail::constexpr_value_json<json>(v);
+      }
+    }
+    return nullptr;
+  }
+  for (const auto& p : spec.tuple_divisible_by_16) {
+    if (p == path) {
+      leaf += ":16";
+    }
+  }
+  return leaf;
+}
+
 json entry_json(const std::string& file, const std::string& function, const std::vector<KernelParam>& params,
                 const Specialization& spec, const LaunchOptions& o) {
   json args = json::object();
   for (size_t i = 0; i < spec.types.size() && i < params.size(); ++i) {
     const int index = static_cast<int>(i);
+    if (!spec.types[i].empty() && spec.types[i][0] == '[') {
+      size_t pos = 0;
+      std::vector<int> path{index};
+      args[params[i].name] = tuple_json(spec, spec.types[i], pos, path);
+      continue;
+    }
     if (spec.types[i] == "constexpr") {
       json value = nullptr;
       for (const auto& [j, v] : spec.constexprs) {

@@ -87,10 +87,32 @@ const std::string& interned_constexpr_string(uint64_t id) {
 }
 
 const KernelParam& ArgumentPackBase::begin_arg() {
-  TORCH_CHECK(count_ < params_.size(), "tjit: kernel ", kernel_name_, " takes ", params_.size(),
+  TORCH_CHECK(param_ < params_.size(), "tjit: kernel ", kernel_name_, " takes ", params_.size(),
               " arguments, but more were given");
+  TORCH_CHECK(count_ < capacity_, "tjit: kernel ", kernel_name_, ": more argument slots than the call has room for");
   tensors_[count_] = nullptr;
-  return params_[count_];
+  return params_[param_];
+}
+
+void ArgumentPackBase::begin_tuple(size_t size) {
+  const KernelParam& p = begin_arg();
+  TORCH_CHECK(!p.is_constexpr, "tjit: kernel ", kernel_name_, ": parameter '", p.name,
+              "' is a tl.constexpr and got a tuple; tjit passes tuples to runtime parameters");
+  TORCH_CHECK(p.annotation_type.empty(), "tjit: kernel ", kernel_name_, ": parameter '", p.name, "' is annotated ",
+              p.annotation_type, " and cannot take a tuple");
+  TORCH_CHECK(size <= 0xff, "tjit: kernel ", kernel_name_, ": parameter '", p.name, "' got a tuple of ", size,
+              " elements; at most 255");
+  key_[kKeyHeaderWords + kKeyWordsPerArg * count_] = make_word(ArgKind::Tuple, size);
+  key_[kKeyHeaderWords + kKeyWordsPerArg * count_ + 1] = 0;
+  ++count_;
+  ++depth_;
+}
+
+void ArgumentPackBase::end_tuple() {
+  --depth_;
+  if (depth_ == 0) {
+    ++param_;
+  }
 }
 
 void ArgumentPackBase::pass_to_launch(const void* bytes, size_t size) {
@@ -105,6 +127,9 @@ void ArgumentPackBase::finish_arg(uint64_t w0, uint64_t w1) {
   key_[kKeyHeaderWords + kKeyWordsPerArg * count_] = w0;
   key_[kKeyHeaderWords + kKeyWordsPerArg * count_ + 1] = w1;
   ++count_;
+  if (depth_ == 0) {
+    ++param_;
+  }
 }
 
 void ArgumentPackBase::note_device(c10::Device d) {
@@ -113,9 +138,14 @@ void ArgumentPackBase::note_device(c10::Device d) {
     device_ = d;
     return;
   }
-  TORCH_CHECK(d == device_, "tjit: kernel ", kernel_name_, ": argument '", params_[count_].name,
+  TORCH_CHECK(d == device_, "tjit: kernel ", kernel_name_, ": argument '", params_[param_].name,
               "' is on ", d, " but an earlier tensor argument is on ", device_,
               "; all tensors of one launch must be on the same device");
+}
+
+void CapturedArg::begin_tuple(size_t size) {
+  TORCH_CHECK(false, "tjit: run() and tune() take no tuple arguments yet (got a tuple of ", size,
+              " elements); call the kernel with every argument (operator()) instead");
 }
 
 void CapturedArg::add_tensor(const at::Tensor& t) {
@@ -263,11 +293,11 @@ void ArgumentPackBase::add_none() {
 }
 
 void ArgumentPackBase::complete() {
-  const size_t given = count_;
-  while (count_ < params_.size() && count_ < capacity_ && params_[count_].default_value) {
-    add_value(*this, *params_[count_].default_value);  // as Python's binder applies a default
+  const size_t given = param_;
+  while (param_ < params_.size() && count_ < capacity_ && params_[param_].default_value) {
+    add_value(*this, *params_[param_].default_value);  // as Python's binder applies a default
   }
-  if (count_ == params_.size()) {
+  if (param_ == params_.size()) {
     return;
   }
   std::string names;

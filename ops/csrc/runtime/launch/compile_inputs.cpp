@@ -45,6 +45,47 @@ std::optional<CompileTarget> target_from_environment() {
   return CompileTarget::parse(text);
 }
 
+namespace {
+
+// A tuple parameter's type with each element described as describe() describes a parameter: a
+// constexpr element by its value, a divisible one with ":16" ("(*fp32:16, 1)"). `pos` walks `type`.
+std::string describe_tuple(const Specialization& spec, const std::string& type, size_t& pos, std::vector<int>& path) {
+  if (type[pos] == '[') {
+    ++pos;
+    std::string out = "(";
+    for (int e = 0; type[pos] != ']'; ++e) {
+      if (e > 0) {
+        ++pos;  // ','
+        out += ", ";
+      }
+      path.push_back(e);
+      out += describe_tuple(spec, type, pos, path);
+      path.pop_back();
+    }
+    ++pos;
+    return out + ")";
+  }
+  const size_t end = type.find_first_of(",]", pos);
+  const std::string leaf = type.substr(pos, end - pos);
+  pos = end;
+  if (leaf == "constexpr") {
+    for (const auto& [p, value] : spec.tuple_constexprs) {
+      if (p == path) {
+        return constexpr_text(value);
+      }
+    }
+    return "?";
+  }
+  for (const auto& p : spec.tuple_divisible_by_16) {
+    if (p == path) {
+      return leaf + ":16";
+    }
+  }
+  return leaf;
+}
+
+}  // namespace
+
 std::string Specialization::describe(const std::vector<std::string>& param_names) const {
   std::string out;
   for (size_t i = 0; i < types.size(); ++i) {
@@ -52,6 +93,12 @@ std::string Specialization::describe(const std::vector<std::string>& param_names
       out += ", ";
     }
     out += i < param_names.size() ? param_names[i] : std::to_string(i);
+    if (!types[i].empty() && types[i][0] == '[') {
+      size_t pos = 0;
+      std::vector<int> path{static_cast<int>(i)};
+      out += ": " + describe_tuple(*this, types[i], pos, path);
+      continue;
+    }
     if (types[i] != "constexpr") {
       out += ": " + types[i];
       for (int d : divisible_by_16) {

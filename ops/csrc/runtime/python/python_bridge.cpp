@@ -117,6 +117,10 @@ class EmbeddedTritonBridge final : public PythonBridge {
       for (const auto& [index, value] : spec.constexprs) {
         constexprs.append(py::make_tuple(index, to_python(value)));
       }
+      py::list tuple_constexprs;
+      for (const auto& [path, value] : spec.tuple_constexprs) {
+        tuple_constexprs.append(py::make_tuple(py::cast(path), to_python(value)));
+      }
       py::dict opts;
       opts["num_warps"] = options.num_warps;
       opts["num_stages"] = options.num_stages;
@@ -129,7 +133,8 @@ class EmbeddedTritonBridge final : public PythonBridge {
       }
       py::tuple result = py::reinterpret_borrow<py::object>(compile_)(
           handle, spec.types, constexprs, spec.divisible_by_16,
-          py::make_tuple(target.backend, target.arch, target.warp_size), opts);
+          py::make_tuple(target.backend, target.arch, target.warp_size), opts, tuple_constexprs,
+          spec.tuple_divisible_by_16);
       CompiledKernel kernel;
       kernel.binary = result[0].cast<std::string>();
       py::dict md = result[1];
@@ -227,10 +232,23 @@ class EmbeddedTritonBridge final : public PythonBridge {
 
   static py::list python_values(const std::vector<InterpretedArg>& args) {
     py::list values;
-    for (const InterpretedArg& arg : args) {
-      values.append(std::visit([](const auto& v) { return interpreted_value(v); }, arg));
+    for (size_t i = 0; i < args.size();) {
+      values.append(python_value(args, i));
     }
     return values;
+  }
+
+  // The value at args[i] (a tuple with its elements), advancing i past it.
+  static py::object python_value(const std::vector<InterpretedArg>& args, size_t& i) {
+    const InterpretedArg& arg = args[i++];
+    if (const auto* tuple = std::get_if<InterpretedTuple>(&arg)) {
+      py::tuple elements(tuple->size);
+      for (size_t e = 0; e < tuple->size; ++e) {
+        elements[e] = python_value(args, i);
+      }
+      return std::move(elements);
+    }
+    return std::visit([](const auto& v) { return interpreted_value(v); }, arg);
   }
 
   static py::object interpreted_value(std::monostate) { return py::none(); }
@@ -239,6 +257,7 @@ class EmbeddedTritonBridge final : public PythonBridge {
   static py::object interpreted_value(uint64_t v) { return py::int_(v); }
   static py::object interpreted_value(double v) { return py::float_(v); }
   static py::object interpreted_value(const std::string& v) { return py::str(v); }
+  static py::object interpreted_value(InterpretedTuple) { return py::none(); }  // python_value builds tuples
   static py::object interpreted_value(Dtype v) {
     return py::module_::import("triton.language").attr("dtype")(v.name());
   }

@@ -30,8 +30,12 @@ struct KernelDefinition {
 
 // One argument of an interpreted (CPU) launch, or of a call to a kernel's autotune pruning or
 // heuristics, as a Python value (tensors of any device travel by DLPack).
-using InterpretedArg =
-    std::variant<std::monostate, bool, int64_t, uint64_t, double, const at::Tensor*, std::string, Dtype>;
+// A tuple argument: its `size` elements follow it in the list (nested tuples the same way).
+struct InterpretedTuple {
+  size_t size = 0;
+};
+using InterpretedArg = std::variant<std::monostate, bool, int64_t, uint64_t, double, const at::Tensor*, std::string,
+                                    Dtype, InterpretedTuple>;
 
 class PythonBridge {
  public:

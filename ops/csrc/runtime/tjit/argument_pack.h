@@ -15,7 +15,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -38,6 +40,7 @@ enum class ArgKind : uint8_t {
   ConstexprBool = 9,
   ConstexprString = 10,  // value: the string's id (intern_constexpr_string)
   ConstexprDtype = 11,   // value: Dtype::index()
+  Tuple = 12,            // sub: the element count; the elements' slots follow
 };
 
 // A constexpr string's id: equal ids for equal texts, for the life of the process. Looking up a
@@ -51,7 +54,8 @@ enum class IntType : uint8_t { I32 = 0, I64 = 1, U64 = 2 };
 
 // Words of the key that precede the per-argument words: device, launch options.
 inline constexpr size_t kKeyHeaderWords = 2;
-// Each argument takes two key words: kind/type/divisibility, then a constexpr value.
+// Each argument takes two key words: kind/type/divisibility, then a constexpr value. A tuple
+// argument takes a slot of its own (kind Tuple, its size), then one per element, depth first.
 inline constexpr size_t kKeyWordsPerArg = 2;
 // Trailing parameters with defaults a call may leave out (the pack holds them on the stack too).
 inline constexpr size_t kMaxDefaultedArgs = 8;
@@ -76,24 +80,30 @@ class ArgumentPackBase {
   void add_none();
   void add_string(std::string_view text);  // tl.constexpr parameters only
   void add_dtype(Dtype dtype);             // tl.constexpr parameters only
+  // A tuple argument (Triton 3.3+): begin_tuple(size), an add_* (or a nested tuple) per element,
+  // end_tuple(). Its elements are specialised as Python Triton specialises a tuple's elements.
+  void begin_tuple(size_t size);
+  void end_tuple();
   // Gives the parameters after the last argument their defaults; throws unless every parameter
   // then has an argument.
   void complete();
 
-  size_t num_args() const { return count_; }
+  // Parameters given; slots filled (one per argument, tuple and tuple element).
+  size_t num_args() const { return param_; }
+  size_t num_slots() const { return count_; }
   size_t num_launch_args() const { return num_launch_args_; }
   const uint64_t* key() const { return key_; }
   uint64_t* mutable_key() { return key_; }
   size_t key_size() const { return kKeyHeaderWords + kKeyWordsPerArg * count_; }
   void** launch_params() const { return launch_params_; }
-  const at::Tensor* tensor(size_t i) const { return tensors_[i]; }
+  const at::Tensor* tensor(size_t slot) const { return tensors_[slot]; }
   const std::vector<KernelParam>& params() const { return params_; }
   const char* kernel_name() const { return kernel_name_; }
   // Device of the tensor arguments; kCPU with has_device() false when there were none.
   bool has_device() const { return has_device_; }
   c10::Device device() const { return device_; }
-  // Launch slot of argument i's value (only for arguments passed to the launch).
-  const uint64_t* value(size_t i) const { return &values_[i]; }
+  // The launch value of a slot (only for arguments passed to the launch).
+  const uint64_t* value(size_t slot) const { return &values_[slot]; }
 
  private:
   // Each add_* calls begin_arg, then finish_arg with the argument's key words (and, for a
@@ -111,7 +121,9 @@ class ArgumentPackBase {
   void** launch_params_;
   const at::Tensor** tensors_;
   size_t capacity_;
-  size_t count_ = 0;
+  size_t count_ = 0;   // slots filled
+  size_t param_ = 0;   // parameters given (a tuple counts once, at its end)
+  size_t depth_ = 0;   // tuples open
   size_t num_launch_args_ = 0;
   bool has_device_ = false;
   c10::Device device_{c10::kCPU};
@@ -121,6 +133,27 @@ template <typename T>
 struct is_std_optional : std::false_type {};
 template <typename T>
 struct is_std_optional<std::optional<T>> : std::true_type {};
+template <typename T>
+struct is_std_tuple : std::false_type {};
+template <typename... Ts>
+struct is_std_tuple<std::tuple<Ts...>> : std::true_type {};
+template <typename A, typename B>
+struct is_std_tuple<std::pair<A, B>> : std::true_type {};
+
+// Key slots a C++ argument takes: one, and one per element of a tuple (nested ones too).
+template <typename T>
+struct slots_of : std::integral_constant<size_t, 1> {};
+template <typename T>
+struct slots_of<std::optional<T>> : slots_of<std::decay_t<T>> {};
+template <typename... Ts>
+struct slots_of<std::tuple<Ts...>> : std::integral_constant<size_t, (size_t{1} + ... + slots_of<std::decay_t<Ts>>::value)> {};
+template <typename A, typename B>
+struct slots_of<std::pair<A, B>>
+    : std::integral_constant<size_t, 1 + slots_of<std::decay_t<A>>::value + slots_of<std::decay_t<B>>::value> {};
+
+// Slots a call's arguments take, and room for the defaults of the parameters they leave out.
+template <typename... Args>
+inline constexpr size_t kPackSlots = (size_t{0} + ... + slots_of<std::decay_t<Args>>::value) + kMaxDefaultedArgs;
 template <typename>
 inline constexpr bool always_false = false;
 
@@ -135,6 +168,10 @@ void add_argument(Sink& pack, const T& value) {
     pack.add_pointer(value);
   } else if constexpr (std::is_same_v<D, std::nullopt_t> || std::is_same_v<D, std::nullptr_t>) {
     pack.add_none();
+  } else if constexpr (is_std_tuple<D>::value) {
+    pack.begin_tuple(std::tuple_size_v<D>);
+    std::apply([&pack](const auto&... element) { (add_argument(pack, element), ...); }, value);
+    pack.end_tuple();
   } else if constexpr (is_std_optional<D>::value) {
     if (value.has_value()) {
       add_argument(pack, *value);

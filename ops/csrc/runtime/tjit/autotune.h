@@ -95,6 +95,8 @@ struct CapturedArg {
   void add_none() { kind = Kind::None; }
   void add_string(std::string_view text) { kind = Kind::String, unsigned_value = intern_constexpr_string(text); }
   void add_dtype(Dtype dtype) { kind = Kind::Dtype, unsigned_value = dtype.index(); }
+  [[noreturn]] void begin_tuple(size_t size);  // run() takes no tuples yet: throws, saying so
+  void end_tuple() {}
 };
 
 template <typename T>

@@ -27,6 +27,11 @@ struct Specialization {
   std::vector<std::string> types;                          // per parameter: "*fp32", "i32", "constexpr", ...
   std::vector<std::pair<int, ConstexprValue>> constexprs;  // parameter index -> value
   std::vector<int> divisible_by_16;                        // parameter indices given tt.divisibility=16
+  // Inside tuple parameters (typed as Triton writes a tuple: "[*fp32,i32]", nested "[[*fp32,i32],u1]"):
+  // constexpr elements and elements given tt.divisibility=16, by path (parameter index, element
+  // index, ...) as Triton keys them. Empty for a kernel called without tuples.
+  std::vector<std::pair<std::vector<int>, ConstexprValue>> tuple_constexprs;
+  std::vector<std::vector<int>> tuple_divisible_by_16;
 
   // Human-readable form for logs and errors, e.g. "*fp32:16, *fp32:16, i32, BLOCK=1024".
   std::string describe(const std::vector<std::string>& param_names) const;

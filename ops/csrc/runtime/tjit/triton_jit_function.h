@@ -54,7 +54,7 @@ class TritonJitFunction {
   template <typename... Args>
   void operator()(Stream stream, Grid grid, const LaunchOptions& options,
                   const Args&... args) const {
-    detail::ArgumentPack<sizeof...(Args) + detail::kMaxDefaultedArgs> pack(params_, function_name_.c_str());
+    detail::ArgumentPack<detail::kPackSlots<Args...>> pack(params_, function_name_.c_str());
     (detail::add_argument(pack, args), ...);
     launch(stream, grid, options, pack);
   }
@@ -122,7 +122,7 @@ class TritonJitFunction {
   template <typename... Args>
   CompiledKernel compile(const CompileTarget& target, const LaunchOptions& options,
                          const Args&... args) const {
-    detail::ArgumentPack<sizeof...(Args) + detail::kMaxDefaultedArgs> pack(params_, function_name_.c_str());
+    detail::ArgumentPack<detail::kPackSlots<Args...>> pack(params_, function_name_.c_str());
     (detail::add_argument(pack, args), ...);
     return compile_packed(target, options, pack);
   }
@@ -142,7 +142,7 @@ class TritonJitFunction {
   // divisibility attributes, as handed to triton.compile.
   template <typename... Args>
   Specialization specialize(const Args&... args) const {
-    detail::ArgumentPack<sizeof...(Args) + detail::kMaxDefaultedArgs> pack(params_, function_name_.c_str());
+    detail::ArgumentPack<detail::kPackSlots<Args...>> pack(params_, function_name_.c_str());
     (detail::add_argument(pack, args), ...);
     pack.complete();
     return specialization_of(pack);
