@@ -1,0 +1,164 @@
+// Kernels as Triton's tutorials write them (a matmul with string and dtype constexprs and defaults,
+// tuple arguments), launched from C++ and from Python Triton in the same process on the same CUDA
+// tensors: the outputs must be equal, bit for bit (the same kernel, inputs and launch). Needs a GPU:
+// on CPU tjit's launches go through the interpreter, and LaunchTest compares those with aten.
+
+#include "python/python_bridge.h"
+
+#include <tjit/current_stream.h>
+#include <tjit/triton_jit_function.h>
+
+#include <ATen/Context.h>
+#include <ATen/DLConvertor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/where.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <gtest/gtest.h>
+#include <pybind11/embed.h>
+
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace py = pybind11;
+
+namespace {
+
+std::string conformance_kernels() {
+  const char* path = std::getenv("TJIT_CONFORMANCE_KERNELS");
+  return path != nullptr ? path : "tests/cpp/kernels/conformance_kernels.py";
+}
+
+// Python Triton's launch of the same kernel: `kernel[grid](*args, **kwargs)`, tensors shared by DLPack.
+constexpr const char* kPythonLaunch = R"py(
+import importlib.util, torch
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location("tjit_conformance_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+def _value(a):
+    if isinstance(a, tuple):
+        return tuple(_value(e) for e in a)
+    return torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a
+
+def launch(path, name, grid, args, kwargs):
+    _load(path, name)[tuple(grid)](*[_value(a) for a in args], **kwargs)
+    torch.cuda.synchronize()
+)py";
+
+// A tensor for Python: a DLPack capsule sharing its memory.
+py::object shared(const at::Tensor& t) {
+  DLManagedTensor* managed = at::toDLPack(t);
+  PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* self) {
+    if (PyCapsule_IsValid(self, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(self, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) {
+        m->deleter(m);
+      }
+    }
+  });
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+class Conformance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!at::hasCUDA()) {
+      GTEST_SKIP() << "needs a GPU: compares CUDA launches from C++ and from Python Triton (CPU launches are "
+                      "compared with aten in LaunchTest)";
+    }
+    tjit::detail::python_bridge();  // tjit's embedded interpreter, which the Python side runs in
+  }
+
+  void launch_in_python(const char* name, py::tuple grid, py::list args, py::dict kwargs) {
+    py::gil_scoped_acquire gil;
+    py::dict scope;
+    py::exec(kPythonLaunch, scope);
+    scope["launch"](conformance_kernels(), name, grid, args, kwargs);
+  }
+};
+
+void synchronize() { c10::impl::VirtualGuardImpl(c10::kCUDA).getStream(c10::Device(c10::kCUDA, 0)).synchronize(); }
+
+TEST_F(Conformance, MatmulWithStringActivationDtypeAndDefaults) {
+  auto& fn = tjit::TritonJitFunction::get_instance(conformance_kernels(), "matmul_kernel");
+  const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  const int64_t M = 200, N = 150, K = 300;
+  const at::Tensor a = at::randn({M, K}, opts);
+  const at::Tensor b = at::randn({K, N}, opts);
+  const tjit::Stream stream = tjit::current_stream(a.device());
+  const tjit::Grid grid((M + 63) / 64, (N + 63) / 64);
+  for (const char* activation : {"leaky_relu", "relu", "none"}) {
+    for (const at::ScalarType out_dtype : {at::kBFloat16, at::kHalf, at::kFloat}) {
+      SCOPED_TRACE(std::string(activation) + " " + c10::toString(out_dtype));
+      at::Tensor mine = at::full({M, N}, std::numeric_limits<float>::quiet_NaN(), opts.dtype(out_dtype));
+      at::Tensor theirs = at::full({M, N}, std::numeric_limits<float>::quiet_NaN(), opts.dtype(out_dtype));
+      // Block sizes: the kernel's defaults on both sides.
+      fn(stream, grid, tjit::LaunchOptions{}, a, b, mine, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+         mine.stride(0), mine.stride(1), std::string_view(activation), out_dtype);
+      synchronize();
+      {
+        py::gil_scoped_acquire gil;
+        py::list args;
+        for (py::object v : {shared(a), shared(b), shared(theirs)}) {
+          args.append(v);
+        }
+        for (int64_t v : {M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), theirs.stride(0),
+                          theirs.stride(1)}) {
+          args.append(v);
+        }
+        args.append(activation);
+        args.append(py::module_::import("triton.language").attr(tjit::Dtype(out_dtype).attribute_name()));
+        launch_in_python("matmul_kernel", py::make_tuple(grid.x, grid.y), args, py::dict());
+      }
+      EXPECT_TRUE(at::equal(mine, theirs));
+      at::Tensor expected = at::matmul(a.to(at::kFloat), b.to(at::kFloat));
+      if (std::string(activation) == "leaky_relu") {
+        expected = at::where(expected >= 0, expected, expected * 0.01);
+      } else if (std::string(activation) == "relu") {
+        expected = at::where(expected >= 0, expected, expected * 0.0);
+      }
+      EXPECT_TRUE(at::allclose(mine.to(at::kFloat), expected, 2e-2, 5e-2));
+    }
+  }
+}
+
+TEST_F(Conformance, TupleArguments) {
+  auto& fn = tjit::TritonJitFunction::get_instance(conformance_kernels(), "axpby_kernel");
+  const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{5003}}) {
+    SCOPED_TRACE(n);
+    const at::Tensor x = at::randn({n}, opts);
+    const at::Tensor y = at::randn({n}, opts);
+    at::Tensor mine = at::full({n}, std::numeric_limits<float>::quiet_NaN(), opts);
+    at::Tensor theirs = at::full({n}, std::numeric_limits<float>::quiet_NaN(), opts);
+    const tjit::Grid grid((n + 255) / 256);
+    fn(tjit::current_stream(x.device()), grid, tjit::LaunchOptions{}, std::make_tuple(x, y), mine,
+       std::make_tuple(2.0, std::make_tuple(-0.5, 1.25)), n);
+    at::Tensor none_bias = at::full({n}, std::numeric_limits<float>::quiet_NaN(), opts);
+    fn(tjit::current_stream(x.device()), grid, tjit::LaunchOptions{}, std::make_pair(x, y), none_bias,
+       std::make_tuple(2.0, std::make_tuple(-0.5, std::nullopt)), n, int64_t{256});
+    synchronize();
+    py::gil_scoped_acquire gil;
+    py::list args;
+    args.append(py::make_tuple(shared(x), shared(y)));
+    args.append(shared(theirs));
+    args.append(py::make_tuple(2.0, py::make_tuple(-0.5, 1.25)));
+    args.append(n);
+    launch_in_python("axpby_kernel", py::make_tuple(grid.x), args, py::dict());
+    EXPECT_TRUE(at::equal(mine, theirs));
+    EXPECT_TRUE(at::allclose(mine, x * 2.0 + y * -0.5 + 1.25));
+    EXPECT_TRUE(at::allclose(none_bias, x * 2.0 + y * -0.5));
+  }
+}
+
+}  // namespace
