@@ -105,6 +105,26 @@ py::object to_python(const tjit::ConstexprValue& v) {
       v);
 }
 
+// That tjit's specialisation `mine` is Triton's (`theirs`, from the adapter's triton_specialization):
+// types, constexprs and divisibility, inside tuples too.
+void expect_same(const tjit::Specialization& mine, const py::tuple& theirs) {
+  EXPECT_EQ(mine.types, theirs[0].cast<std::vector<std::string>>());
+  py::list constants;
+  for (const auto& [index, value] : mine.constexprs) {
+    constants.append(py::make_tuple(index, to_python(value)));
+  }
+  EXPECT_TRUE(constants.equal(theirs[1])) << "tjit: " << py::str(constants).cast<std::string>()
+                                          << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
+  EXPECT_EQ(mine.divisible_by_16, theirs[2].cast<std::vector<int>>());
+  py::list tuple_constants;
+  for (const auto& [path, value] : mine.tuple_constexprs) {
+    tuple_constants.append(py::make_tuple(py::cast(path), to_python(value)));
+  }
+  EXPECT_TRUE(tuple_constants.equal(theirs[3])) << "tjit: " << py::str(tuple_constants).cast<std::string>()
+                                                << "\ntriton: " << py::str(theirs[3]).cast<std::string>();
+  EXPECT_EQ(mine.tuple_divisible_by_16, theirs[4].cast<std::vector<std::vector<int>>>());
+}
+
 void expect_same_as_python(const Case& c) {
   SCOPED_TRACE(c.label);
   const at::Tensor ptr = make_tensor(c.ptr);
@@ -142,16 +162,7 @@ void expect_same_as_python(const Case& c) {
   args.append(c.c_bool);
   args.append(c.c_float);
   args.append(py::none());
-  py::tuple theirs = scope["derive"](test_kernels(), "everything_kernel", args);
-
-  EXPECT_EQ(mine.types, theirs[0].cast<std::vector<std::string>>());
-  py::list my_consts;
-  for (const auto& [index, value] : mine.constexprs) {
-    my_consts.append(py::make_tuple(index, to_python(value)));
-  }
-  EXPECT_TRUE(my_consts.equal(theirs[1])) << "tjit: " << py::str(my_consts).cast<std::string>()
-                                          << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
-  EXPECT_EQ(mine.divisible_by_16, theirs[2].cast<std::vector<int>>());
+  expect_same(mine, scope["derive"](test_kernels(), "everything_kernel", args));
 }
 
 TEST_F(SpecializationTest, AlignedDefaults) { expect_same_as_python(Case{"aligned defaults"}); }
@@ -254,15 +265,7 @@ TEST_F(SpecializationTest, StringAndDtypeConstexprs) {
     args.append(python_values[i].first);
     args.append(python_values[i].second);
     args.append(256);
-    py::tuple theirs = scope["derive"](test_kernels(), "activation_kernel", args);
-    EXPECT_EQ(mine[i].types, theirs[0].cast<std::vector<std::string>>());
-    py::list my_consts;
-    for (const auto& [index, value] : mine[i].constexprs) {
-      my_consts.append(py::make_tuple(index, to_python(value)));
-    }
-    EXPECT_TRUE(my_consts.equal(theirs[1])) << "tjit: " << py::str(my_consts).cast<std::string>()
-                                            << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
-    EXPECT_EQ(mine[i].divisible_by_16, theirs[2].cast<std::vector<int>>());
+    expect_same(mine[i], scope["derive"](test_kernels(), "activation_kernel", args));
   }
   EXPECT_EQ(mine[0].describe(tjit::parameter_names(fn.params())),
             "x_ptr: *fp32:16, out_ptr: *bf16, n: i32, ACTIVATION='leaky_relu', OUT_DTYPE=tl.bfloat16, BLOCK=256");
@@ -325,15 +328,7 @@ TEST_F(SpecializationTest, LeftOutParametersTakeTheirDefaults) {
       args.append(py::module_::import("triton.language").attr("float16"));
       args.append(scope["tensor"](py::make_tuple("float32", 0)));
     }
-    py::tuple theirs = scope["derive"](test_kernels(), "defaults_kernel", args);
-    EXPECT_EQ(mine[i].types, theirs[0].cast<std::vector<std::string>>());
-    py::list my_consts;
-    for (const auto& [index, value] : mine[i].constexprs) {
-      my_consts.append(py::make_tuple(index, to_python(value)));
-    }
-    EXPECT_TRUE(my_consts.equal(theirs[1])) << "tjit: " << py::str(my_consts).cast<std::string>()
-                                            << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
-    EXPECT_EQ(mine[i].divisible_by_16, theirs[2].cast<std::vector<int>>());
+    expect_same(mine[i], scope["derive"](test_kernels(), "defaults_kernel", args));
   }
 }
 
@@ -385,22 +380,7 @@ TEST_F(SpecializationTest, TupleArguments) {
     for (const py::object& a : python_args[i]) {
       args.append(a);
     }
-    py::tuple theirs = scope["derive"](test_kernels(), "tuple_kernel", args);
-    EXPECT_EQ(mine[i].types, theirs[0].cast<std::vector<std::string>>());
-    py::list my_consts;
-    for (const auto& [index, value] : mine[i].constexprs) {
-      my_consts.append(py::make_tuple(index, to_python(value)));
-    }
-    EXPECT_TRUE(my_consts.equal(theirs[1])) << "tjit: " << py::str(my_consts).cast<std::string>()
-                                            << "\ntriton: " << py::str(theirs[1]).cast<std::string>();
-    EXPECT_EQ(mine[i].divisible_by_16, theirs[2].cast<std::vector<int>>());
-    py::list my_tuple_consts;
-    for (const auto& [path, value] : mine[i].tuple_constexprs) {
-      my_tuple_consts.append(py::make_tuple(py::cast(path), to_python(value)));
-    }
-    EXPECT_TRUE(my_tuple_consts.equal(theirs[3])) << "tjit: " << py::str(my_tuple_consts).cast<std::string>()
-                                                  << "\ntriton: " << py::str(theirs[3]).cast<std::string>();
-    EXPECT_EQ(mine[i].tuple_divisible_by_16, theirs[4].cast<std::vector<std::vector<int>>>());
+    expect_same(mine[i], scope["derive"](test_kernels(), "tuple_kernel", args));
   }
   EXPECT_EQ(mine[0].types[0], "[*fp32,*fp32]");
   EXPECT_EQ(mine[0].types[1], "[fp32,[i32,constexpr]]");
