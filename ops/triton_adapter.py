@@ -485,8 +485,6 @@ def compile(handle, types, constexprs, divisible, target, options, tuple_constex
                 raise
             raise _with_reason(e) from e.__cause__
     md = kernel.metadata
-    if getattr(md, "tensordesc_meta", None):
-        raise NotImplementedError(f"{fn.__name__}: tensor descriptor arguments are not supported by tjit yet")
     return kernel.asm["cubin"], {
         "name": md.name,
         "shared": int(md.shared),
@@ -498,7 +496,43 @@ def compile(handle, types, constexprs, divisible, target, options, tuple_constex
         "profile_scratch_align": int(getattr(md, "profile_scratch_align", 1) or 1),
         "launch_cooperative_grid": bool(getattr(md, "launch_cooperative_grid", False)),
         "launch_pdl": bool(getattr(md, "launch_pdl", False)),
+        "tensor_descriptors": _descriptor_launches(types, getattr(md, "tensordesc_meta", None)),
     }
+
+
+def _decomposed_descriptor_flags():
+    """How many i1 flags Triton's launcher passes after a decomposed tensor descriptor's base,
+    shape and strides (none in 3.4; padding == "nan" from 3.5; also round_f32_to_tf32 in 3.9),
+    read off Triton's own decomposition of a one-dimensional stand-in."""
+    import types as _types
+    stand_in = _types.SimpleNamespace(base=0, shape=[1], strides=[1], block_shape=[1], padding="zero",
+                                      round_f32_to_tf32=False)
+    try:
+        from triton.backends.driver import decompose_descriptor  # Triton 3.9+
+        parts = decompose_descriptor(stand_in)
+    except ImportError:
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+        parts = make_tensordesc_arg(stand_in, None)
+    return len(parts) - 5  # base, shape, strides, flags..., shape, strides
+
+
+def _descriptor_launches(types, tensordesc_meta):
+    """How each tensor-descriptor parameter reaches the compiled kernel (CompiledKernel's
+    tensor_descriptors): the TMA metadata Triton compiled it with, element type as the host's
+    CUtensorMapDataType; or, without metadata (no TMA below sm_90), the decomposition's flags."""
+    count = sum(1 for t in types if t.startswith("tensordesc"))
+    if count == 0:
+        return []
+    if not tensordesc_meta:
+        flags = _decomposed_descriptor_flags()
+        return [{"tma": False, "flags": flags} for _ in range(count)]
+    from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+    if len(tensordesc_meta) != count:
+        raise RuntimeError(f"Triton compiled {len(tensordesc_meta)} tensor descriptors for {count} parameters")
+    return [{"tma": True, "swizzle": int(m["swizzle"]), "elem_size": int(m["elem_size"]),
+             "elem_type": int(TMA_DTYPE_DEVICE_TO_HOST[m["elem_type"]]),
+             "block_size": [int(b) for b in m["block_size"]], "fp4_padded": bool(m["fp4_padded"])}
+            for m in tensordesc_meta]
 
 
 @contextlib.contextmanager
@@ -674,6 +708,11 @@ def run_interpreted(handle, grid, num_warps, args):
     def value(a):  # tensors inside tuples too
         if isinstance(a, tuple):
             return tuple(value(e) for e in a)
+        if isinstance(a, dict):  # a host tensor descriptor
+            from triton.tools.tensor_descriptor import TensorDescriptor
+            padding = {"padding": a["padding"]} if a["padding"] != "zero" else {}  # Triton 3.4 has no padding
+            return TensorDescriptor(torch.from_dlpack(a["tensordesc"]), a["shape"], a["strides"], a["block_shape"],
+                                    **padding)
         return torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a
 
     values = [value(a) for a in args]

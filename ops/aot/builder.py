@@ -188,7 +188,8 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
                              "profile_scratch_size": int(md["profile_scratch_size"]),
                              "profile_scratch_align": int(md["profile_scratch_align"]),
                              "launch_cooperative_grid": bool(md["launch_cooperative_grid"]),
-                             "launch_pdl": bool(md["launch_pdl"])},
+                             "launch_pdl": bool(md["launch_pdl"]),
+                             **({"tensor_descriptors": md["tensor_descriptors"]} if md["tensor_descriptors"] else {})},
                   "binary_format": "cubin"}
         order = (spec.function, os.path.basename(spec.file), spec.file,
                  canonical({**specialization, "options": options}), target)

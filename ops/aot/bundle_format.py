@@ -55,6 +55,17 @@ _LAUNCH_FIELDS = {"symbol": str, "shared_memory": int, "num_warps": int, "num_ct
                   "profile_scratch_align": int, "launch_cooperative_grid": bool, "launch_pdl": bool}
 
 
+def _descriptor_launch_ok(d) -> bool:
+    """One launch.tensor_descriptors item as the runtime reads it: TMA metadata, or decomposition flags."""
+    if not isinstance(d, dict) or not isinstance(d.get("tma"), bool):
+        return False
+    if not d["tma"]:
+        return type(d.get("flags")) is int and d["flags"] >= 0
+    return all(type(d.get(name)) is int for name in ("swizzle", "elem_size", "elem_type")) and \
+        isinstance(d.get("block_size"), list) and all(type(b) is int and b > 0 for b in d["block_size"]) and \
+        isinstance(d.get("fp4_padded"), bool)
+
+
 class BuildError(RuntimeError):
     """A bundle that could not be built (failed compiles, conflicting kernels, bad targets)."""
 
@@ -297,6 +308,11 @@ def _check_entry(where: str, header: dict, binary: bytes, record: dict, kernel: 
              "is not cubin")
     _damaged(launch["symbol"] and binary and launch["num_warps"] > 0 and launch["num_ctas"] > 0 and
              launch["shared_memory"] >= 0, f"{where}: inconsistent launch metadata")
+    descriptors = launch.get("tensor_descriptors", [])
+    descriptor_params = sum(1 for t in header["specialization"]["types"] if t.startswith("tensordesc<"))
+    _damaged(isinstance(descriptors, list) and len(descriptors) == descriptor_params and
+             all(_descriptor_launch_ok(d) for d in descriptors),
+             f"{where}: launch.tensor_descriptors does not describe its {descriptor_params} tensor descriptors")
 
 
 def decode_bundle(data: bytes, path: Optional[str] = None) -> Bundle:

@@ -3,6 +3,7 @@ launch options and their defaults, a specialisation's description, and bundle_ke
 as the runtime's bundle_key builds it from a launch."""
 
 import json
+import re
 import struct
 from typing import Sequence, Tuple
 
@@ -51,8 +52,19 @@ _FLOATS = ("fp16", "bf16", "fp32", "fp64", "fp8e4nv", "fp8e5", "fp8e4b15", "fp8e
 _SCALARS = ("u1", ) + _INTEGERS + _FLOATS  # Triton's canonical names (triton._utils.type_canonicalisation_dict)
 
 
+_TENSOR_DESCRIPTOR = re.compile(r"tensordesc<(\w+)\[(\d+(?:, \d+){0,4})\]>")
+
+
 def parse_type(text: str) -> Tuple[str, bool]:
     """A manifest type string -> (Triton type, divisible by 16); ValueError saying what is wrong."""
+    if text.startswith("tensordesc"):  # a host tensor descriptor: tensordesc<fp16[64, 32]>
+        match = _TENSOR_DESCRIPTOR.fullmatch(text)
+        if not match or match.group(1) not in _SCALARS or \
+                any(int(d) & (int(d) - 1) or int(d) == 0 for d in match.group(2).split(", ")):
+            raise ValueError(f"{text!r} is not a tensor descriptor type: expected tensordesc<ELEMENT[BLOCK, ...]> with "
+                             "a scalar element type and 1 to 5 power-of-two block dims, as Triton writes it "
+                             "(\"tensordesc<fp16[64, 32]>\")")
+        return text, False
     base, divisible = (text[:-3], True) if text.endswith(":16") else (text, False)
     pointer = base.startswith("*")
     element = base[2:] if base.startswith("*k") else base[1:] if pointer else base

@@ -11,6 +11,7 @@
 #include "tuning/autotuner.h"
 #include "binaries/constexpr_json.h"
 #include "launch/cuda_driver.h"
+#include "launch/descriptor_launch.h"
 #include "binaries/kernel_bundle_detail.h"
 #include "binaries/kernel_store_detail.h"
 #include "binaries/manifest_recorder.h"
@@ -316,6 +317,18 @@ class SlotReader {
                : sub == static_cast<uint64_t>(IntType::I64) ? "i64"
                                                             : "u64";
         break;
+      case ArgKind::TensorDescriptor: {
+        // Triton's text: tensordesc<fp16[32, 16]> (element type, block shape).
+        const char* dtype = triton_element_type(static_cast<c10::ScalarType>(sub));
+        TORCH_CHECK(dtype != nullptr, "tjit: kernel ", kernel_, ": argument '", p.name, "' is a descriptor of a ",
+                    static_cast<c10::ScalarType>(sub), " tensor, which Triton kernels cannot take");
+        type = std::string("tensordesc<") + dtype + "[";
+        const int rank = static_cast<int>((w0 >> 24) & 0xff);
+        for (int i = 0; i < rank; ++i) {
+          type += (i == 0 ? "" : ", ") + std::to_string(int64_t{1} << ((w1 >> (5 * i)) & 31));
+        }
+        return type + "]>";
+      }
       case ArgKind::Bool: type = "u1"; break;
       case ArgKind::Float: type = "fp32"; break;
       case ArgKind::None: constant = std::monostate{}; break;
@@ -409,8 +422,14 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
   CUdeviceptr global_ptr = reinterpret_cast<CUdeviceptr>(global_scratch.get());
   CUdeviceptr profile_ptr = reinterpret_cast<CUdeviceptr>(profile_scratch.get());
   void** params = pack.launch_params();
-  params[pack.num_launch_args()] = &global_ptr;
-  params[pack.num_launch_args() + 1] = &profile_ptr;
+  size_t num_params = pack.num_launch_args();
+  detail::DescriptorLaunchParams expanded;  // untouched by calls without tensor descriptors
+  if (pack.num_descriptors() > 0) {
+    num_params = expanded.fill(pack, k->meta, k->description);
+    params = expanded.params();
+  }
+  params[num_params] = &global_ptr;
+  params[num_params + 1] = &profile_ptr;
 
   const auto& cu = detail::cuda_driver();
   // The function belongs to its device's primary context; make that context current for the
@@ -545,6 +564,7 @@ void TritonJitFunction::launch_interpreted(Grid grid, const LaunchOptions& optio
     }
     switch (kind) {
       case ArgKind::Tuple: break;
+      case ArgKind::TensorDescriptor: args.emplace_back(pack.descriptor_at(i)); break;
       case ArgKind::Pointer:
         TORCH_CHECK(pack.tensor(i) != nullptr, "tjit: kernel ", function_name_, ": argument '", p.name,
                     "' is a raw DevicePointer, which Triton's interpreter (CPU tensors) cannot take");

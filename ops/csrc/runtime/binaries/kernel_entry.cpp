@@ -267,6 +267,19 @@ std::string encode_entry(const KernelEntry& e) {
   if (e.options.maxnreg != 0) {
     header["options"]["maxnreg"] = e.options.maxnreg;
   }
+  if (!c.tensor_descriptors.empty()) {  // only kernels with tensor-descriptor parameters have it
+    json descriptors = json::array();
+    for (const DescriptorLaunch& d : c.tensor_descriptors) {
+      descriptors.push_back(d.tma ? json{{"tma", true},
+                                         {"swizzle", d.swizzle},
+                                         {"elem_size", d.elem_size},
+                                         {"elem_type", d.elem_type},
+                                         {"block_size", d.block_size},
+                                         {"fp4_padded", d.fp4_padded}}
+                                  : json{{"tma", false}, {"flags", d.flags}});
+    }
+    header["launch"]["tensor_descriptors"] = std::move(descriptors);
+  }
   return frame(kEntryMagic, header.dump(), c.binary);
 }
 
@@ -292,11 +305,30 @@ KernelEntry decode_entry(const std::string& bytes) {
     c.profile_scratch_align = l.at("profile_scratch_align").get<int64_t>();
     c.launch_cooperative_grid = l.at("launch_cooperative_grid").get<bool>();
     c.launch_pdl = l.at("launch_pdl").get<bool>();
+    if (const auto it = l.find("tensor_descriptors"); it != l.end()) {
+      for (const json& d : *it) {
+        DescriptorLaunch launch;
+        launch.tma = d.at("tma").get<bool>();
+        if (launch.tma) {
+          launch.swizzle = d.at("swizzle").get<int>();
+          launch.elem_size = d.at("elem_size").get<int>();
+          launch.elem_type = d.at("elem_type").get<int>();
+          launch.block_size = d.at("block_size").get<std::vector<int>>();
+          launch.fp4_padded = d.at("fp4_padded").get<bool>();
+        } else {
+          launch.flags = d.at("flags").get<int>();
+        }
+        c.tensor_descriptors.push_back(std::move(launch));
+      }
+    }
     if (j.at("binary_format").get<std::string>() != "cubin") {
       throw CorruptStoreFile("binary format " + j.at("binary_format").dump() + " is not cubin");
     }
+    const auto descriptor_params = std::count_if(e.specialization.types.begin(), e.specialization.types.end(),
+                                                 [](const std::string& t) { return t.rfind("tensordesc<", 0) == 0; });
     if (c.name.empty() || binary.empty() || c.num_warps <= 0 || c.num_ctas <= 0 || c.shared_memory < 0 ||
-        e.kernel.params.size() != e.specialization.types.size()) {
+        e.kernel.params.size() != e.specialization.types.size() ||
+        static_cast<size_t>(descriptor_params) != c.tensor_descriptors.size()) {
       throw CorruptStoreFile("inconsistent launch metadata");
     }
     c.binary = std::move(binary);

@@ -4,6 +4,7 @@
 
 #include <tjit/argument_pack.h>
 #include <tjit/autotune.h>
+#include <tjit/tensor_descriptor.h>
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
@@ -148,6 +149,11 @@ void CapturedArg::begin_tuple(size_t size) {
               " elements); call the kernel with every argument (operator()) instead");
 }
 
+void CapturedArg::add_tensor_descriptor(const TensorDescriptor& descriptor) {
+  TORCH_CHECK(false, "tjit: run() and tune() take no tensor descriptors yet (got one over a ", descriptor.rank(),
+              "-d tensor); call the kernel with every argument (operator()) instead");
+}
+
 void CapturedArg::add_tensor(const at::Tensor& t) {
   if (t.defined()) {
     kind = Kind::Tensor, tensor = &t;
@@ -171,6 +177,34 @@ void ArgumentPackBase::add_tensor(const at::Tensor& t) {
   tensors_[count_] = &t;
   pass_to_launch(&ptr, sizeof(ptr));
   finish_arg(make_word(ArgKind::Pointer, static_cast<uint64_t>(t.scalar_type()), divisible));
+}
+
+void ArgumentPackBase::add_tensor_descriptor(const TensorDescriptor& d) {
+  const KernelParam& p = begin_arg();
+  TORCH_CHECK(!p.is_constexpr, "tjit: kernel ", kernel_name_, ": parameter '", p.name,
+              "' is a tl.constexpr and cannot take a tensor descriptor");
+  TORCH_CHECK(p.annotation_type.empty(), "tjit: kernel ", kernel_name_, ": parameter '", p.name, "' is annotated ",
+              p.annotation_type, " and cannot take a tensor descriptor");
+  TORCH_CHECK(depth_ == 0, "tjit: kernel ", kernel_name_, ": parameter '", p.name,
+              "' got a tensor descriptor inside a tuple; tjit passes descriptors as parameters of their own");
+  TORCH_CHECK(num_descriptors_ < kMaxTensorDescriptors, "tjit: kernel ", kernel_name_, ": more than ",
+              kMaxTensorDescriptors, " tensor descriptors in one call");
+  note_device(d.base().device());
+  tensors_[count_] = &d.base();
+  values_[count_] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&d));
+  descriptors_[num_descriptors_++] = PackedDescriptor{&d, num_launch_args_};
+  // Block dims are powers of two (the constructor checks): five bits of log2 each.
+  uint64_t block = 0;
+  for (int i = 0; i < d.rank(); ++i) {
+    uint64_t log2 = 0;
+    while ((int64_t{1} << log2) < d.block_shape()[i]) {
+      ++log2;
+    }
+    block |= log2 << (5 * i);
+  }
+  finish_arg(make_word(ArgKind::TensorDescriptor, static_cast<uint64_t>(d.base().scalar_type())) |
+                 static_cast<uint64_t>(d.rank()) << 24,
+             block);
 }
 
 void ArgumentPackBase::add_pointer(const DevicePointer& dp) {

@@ -57,6 +57,9 @@ CudaDriver open_driver() {
   TJIT_RESOLVE(cuMemsetD8Async);
   TJIT_RESOLVE(cuMemsetD32Async);
   TJIT_RESOLVE(cuMemcpyDtoDAsync);
+  // CUDA 12 drivers and newer: host tensor descriptors check for it when they need it.
+  d.cuTensorMapEncodeTiled = reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(
+      dlsym(library, TJIT_STRINGIFY_EXPANDED(cuTensorMapEncodeTiled)));
 #undef TJIT_RESOLVE
   check_cuda(d.cuInit(0), "cuInit", "the CUDA driver");
   return d;

@@ -37,6 +37,8 @@ struct CudaDriver {
   decltype(&::cuMemsetD8Async) cuMemsetD8Async = nullptr;
   decltype(&::cuMemsetD32Async) cuMemsetD32Async = nullptr;
   decltype(&::cuMemcpyDtoDAsync) cuMemcpyDtoDAsync = nullptr;
+  // Host tensor descriptors lowered to TMA (sm_90+); nullptr on a driver older than CUDA 12.
+  decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
 };
 
 // The process-wide driver; opens libcuda.so.1 and calls cuInit on first use. Throws

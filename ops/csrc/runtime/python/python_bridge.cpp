@@ -5,6 +5,8 @@
 
 #include "python/python_bridge.h"
 
+#include <tjit/tensor_descriptor.h>
+
 #include <ATen/DLConvertor.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
@@ -149,6 +151,21 @@ class EmbeddedTritonBridge final : public PythonBridge {
       kernel.profile_scratch_align = md["profile_scratch_align"].cast<int64_t>();
       kernel.launch_cooperative_grid = md["launch_cooperative_grid"].cast<bool>();
       kernel.launch_pdl = md["launch_pdl"].cast<bool>();
+      for (py::handle item : md["tensor_descriptors"].cast<py::list>()) {
+        py::dict d = py::reinterpret_borrow<py::dict>(item);
+        DescriptorLaunch launch;
+        launch.tma = d["tma"].cast<bool>();
+        if (launch.tma) {
+          launch.swizzle = d["swizzle"].cast<int>();
+          launch.elem_size = d["elem_size"].cast<int>();
+          launch.elem_type = d["elem_type"].cast<int>();
+          launch.block_size = d["block_size"].cast<std::vector<int>>();
+          launch.fp4_padded = d["fp4_padded"].cast<bool>();
+        } else {
+          launch.flags = d["flags"].cast<int>();
+        }
+        kernel.tensor_descriptors.push_back(std::move(launch));
+      }
       return kernel;
     } catch (const py::error_already_set& e) {
       TORCH_CHECK(false, "triton.compile failed: ", python_error_text(e));
@@ -260,6 +277,16 @@ class EmbeddedTritonBridge final : public PythonBridge {
   static py::object interpreted_value(InterpretedTuple) { return py::none(); }  // python_value builds tuples
   static py::object interpreted_value(Dtype v) {
     return py::module_::import("triton.language").attr("dtype")(v.name());
+  }
+  static py::object interpreted_value(const TensorDescriptor* d) {
+    // triton_adapter turns it into Triton's TensorDescriptor over the shared tensor.
+    py::dict out;
+    out["tensordesc"] = interpreted_value(&d->base());
+    out["shape"] = py::cast(d->shape().vec());
+    out["strides"] = py::cast(d->strides().vec());
+    out["block_shape"] = py::cast(d->block_shape().vec());
+    out["padding"] = d->padding() == Padding::Nan ? "nan" : "zero";
+    return std::move(out);
   }
   static py::object interpreted_value(const at::Tensor* t) {
     // Shares the memory: the interpreter writes its results straight into the C++ tensor.

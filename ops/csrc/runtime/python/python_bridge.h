@@ -16,6 +16,9 @@
 namespace at {
 class Tensor;
 }
+namespace tjit {
+class TensorDescriptor;
+}
 
 namespace tjit::detail {
 
@@ -35,7 +38,7 @@ struct InterpretedTuple {
   size_t size = 0;
 };
 using InterpretedArg = std::variant<std::monostate, bool, int64_t, uint64_t, double, const at::Tensor*, std::string,
-                                    Dtype, InterpretedTuple>;
+                                    Dtype, InterpretedTuple, const TensorDescriptor*>;
 
 class PythonBridge {
  public:

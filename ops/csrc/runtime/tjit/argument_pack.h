@@ -24,6 +24,9 @@
 namespace at {
 class Tensor;
 }
+namespace tjit {
+class TensorDescriptor;  // tjit/tensor_descriptor.h, which a caller passing one includes
+}
 
 namespace tjit::detail {
 
@@ -41,6 +44,7 @@ enum class ArgKind : uint8_t {
   ConstexprString = 10,  // value: the string's id (intern_constexpr_string)
   ConstexprDtype = 11,   // value: Dtype::index()
   Tuple = 12,            // sub: the element count; the elements' slots follow
+  TensorDescriptor = 13,  // sub: element dtype; bits 24-31: rank; word 1: log2 of each block dim
 };
 
 // A constexpr string's id: equal ids for equal texts, for the life of the process. Looking up a
@@ -59,6 +63,15 @@ inline constexpr size_t kKeyHeaderWords = 2;
 inline constexpr size_t kKeyWordsPerArg = 2;
 // Trailing parameters with defaults a call may leave out (the pack holds them on the stack too).
 inline constexpr size_t kMaxDefaultedArgs = 8;
+// Host tensor descriptors one call may pass.
+inline constexpr size_t kMaxTensorDescriptors = 8;
+
+// A host tensor descriptor in a pack: the launch expands it where the kernel's other launch
+// arguments reach `launch_index`, once the compiled kernel says how (descriptor_launch.h).
+struct PackedDescriptor {
+  const TensorDescriptor* descriptor = nullptr;
+  size_t launch_index = 0;
+};
 
 class ArgumentPackBase {
  public:
@@ -80,6 +93,7 @@ class ArgumentPackBase {
   void add_none();
   void add_string(std::string_view text);  // tl.constexpr parameters only
   void add_dtype(Dtype dtype);             // tl.constexpr parameters only
+  void add_tensor_descriptor(const TensorDescriptor& descriptor);
   // A tuple argument (Triton 3.3+): begin_tuple(size), an add_* (or a nested tuple) per element,
   // end_tuple(). Its elements are specialised as Python Triton specialises a tuple's elements.
   void begin_tuple(size_t size);
@@ -104,6 +118,12 @@ class ArgumentPackBase {
   c10::Device device() const { return device_; }
   // The launch value of a slot (only for arguments passed to the launch).
   const uint64_t* value(size_t slot) const { return &values_[slot]; }
+  // The host tensor descriptors, in order, and the descriptor of a TensorDescriptor slot.
+  size_t num_descriptors() const { return num_descriptors_; }
+  const PackedDescriptor& descriptor(size_t i) const { return descriptors_[i]; }
+  const TensorDescriptor* descriptor_at(size_t slot) const {
+    return reinterpret_cast<const TensorDescriptor*>(static_cast<uintptr_t>(values_[slot]));
+  }
 
  private:
   // Each add_* calls begin_arg, then finish_arg with the argument's key words (and, for a
@@ -125,6 +145,8 @@ class ArgumentPackBase {
   size_t param_ = 0;   // parameters given (a tuple counts once, at its end)
   size_t depth_ = 0;   // tuples open
   size_t num_launch_args_ = 0;
+  size_t num_descriptors_ = 0;
+  std::array<PackedDescriptor, kMaxTensorDescriptors> descriptors_;
   bool has_device_ = false;
   c10::Device device_{c10::kCPU};
 };
@@ -166,6 +188,8 @@ void add_argument(Sink& pack, const T& value) {
     pack.add_tensor(value);
   } else if constexpr (std::is_same_v<D, DevicePointer>) {
     pack.add_pointer(value);
+  } else if constexpr (std::is_same_v<D, TensorDescriptor>) {
+    pack.add_tensor_descriptor(value);
   } else if constexpr (std::is_same_v<D, std::nullopt_t> || std::is_same_v<D, std::nullptr_t>) {
     pack.add_none();
   } else if constexpr (is_std_tuple<D>::value) {
@@ -210,8 +234,8 @@ void add_argument(Sink& pack, const T& value) {
                   "tjit: a raw pointer has no element type; pass tjit::DevicePointer{ptr, dtype}");
   } else {
     static_assert(always_false<D>,
-                  "tjit: unsupported kernel argument type (use at::Tensor, tjit::DevicePointer, an "
-                  "integer, float/double, bool, a string, tjit::Dtype or c10::ScalarType, std::optional or "
+                  "tjit: unsupported kernel argument type (use at::Tensor, tjit::DevicePointer, "
+                  "tjit::TensorDescriptor, an integer, float/double, bool, a string, tjit::Dtype or c10::ScalarType, std::optional or "
                   "std::nullopt)");
   }
 }

@@ -96,6 +96,7 @@ struct CapturedArg {
   void add_string(std::string_view text) { kind = Kind::String, unsigned_value = intern_constexpr_string(text); }
   void add_dtype(Dtype dtype) { kind = Kind::Dtype, unsigned_value = dtype.index(); }
   [[noreturn]] void begin_tuple(size_t size);  // run() takes no tuples yet: throws, saying so
+  [[noreturn]] void add_tensor_descriptor(const TensorDescriptor& descriptor);  // nor descriptors
   void end_tuple() {}
 };
 

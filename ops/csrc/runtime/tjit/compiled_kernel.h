@@ -37,6 +37,25 @@ struct Specialization {
   std::string describe(const std::vector<std::string>& param_names) const;
 };
 
+// How one host tensor-descriptor parameter reaches the compiled kernel, from Triton's tensordesc_meta:
+// on sm_90+ a CUtensorMap the launch encodes (then the shape as i32 and the strides as i64), else
+// decomposed into the base pointer, shape and strides (i64), `flags` i1 flags (padding == nan, and
+// from Triton 3.9 round_f32_to_tf32: Triton 3.4 has none), then the shape (i32) and strides (i64).
+struct DescriptorLaunch {
+  bool tma = false;
+  int swizzle = 0;              // CUtensorMapSwizzle
+  int elem_size = 0;            // bytes per element
+  int elem_type = 0;            // CUtensorMapDataType (the host enum)
+  std::vector<int> block_size;  // the box, outermost dimension first
+  bool fp4_padded = false;      // the innermost dimension counts packed fp4 pairs: encoded doubled
+  int flags = 0;                // decomposed only
+
+  bool operator==(const DescriptorLaunch& o) const {
+    return tma == o.tma && swizzle == o.swizzle && elem_size == o.elem_size && elem_type == o.elem_type &&
+           block_size == o.block_size && fp4_padded == o.fp4_padded && flags == o.flags;
+  }
+};
+
 struct CompiledKernel {
   std::string name;    // the kernel's symbol in the binary
   std::string binary;  // cubin bytes
@@ -50,6 +69,7 @@ struct CompiledKernel {
   int64_t profile_scratch_align = 1;
   bool launch_cooperative_grid = false;
   bool launch_pdl = false;
+  std::vector<DescriptorLaunch> tensor_descriptors;  // one per tensor-descriptor parameter, in order
 };
 
 }  // namespace tjit
