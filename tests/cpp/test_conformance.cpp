@@ -1,11 +1,13 @@
 // Kernels as Triton's tutorials write them (a matmul with string and dtype constexprs and defaults,
-// tuple arguments), launched from C++ and from Python Triton in the same process on the same CUDA
+// tuple arguments, a persistent matmul and an attention forward through host tensor descriptors
+// (TMA on sm_90+), descriptors made on the device), launched from C++ and from Python Triton in the same process on the same CUDA
 // tensors: the outputs must be equal, bit for bit (the same kernel, inputs and launch). Needs a GPU:
 // on CPU tjit's launches go through the interpreter, and LaunchTest compares those with aten.
 
 #include "python/python_bridge.h"
 
 #include <tjit/current_stream.h>
+#include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/Context.h>
@@ -16,11 +18,14 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/softmax.h>
 #include <ATen/ops/where.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 #include <pybind11/embed.h>
+#include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -37,7 +42,7 @@ std::string conformance_kernels() {
 
 // Python Triton's launch of the same kernel: `kernel[grid](*args, **kwargs)`, tensors shared by DLPack.
 constexpr const char* kPythonLaunch = R"py(
-import importlib.util, torch
+import importlib.util, torch, triton
 
 def _load(path, name):
     spec = importlib.util.spec_from_file_location("tjit_conformance_kernels", path)
@@ -48,7 +53,13 @@ def _load(path, name):
 def _value(a):
     if isinstance(a, tuple):
         return tuple(_value(e) for e in a)
+    if isinstance(a, dict):  # a host tensor descriptor over a shared tensor
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        return TensorDescriptor.from_tensor(torch.from_dlpack(a["base"]), a["block_shape"])
     return torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a
+
+# Descriptors made on the device need scratch memory, which Python Triton asks this for.
+triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
 
 def launch(path, name, grid, args, kwargs):
     _load(path, name)[tuple(grid)](*[_value(a) for a in args], **kwargs)
@@ -67,6 +78,14 @@ py::object shared(const at::Tensor& t) {
     }
   });
   return py::reinterpret_steal<py::object>(capsule);
+}
+
+// A host tensor descriptor for Python: its tensor shared, its block shape.
+py::dict shared(const tjit::TensorDescriptor& d) {
+  py::dict out;
+  out["base"] = shared(d.base());
+  out["block_shape"] = py::cast(d.block_shape().vec());
+  return out;
 }
 
 class Conformance : public ::testing::Test {
@@ -159,6 +178,115 @@ TEST_F(Conformance, TupleArguments) {
     EXPECT_TRUE(at::allclose(mine, x * 2.0 + y * -0.5 + 1.25));
     EXPECT_TRUE(at::allclose(none_bias, x * 2.0 + y * -0.5));
   }
+}
+
+// A persistent matmul whose operands are host tensor descriptors: on sm_90+ the runtime encodes a
+// TMA map per descriptor per launch. Ragged sizes: TMA zero-fills and clips at the edges.
+TEST_F(Conformance, PersistentMatmulWithHostDescriptors) {
+  auto& fn = tjit::TritonJitFunction::get_instance(conformance_kernels(), "persistent_matmul_tma_kernel");
+  const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  const int64_t M = 777, N = 520, K = 504, BM = 128, BN = 128, BK = 64, NUM_SMS = 132;
+  const at::Tensor a = at::randn({M, K}, opts);
+  const at::Tensor b_t = at::randn({N, K}, opts);
+  at::Tensor mine = at::full({M, N}, std::numeric_limits<float>::quiet_NaN(), opts);
+  at::Tensor theirs = at::full({M, N}, std::numeric_limits<float>::quiet_NaN(), opts);
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {BM, BK});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(b_t, {BN, BK});
+  const auto mine_desc = tjit::TensorDescriptor::from_tensor(mine, {BM, BN});
+  const auto theirs_desc = tjit::TensorDescriptor::from_tensor(theirs, {BM, BN});
+  const int64_t tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  const tjit::Grid grid(static_cast<uint32_t>(std::min(NUM_SMS, tiles)));
+  fn(tjit::current_stream(a.device()), grid, tjit::LaunchOptions{8, 3}, a_desc, b_desc, mine_desc, M, N, K, BM, BN,
+     BK, NUM_SMS);
+  synchronize();
+  {
+    py::gil_scoped_acquire gil;
+    py::list args;
+    for (const tjit::TensorDescriptor* d : {&a_desc, &b_desc, &theirs_desc}) {
+      args.append(shared(*d));
+    }
+    for (int64_t v : {M, N, K, BM, BN, BK, NUM_SMS}) {
+      args.append(v);
+    }
+    py::dict kwargs;
+    kwargs["num_warps"] = 8;
+    kwargs["num_stages"] = 3;
+    launch_in_python("persistent_matmul_tma_kernel", py::make_tuple(grid.x), args, kwargs);
+  }
+  EXPECT_TRUE(at::equal(mine, theirs));
+  EXPECT_TRUE(at::allclose(mine.to(at::kFloat), at::matmul(a.to(at::kFloat), b_t.to(at::kFloat).t()), 1e-2, 5e-2));
+}
+
+// A flash-attention forward through host descriptors for Q, K, V and O.
+TEST_F(Conformance, AttentionForwardWithHostDescriptors) {
+  auto& fn = tjit::TritonJitFunction::get_instance(conformance_kernels(), "attention_fwd_tma_kernel");
+  const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  const int64_t heads = 6, N_CTX = 256, HEAD_DIM = 64, BM = 128, BN = 64;
+  const double sm_scale = 0.125;
+  const at::Tensor q = at::randn({heads * N_CTX, HEAD_DIM}, opts);
+  const at::Tensor k = at::randn({heads * N_CTX, HEAD_DIM}, opts);
+  const at::Tensor v = at::randn({heads * N_CTX, HEAD_DIM}, opts);
+  at::Tensor mine = at::full({heads * N_CTX, HEAD_DIM}, std::numeric_limits<float>::quiet_NaN(), opts);
+  at::Tensor theirs = at::full({heads * N_CTX, HEAD_DIM}, std::numeric_limits<float>::quiet_NaN(), opts);
+  const auto q_desc = tjit::TensorDescriptor::from_tensor(q, {BM, HEAD_DIM});
+  const auto k_desc = tjit::TensorDescriptor::from_tensor(k, {BN, HEAD_DIM});
+  const auto v_desc = tjit::TensorDescriptor::from_tensor(v, {BN, HEAD_DIM});
+  const auto mine_desc = tjit::TensorDescriptor::from_tensor(mine, {BM, HEAD_DIM});
+  const auto theirs_desc = tjit::TensorDescriptor::from_tensor(theirs, {BM, HEAD_DIM});
+  const tjit::Grid grid(static_cast<uint32_t>(N_CTX / BM), static_cast<uint32_t>(heads));
+  fn(tjit::current_stream(q.device()), grid, tjit::LaunchOptions{8, 3}, q_desc, k_desc, v_desc, mine_desc, sm_scale,
+     N_CTX, HEAD_DIM, BM, BN);
+  synchronize();
+  {
+    py::gil_scoped_acquire gil;
+    py::list args;
+    for (const tjit::TensorDescriptor* d : {&q_desc, &k_desc, &v_desc, &theirs_desc}) {
+      args.append(shared(*d));
+    }
+    args.append(sm_scale);
+    for (int64_t value : {N_CTX, HEAD_DIM, BM, BN}) {
+      args.append(value);
+    }
+    py::dict kwargs;
+    kwargs["num_warps"] = 8;
+    kwargs["num_stages"] = 3;
+    launch_in_python("attention_fwd_tma_kernel", py::make_tuple(grid.x, grid.y), args, kwargs);
+  }
+  EXPECT_TRUE(at::equal(mine, theirs));
+  const at::Tensor qh = q.to(at::kFloat).view({heads, N_CTX, HEAD_DIM});
+  const at::Tensor kh = k.to(at::kFloat).view({heads, N_CTX, HEAD_DIM});
+  const at::Tensor vh = v.to(at::kFloat).view({heads, N_CTX, HEAD_DIM});
+  const at::Tensor expected = at::matmul(at::softmax(at::matmul(qh, kh.transpose(1, 2)) * sm_scale, -1), vh);
+  EXPECT_TRUE(at::allclose(mine.to(at::kFloat).view({heads, N_CTX, HEAD_DIM}), expected, 1e-2, 1e-2));
+}
+
+// Descriptors made on the device (tl.make_tensor_descriptor) live in the launch's global scratch,
+// which tjit takes from torch's caching allocator and Python Triton from triton.set_allocator.
+TEST_F(Conformance, DeviceSideDescriptors) {
+  auto& fn = tjit::TritonJitFunction::get_instance(conformance_kernels(), "scale_rows_device_desc_kernel");
+  const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  const int64_t M = 300, N = 200, BM = 64, BN = 64;
+  const at::Tensor x = at::randn({M, N}, opts);
+  at::Tensor mine = at::full({M, N}, std::numeric_limits<float>::quiet_NaN(), opts);
+  at::Tensor theirs = at::full({M, N}, std::numeric_limits<float>::quiet_NaN(), opts);
+  const tjit::Grid grid((M + BM - 1) / BM, (N + BN - 1) / BN);
+  fn(tjit::current_stream(x.device()), grid, tjit::LaunchOptions{}, x, mine, M, N, N, 0.75, BM, BN);
+  synchronize();
+  {
+    py::gil_scoped_acquire gil;
+    py::list args;
+    args.append(shared(x));
+    args.append(shared(theirs));
+    for (int64_t v : {M, N, N}) {
+      args.append(v);
+    }
+    args.append(0.75);
+    args.append(BM);
+    args.append(BN);
+    launch_in_python("scale_rows_device_desc_kernel", py::make_tuple(grid.x, grid.y), args, py::dict());
+  }
+  EXPECT_TRUE(at::equal(mine, theirs));
+  EXPECT_TRUE(at::equal(mine, x * 0.75));
 }
 
 }  // namespace

@@ -158,6 +158,29 @@ TEST(KernelStoreFormat, EntryRoundTrip) {
   EXPECT_TRUE(c.launch_pdl);
 }
 
+// How tensor descriptors launch travels with the binary: TMA metadata, or the decomposition's flags.
+TEST(KernelStoreFormat, TensorDescriptorLaunchRoundTrip) {
+  KernelEntry e = sample_entry();
+  e.specialization.types[0] = "tensordesc<fp16[64, 32]>";
+  e.specialization.types[1] = "tensordesc<bf16[8]>";
+  tjit::DescriptorLaunch tma;
+  tma.tma = true;
+  tma.swizzle = 3;
+  tma.elem_size = 2;
+  tma.elem_type = 6;
+  tma.block_size = {64, 32};
+  tma.fp4_padded = true;
+  tjit::DescriptorLaunch decomposed;
+  decomposed.flags = 2;
+  e.compiled.tensor_descriptors = {tma, decomposed};
+  const KernelEntry d = tjit::detail::decode_entry(tjit::detail::encode_entry(e));
+  EXPECT_EQ(d.compiled.tensor_descriptors, e.compiled.tensor_descriptors);
+  EXPECT_TRUE(tjit::detail::decode_entry(tjit::detail::encode_entry(sample_entry())).compiled.tensor_descriptors.empty());
+  // One descriptor too few for its signature: damaged, not launched with the wrong arguments.
+  e.compiled.tensor_descriptors.pop_back();
+  EXPECT_THROW(tjit::detail::decode_entry(tjit::detail::encode_entry(e)), std::exception);
+}
+
 TEST(KernelStoreFormat, SignatureRoundTrip) {
   const auto s = sample_entry().kernel;
   const auto d = tjit::detail::decode_signature(tjit::detail::encode_signature(s));

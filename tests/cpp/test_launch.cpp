@@ -5,6 +5,7 @@
 #include "test_helpers.h"
 
 #include <tjit/current_stream.h>
+#include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/TensorOperators.h>
@@ -242,6 +243,37 @@ TEST(CudaLaunch, CachedLaunchAllocatesNothing) {
   EXPECT_EQ(tjit::testing::allocations.load(), 0u);
   synchronize(out);
   EXPECT_TRUE(at::allclose(out, x * 2.0));
+}
+
+// A call with host tensor descriptors (a TMA map encoded per descriptor per launch) allocates
+// nothing either, descriptors made in the loop included.
+TEST(CudaLaunch, DescriptorLaunchAllocatesNothing) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  const char* kernels = std::getenv("TJIT_CONFORMANCE_KERNELS");
+  auto& fn = TritonJitFunction::get_instance(kernels != nullptr ? kernels : "tests/cpp/kernels/conformance_kernels.py",
+                                             "persistent_matmul_tma_kernel");
+  const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  const at::Tensor a = at::randn({256, 128}, opts);
+  const at::Tensor b_t = at::randn({192, 128}, opts);
+  at::Tensor c = at::empty({256, 192}, opts);
+  const tjit::Stream stream = stream_of(a);
+  auto call = [&] {
+    const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {64, 64});
+    const auto b_desc = tjit::TensorDescriptor::from_tensor(b_t, {64, 64});
+    const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {64, 64});
+    fn(stream, Grid(8), LaunchOptions{4, 3}, a_desc, b_desc, c_desc, int64_t{256}, int64_t{192}, int64_t{128},
+       int64_t{64}, int64_t{64}, int64_t{64}, int64_t{8});
+  };
+  call();  // compile
+  tjit::testing::allocations = 0;
+  tjit::testing::count_allocations = true;
+  for (int i = 0; i < 100; ++i) {
+    call();
+  }
+  tjit::testing::count_allocations = false;
+  EXPECT_EQ(tjit::testing::allocations.load(), 0u);
+  synchronize(c);
+  EXPECT_TRUE(at::allclose(c.to(at::kFloat), at::matmul(a.to(at::kFloat), b_t.to(at::kFloat).t()), 1e-2, 5e-2));
 }
 
 TEST(CudaLaunch, SharedMemoryAbove48KiB) {

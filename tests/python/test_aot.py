@@ -440,6 +440,31 @@ def test_build_tuple_arguments(tmp_path):
             aot.read_manifest(_manifest(tmp_path / "bad.json", [_entry(TEST_KERNELS, "tuple_kernel", args)]))
 
 
+def test_build_tensor_descriptors(tmp_path):
+    """Host tensor descriptors in a manifest (Triton's type text): TMA metadata for sm_90, the
+    decomposed form for sm_80, each in the entry's launch fields, which the runtime launches from."""
+    kernels = os.path.join(REPO, "tests", "cpp", "kernels", "conformance_kernels.py")
+    desc = "tensordesc<fp16[32, 32]>"
+    args = {"a_desc": desc, "b_desc": desc, "c_desc": desc, "M": "i32", "N": "i32", "K": "i32:16", "BLOCK_M": 32,
+            "BLOCK_N": 32, "BLOCK_K": 32, "NUM_SMS": 4}
+    manifest = _manifest(tmp_path / "m.json", [_entry(kernels, "persistent_matmul_tma_kernel", args)])
+    spec, = aot.read_manifest(manifest)
+    assert spec.types[:4] == (desc, desc, desc, "i32")
+    output = str(tmp_path / "d.tjb")
+    aot.build_bundle([manifest], ["cuda:80", "cuda:90"], output, jobs=1)
+    by_arch = {e.header["target"]["arch"]: e for e in aot.read_bundle(output).entries}
+    assert by_arch[90].signature.startswith(f"a_desc: {desc}, b_desc: {desc}, c_desc: {desc}, M: i32, N: i32, K: i32:16")
+    sm90 = by_arch[90].launch["tensor_descriptors"]
+    assert [(d["tma"], d["elem_size"], d["elem_type"], d["block_size"]) for d in sm90] == [(True, 2, 6, [32, 32])] * 3
+    sm80 = by_arch[80].launch["tensor_descriptors"]
+    assert len(sm80) == 3 and all(not d["tma"] and 0 <= d["flags"] <= 2 for d in sm80)
+    for bad, message in (("tensordesc<fp16[32, 24]>", "is not a tensor descriptor type"),
+                         ("tensordesc<fp17[32, 32]>", "is not a tensor descriptor type")):
+        with pytest.raises(aot.ManifestError, match=re.escape(message)):
+            aot.read_manifest(_manifest(tmp_path / "bad.json", [_entry(kernels, "persistent_matmul_tma_kernel",
+                                                                       dict(args, a_desc=bad))]))
+
+
 def test_build(built):
     stats = built["stats"]
     assert (stats.entries, stats.specializations, stats.kernels, stats.processes) == (6, 3, 2, 2)
