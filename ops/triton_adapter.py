@@ -331,17 +331,31 @@ class _DtypeOnly:
                              f"argument values and tensor dtypes): pass what it needs as a scalar argument")
 
 
-def _named_args(handle, args, tensors_as_dtype):
+def _python_value(a, dtype_only_name=None):
+    """A value from the runtime as Python Triton's caller would pass it: tensors arrive as DLPack
+    capsules (shared memory), host tensor descriptors as dicts, tuples as tuples. With
+    dtype_only_name, a tensor (in a tuple or under a descriptor too) is only its dtype (_DtypeOnly)."""
     import torch
+    if isinstance(a, tuple):
+        return tuple(_python_value(e, dtype_only_name) for e in a)
+    if isinstance(a, dict):  # a host tensor descriptor
+        base = _python_value(a["tensordesc"], dtype_only_name)
+        if dtype_only_name is not None:  # what a heuristic may read of it: no data pointer
+            import types
+            return types.SimpleNamespace(base=base, shape=a["shape"], strides=a["strides"],
+                                         block_shape=a["block_shape"], padding=a["padding"])
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        padding = {"padding": a["padding"]} if a["padding"] != "zero" else {}  # Triton 3.4 has no padding
+        return TensorDescriptor(base, a["shape"], a["strides"], a["block_shape"], **padding)
+    if type(a).__name__ == "PyCapsule":
+        tensor = torch.from_dlpack(a)
+        return _DtypeOnly(dtype_only_name, tensor.dtype) if dtype_only_name is not None else tensor
+    return a
+
+
+def _named_args(handle, args, tensors_as_dtype):
     names = _caller_parameter_names(handle)
-    values = {}
-    for param_name, value in zip(names, args):
-        if type(value).__name__ == "PyCapsule":
-            value = torch.from_dlpack(value)
-            if tensors_as_dtype:
-                value = _DtypeOnly(param_name, value.dtype)
-        values[param_name] = value
-    return values
+    return {name: _python_value(value, name if tensors_as_dtype else None) for name, value in zip(names, args)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -694,8 +708,6 @@ def _fix_interpreter_scalar_index():
 
 def run_interpreted(handle, grid, num_warps, args):
     """Runs the kernel through Triton's interpreter; tensors arrive as DLPack capsules."""
-    import torch
-
     interpreted = _interpreted.get(handle)
     if interpreted is None:
         if not _interpreted:
@@ -705,17 +717,7 @@ def run_interpreted(handle, grid, num_warps, args):
         path, name, _ = _kernels[handle]
         interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), name))
         _interpreted[handle] = interpreted
-    def value(a):  # tensors inside tuples too
-        if isinstance(a, tuple):
-            return tuple(value(e) for e in a)
-        if isinstance(a, dict):  # a host tensor descriptor
-            from triton.tools.tensor_descriptor import TensorDescriptor
-            padding = {"padding": a["padding"]} if a["padding"] != "zero" else {}  # Triton 3.4 has no padding
-            return TensorDescriptor(torch.from_dlpack(a["tensordesc"]), a["shape"], a["strides"], a["block_shape"],
-                                    **padding)
-        return torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a
-
-    values = [value(a) for a in args]
+    values = [_python_value(a) for a in args]
     with _mode_lock:
         saved = knobs.runtime.interpret
         snapshot = _LanguageSnapshot() if _TRITON_VERSION < (3, 6) else None

@@ -9,8 +9,10 @@
 #   1. the Triton that Python imports, and the one a pure C++ process compiles with, must be the
 #      requested release (otherwise the PYTHONPATH trick failed and the rest would prove nothing);
 #   2. ctest: the compile-to-cubin tests (Compile.*), the comparison with Triton's own
-#      specialisation (SpecializationTest.*) and @triton.autotune / @triton.heuristics through
-#      run() on CPU (Devices/Autotune.*, which read the decorators' attributes);
+#      specialisation (SpecializationTest.*), tensor descriptors (TensorDescriptorTest.*: their
+#      launch layout differs between releases; Devices/DescriptorLaunchTest.* through the
+#      interpreter) and @triton.autotune / @triton.heuristics through run() on CPU
+#      (Devices/Autotune.*, which read the decorators' attributes);
 #   3. pytest: every operator test that runs on CPU, through Triton's interpreter.
 # Prints one summary line last; exits non-zero on any failure. Logs: build/compat/logs-VERSION/.
 # PYTHON selects the interpreter (default python3), as for run.sh.
@@ -75,8 +77,9 @@ log "python and C++ both use triton $imported_version from ${imported_dir#"$PWD"
 status=0
 # 2. C++. Their CMake test properties pin TJIT_CACHE_DIR to the main build's test store, where a
 #    warm entry would skip the compile under test: the store is off for them instead.
-log "C++ tests (ctest -R Compile/SpecializationTest/Devices/Autotune)"
-TJIT_CACHE=0 ctest --test-dir build -R '^(Compile|SpecializationTest|Devices/Autotune)\.' --output-on-failure \
+log "C++ tests (ctest -R Compile/SpecializationTest/TensorDescriptorTest/Devices/Autotune/Devices/DescriptorLaunchTest)"
+TJIT_CACHE=0 ctest --test-dir build -R '^(Compile|SpecializationTest|TensorDescriptorTest|Devices/Autotune|Devices/DescriptorLaunchTest)\.' \
+  --output-on-failure \
   --output-junit "$logs/ctest.xml" 2>&1 | tee "$logs/ctest.log" | grep -vE '^\s+Start ' || status=1
 
 # 3. Python: the operator tests take a `device` fixture (tests/python/conftest.py), so `-k cpu`

@@ -7,6 +7,7 @@
 
 #include <tjit/current_stream.h>
 #include <tjit/kernel_store.h>
+#include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/TensorOperators.h>
@@ -16,6 +17,8 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/full_like.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/all.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/rand.h>
 #include <ATen/ops/randn.h>
@@ -34,7 +37,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -242,6 +247,73 @@ TEST_P(Autotune, HeuristicsAloneNeedNoTuning) {
     EXPECT_EQ(block, expected);
   }
   EXPECT_EQ(fn.num_tunings(), 0u);
+}
+
+// Tuples through run(): the tuning, the heuristics (which read a tuple's scalar element and the
+// dtype of a tensor in a tuple) and the launch see them as operator() passes them.
+TEST_P(Autotune, TupleArgumentsThroughRun) {
+  FreshStore store("tuples");
+  auto& fn = kernel("tuple_axpb_kernel");
+  EXPECT_EQ(fn.caller_parameters(), (std::vector<std::string>{"inputs", "out", "coefficients", "n"}));
+  for (const at::ScalarType dtype : {at::kFloat, at::kHalf}) {
+    for (int64_t n : {int64_t{1}, int64_t{300}}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + " n=" + std::to_string(n));
+      const at::Tensor x = at::randn({n}, options().dtype(dtype));
+      const at::Tensor y = at::randn({n}, options().dtype(dtype));
+      at::Tensor with_bias = at::full({n}, std::nan(""), options());
+      at::Tensor without_bias = at::full({n}, std::nan(""), options());
+      int64_t has_bias = -1;
+      int64_t half_in = -1;
+      fn.run(stream_of(x), [&](const KernelMeta& meta) {
+        has_bias = meta["HAS_BIAS"];
+        half_in = meta["HALF_IN"];
+        return Grid(cdiv(n, meta["BLOCK"]));
+      }, std::make_tuple(x, y), with_bias, std::make_tuple(2.5, 0.75), n);
+      EXPECT_EQ(has_bias, 1);
+      EXPECT_EQ(half_in, dtype == at::kHalf ? 1 : 0);
+      fn.run(stream_of(x), [&](const KernelMeta& meta) {
+        has_bias = meta["HAS_BIAS"];
+        return Grid(cdiv(n, meta["BLOCK"]));
+      }, std::make_pair(x, y), without_bias, std::make_tuple(2.5, std::nullopt), n);
+      EXPECT_EQ(has_bias, 0);
+      synchronize(without_bias);
+      const at::Tensor expected = x.to(at::kFloat) * 2.5 + y.to(at::kFloat);
+      EXPECT_TRUE(at::allclose(with_bias, expected + 0.75, 1e-5, 1e-5));
+      EXPECT_TRUE(at::allclose(without_bias, expected, 1e-5, 1e-5));
+    }
+  }
+  EXPECT_GE(fn.num_tunings(), 1u);
+  // A tuple inside an optional is not a shape run() takes.
+  const at::Tensor x = at::randn({4}, options());
+  at::Tensor out = at::empty_like(x);
+  const std::optional<std::tuple<double, double>> wrapped = std::make_tuple(1.0, 2.0);
+  EXPECT_NE(error_message([&] { fn.run(stream_of(x), Grid(1), std::make_tuple(x, x), out, wrapped, int64_t{4}); })
+                .find("not inside a std::optional"),
+            std::string::npos);
+}
+
+// Host tensor descriptors through run(): heuristics read their block shape, the configs' launch
+// options are tuned, and the launch (TMA on sm_90+) computes what aten does.
+TEST_P(Autotune, TensorDescriptorsThroughRun) {
+  FreshStore store("descriptors");
+  auto& fn = kernel("descriptor_scale_kernel");
+  for (const std::vector<int64_t> block : {std::vector<int64_t>{16, 32}, std::vector<int64_t>{32, 16}}) {
+    const int64_t M = 37, N = 50, stride = 56;
+    const at::Tensor x = at::randn({M, stride}, options()).narrow(1, 0, N);
+    at::Tensor y_full = at::full({M, stride}, std::nan(""), options());
+    at::Tensor y = y_full.narrow(1, 0, N);
+    const auto x_desc = tjit::TensorDescriptor::from_tensor(x, block);
+    const auto y_desc = tjit::TensorDescriptor::from_tensor(y, block);
+    int64_t bm = 0;
+    fn.run(stream_of(x), [&](const KernelMeta& meta) {
+      bm = meta["BM"];
+      return Grid(cdiv(M, meta["BM"]), cdiv(N, meta["BN"]));
+    }, x_desc, y_desc, M, N, 1.5);
+    synchronize(y);
+    EXPECT_EQ(bm, block[0]);
+    EXPECT_TRUE(at::equal(y, x * 1.5));
+    EXPECT_TRUE(y_full.narrow(1, N, stride - N).isnan().all().item<bool>());  // host TMA clips the store
+  }
 }
 
 TEST_P(Autotune, HeuristicReadingATensorShapeIsRefused) {

@@ -1,5 +1,6 @@
 """Kernels under @triton.autotune and @triton.heuristics for tests/cpp/test_autotune.cpp."""
 
+import torch
 import triton
 import triton.language as tl
 
@@ -157,3 +158,41 @@ def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.c
         b_tile = tl.load(b + (k + rk)[:, None] * N + rn[None, :], mask=b_mask, other=0.0)
         acc += tl.dot(a_tile, b_tile)
     tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# Tuples through run(): the pair of inputs and the (scale, bias) tuple reach the kernel as operator()
+# passes them; the heuristic reads a tuple element (a scalar) and the tuple of tensors' dtypes.
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 128})],
+    key=["n"],
+)
+@triton.heuristics({"HAS_BIAS": lambda args: args["coefficients"][1] is not None,
+                    "HALF_IN": lambda args: args["inputs"][0].dtype == torch.float16})
+@triton.jit
+def tuple_axpb_kernel(inputs, out, coefficients, n, BLOCK: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      HALF_IN: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(inputs[0] + offsets, mask=mask).to(tl.float32)
+    y = tl.load(inputs[1] + offsets, mask=mask).to(tl.float32)
+    value = x * coefficients[0] + y
+    if HAS_BIAS:
+        value += coefficients[1]
+    if HALF_IN:
+        value = value * 1.0  # a different specialisation; the same values
+    tl.store(out + offsets, value, mask=mask)
+
+
+# Tensor descriptors through run(): configs change only launch options (a descriptor's block shape is
+# fixed by its caller), and a heuristic reads the descriptor's block shape.
+@triton.autotune(
+    configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=4)],
+    key=["M", "N"],
+)
+@triton.heuristics({"BM": lambda args: args["x_desc"].block_shape[0],
+                    "BN": lambda args: args["x_desc"].block_shape[1]})
+@triton.jit
+def descriptor_scale_kernel(x_desc, y_desc, M, N, scale, BM: tl.constexpr, BN: tl.constexpr):
+    off_m = tl.program_id(0) * BM
+    off_n = tl.program_id(1) * BN
+    y_desc.store([off_m, off_n], (x_desc.load([off_m, off_n]) * scale).to(y_desc.dtype))

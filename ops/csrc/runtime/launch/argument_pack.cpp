@@ -145,13 +145,8 @@ void ArgumentPackBase::note_device(c10::Device d) {
 }
 
 void CapturedArg::begin_tuple(size_t size) {
-  TORCH_CHECK(false, "tjit: run() and tune() take no tuple arguments yet (got a tuple of ", size,
-              " elements); call the kernel with every argument (operator()) instead");
-}
-
-void CapturedArg::add_tensor_descriptor(const TensorDescriptor& descriptor) {
-  TORCH_CHECK(false, "tjit: run() and tune() take no tensor descriptors yet (got one over a ", descriptor.rank(),
-              "-d tensor); call the kernel with every argument (operator()) instead");
+  TORCH_CHECK(false, "tjit: run() and tune() take a tuple (here of ", size,
+              " elements) as an argument of its own, not inside a std::optional");
 }
 
 void CapturedArg::add_tensor(const at::Tensor& t) {

@@ -73,13 +73,38 @@ class KernelMeta {
 
 namespace detail {
 
+// Walks the elements of a tuple argument of run(): each one reaches the member for its kind,
+// nested tuples between begin_tuple and end_tuple, as add_argument hands them to an ArgumentPack.
+class ArgumentVisitor {
+ public:
+  virtual void add_tensor(const at::Tensor& t) = 0;
+  virtual void add_pointer(const DevicePointer& p) = 0;
+  virtual void add_signed(int64_t v) = 0;
+  virtual void add_unsigned(uint64_t v) = 0;
+  virtual void add_float(double v) = 0;
+  virtual void add_bool(bool v) = 0;
+  virtual void add_none() = 0;
+  virtual void add_string(std::string_view text) = 0;
+  virtual void add_dtype(Dtype dtype) = 0;
+  virtual void add_tensor_descriptor(const TensorDescriptor& descriptor) = 0;
+  virtual void begin_tuple(size_t size) = 0;
+  virtual void end_tuple() = 0;
+
+ protected:
+  ~ArgumentVisitor() = default;
+};
+
 // One argument of a run() call, kept until the runtime has placed the config's values among them.
-// Tensors are held by address: they outlive the call. It takes its value through add_argument,
-// so run() accepts exactly the argument types operator() accepts.
+// Tensors, descriptors and tuples are held by address: they outlive the call. It takes its value
+// through add_argument, so run() accepts exactly the argument types operator() accepts.
 struct CapturedArg {
-  enum class Kind : uint8_t { Tensor, Pointer, Signed, Unsigned, Float, Bool, None, String, Dtype };
+  enum class Kind : uint8_t { Tensor, Pointer, Signed, Unsigned, Float, Bool, None, String, Dtype, TensorDescriptor, Tuple };
   Kind kind = Kind::None;
   const at::Tensor* tensor = nullptr;
+  const TensorDescriptor* descriptor = nullptr;
+  // A tuple: the caller's std::tuple / std::pair, and the function that walks it.
+  const void* tuple = nullptr;
+  void (*visit_tuple)(const void* tuple, ArgumentVisitor& visitor) = nullptr;
   DevicePointer pointer;
   int64_t signed_value = 0;
   uint64_t unsigned_value = 0;  // also a String's id (intern_constexpr_string) and a Dtype's index
@@ -95,15 +120,24 @@ struct CapturedArg {
   void add_none() { kind = Kind::None; }
   void add_string(std::string_view text) { kind = Kind::String, unsigned_value = intern_constexpr_string(text); }
   void add_dtype(Dtype dtype) { kind = Kind::Dtype, unsigned_value = dtype.index(); }
-  [[noreturn]] void begin_tuple(size_t size);  // run() takes no tuples yet: throws, saying so
-  [[noreturn]] void add_tensor_descriptor(const TensorDescriptor& descriptor);  // nor descriptors
+  void add_tensor_descriptor(const TensorDescriptor& d) { kind = Kind::TensorDescriptor, descriptor = &d; }
+  // Tuples are captured whole by capture_argument; one reaching here sits in a std::optional.
+  [[noreturn]] void begin_tuple(size_t size);
   void end_tuple() {}
 };
 
 template <typename T>
 CapturedArg capture_argument(const T& value) {
   CapturedArg a;
-  add_argument(a, value);
+  if constexpr (is_std_tuple<std::decay_t<T>>::value) {
+    a.kind = CapturedArg::Kind::Tuple;
+    a.tuple = &value;
+    a.visit_tuple = [](const void* tuple, ArgumentVisitor& visitor) {
+      add_argument(visitor, *static_cast<const T*>(tuple));
+    };
+  } else {
+    add_argument(a, value);
+  }
   return a;
 }
 

@@ -26,6 +26,8 @@ namespace tjit::detail {
 // The most parameters a kernel called through run() may have (its arguments are assembled in
 // fixed arrays on the stack).
 inline constexpr size_t kMaxRunParams = 64;
+// Key slots those arguments may fill: one each, and one more per tuple element.
+inline constexpr size_t kMaxRunSlots = kMaxRunParams + 64;
 
 // What @triton.autotune and @triton.heuristics add to a kernel, resolved against its parameters.
 // A plain kernel has one config (Triton's defaults) and no tuning.

@@ -4,6 +4,8 @@
 
 #include "triton_jit_function_impl.h"
 
+#include "tuning/captured_args.h"
+
 #include "binaries/constexpr_json.h"
 #include "binaries/kernel_bundle_detail.h"
 #include "binaries/manifest_recorder.h"
@@ -26,89 +28,14 @@ namespace tjit {
 
 namespace {
 
+using detail::add_captured;
+using detail::append_argument_words;
 using detail::CapturedArg;
-
-void add_captured(detail::ArgumentPackBase& pack, const CapturedArg& a) {
-  switch (a.kind) {
-    case CapturedArg::Kind::Tensor: pack.add_tensor(*a.tensor); break;
-    case CapturedArg::Kind::Pointer: pack.add_pointer(a.pointer); break;
-    case CapturedArg::Kind::Signed: pack.add_signed(a.signed_value); break;
-    case CapturedArg::Kind::Unsigned: pack.add_unsigned(a.unsigned_value); break;
-    case CapturedArg::Kind::Float: pack.add_float(a.float_value); break;
-    case CapturedArg::Kind::Bool: pack.add_bool(a.bool_value); break;
-    case CapturedArg::Kind::None: pack.add_none(); break;
-    case CapturedArg::Kind::String: pack.add_string(detail::interned_constexpr_string(a.unsigned_value)); break;
-    case CapturedArg::Kind::Dtype: pack.add_dtype(Dtype::from_index(static_cast<uint8_t>(a.unsigned_value))); break;
-  }
-}
-
-// Two key words of an argument: its kind, and its value (a scalar) or its dtype (a tensor).
-std::pair<uint64_t, uint64_t> argument_words(const CapturedArg& a) {
-  uint64_t value = 0;
-  switch (a.kind) {
-    case CapturedArg::Kind::Tensor: value = static_cast<uint64_t>(a.tensor->scalar_type()); break;
-    case CapturedArg::Kind::Pointer: value = static_cast<uint64_t>(a.pointer.dtype); break;
-    case CapturedArg::Kind::Signed: value = static_cast<uint64_t>(a.signed_value); break;
-    case CapturedArg::Kind::Unsigned:
-    case CapturedArg::Kind::String:
-    case CapturedArg::Kind::Dtype: value = a.unsigned_value; break;
-    case CapturedArg::Kind::Float: std::memcpy(&value, &a.float_value, sizeof(value)); break;
-    case CapturedArg::Kind::Bool: value = a.bool_value ? 1 : 0; break;
-    case CapturedArg::Kind::None: break;
-  }
-  return {static_cast<uint64_t>(a.kind), value};
-}
-
-bool is_memory(const CapturedArg& a) {
-  return a.kind == CapturedArg::Kind::Tensor || a.kind == CapturedArg::Kind::Pointer;
-}
-
-// A caller's scalar as the grid and the heuristics see it.
-std::optional<ConstexprValue> scalar_value(const CapturedArg& a) {
-  switch (a.kind) {
-    case CapturedArg::Kind::Signed: return ConstexprValue(a.signed_value);
-    case CapturedArg::Kind::Unsigned: return ConstexprValue(static_cast<int64_t>(a.unsigned_value));
-    case CapturedArg::Kind::Float: return ConstexprValue(a.float_value);
-    case CapturedArg::Kind::Bool: return ConstexprValue(a.bool_value);
-    case CapturedArg::Kind::None: return ConstexprValue(std::monostate{});
-    case CapturedArg::Kind::String: return ConstexprValue(detail::interned_constexpr_string(a.unsigned_value));
-    case CapturedArg::Kind::Dtype: return ConstexprValue(Dtype::from_index(static_cast<uint8_t>(a.unsigned_value)));
-    default: return std::nullopt;
-  }
-}
-
-std::vector<detail::InterpretedArg> python_arguments(const CapturedArg* args, size_t n) {
-  std::vector<detail::InterpretedArg> out;
-  for (size_t i = 0; i < n; ++i) {
-    const CapturedArg& a = args[i];
-    switch (a.kind) {
-      case CapturedArg::Kind::Tensor: out.emplace_back(a.tensor); break;
-      case CapturedArg::Kind::Signed: out.emplace_back(a.signed_value); break;
-      case CapturedArg::Kind::Unsigned: out.emplace_back(a.unsigned_value); break;
-      case CapturedArg::Kind::Float: out.emplace_back(a.float_value); break;
-      case CapturedArg::Kind::Bool: out.emplace_back(a.bool_value); break;
-      case CapturedArg::Kind::String: out.emplace_back(detail::interned_constexpr_string(a.unsigned_value)); break;
-      case CapturedArg::Kind::Dtype: out.emplace_back(Dtype::from_index(static_cast<uint8_t>(a.unsigned_value))); break;
-      default: out.emplace_back(std::monostate{}); break;  // a DevicePointer has no Python form
-    }
-  }
-  return out;
-}
-
-std::string describe_argument(const CapturedArg& a) {
-  switch (a.kind) {
-    case CapturedArg::Kind::Tensor: return c10::toString(a.tensor->scalar_type());
-    case CapturedArg::Kind::Pointer: return c10::toString(a.pointer.dtype);
-    case CapturedArg::Kind::Signed: return constexpr_text(a.signed_value);
-    case CapturedArg::Kind::Unsigned: return std::to_string(a.unsigned_value);
-    case CapturedArg::Kind::Float: return constexpr_text(a.float_value);
-    case CapturedArg::Kind::Bool: return constexpr_text(a.bool_value);
-    case CapturedArg::Kind::None: return constexpr_text(std::monostate{});
-    case CapturedArg::Kind::String: return constexpr_text(detail::interned_constexpr_string(a.unsigned_value));
-    case CapturedArg::Kind::Dtype: return constexpr_text(Dtype::from_index(static_cast<uint8_t>(a.unsigned_value)));
-  }
-  return "";
-}
+using detail::describe_argument;
+using detail::dtype_word;
+using detail::has_dtype;
+using detail::python_arguments;
+using detail::scalar_value;
 
 using DefaultedArgs = std::optional<std::array<CapturedArg, detail::kMaxRunParams>>;
 
@@ -151,34 +78,25 @@ int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& gri
                 names, "; its configs and heuristics set the others), got ", num_args);
   }
   // The device of the tensor arguments (-1: CPU), for the tuning key and the tuning itself.
-  int device = -2;
-  for (size_t i = 0; i < num_args && device == -2; ++i) {
-    if (args[i].kind == CapturedArg::Kind::Tensor) {
-      device = args[i].tensor->is_cuda() ? args[i].tensor->device().index() : -1;
-    } else if (args[i].kind == CapturedArg::Kind::Pointer) {
-      device = detail::current_cuda_device();
-    }
-  }
-  if (device == -2) {
+  int device = detail::device_of_arguments(args, num_args);
+  if (device == detail::kNoDevice || device == detail::kCurrentDevice) {
     device = detail::current_cuda_device();
   }
   int config = 0;
   if (spec.autotuned && spec.configs.size() > 1) {
     // The tuning key: as Python Triton's, the values of the `key` arguments and the dtypes of the
     // tensor arguments; and the device.
-    std::array<uint64_t, 1 + 2 * detail::kMaxRunParams + detail::kMaxRunParams> words;
+    std::array<uint64_t, 1 + 2 * detail::kMaxRunSlots + detail::kMaxRunParams> words;
     size_t n = 0;
     words[n++] = static_cast<uint64_t>(device + 1);
     for (int position : spec.key_args) {
-      TORCH_CHECK(!is_memory(args[position]), "tjit: kernel ", function_name_, ": autotune key argument '",
+      TORCH_CHECK(!has_dtype(args[position]), "tjit: kernel ", function_name_, ": autotune key argument '",
                   params_[spec.caller_params[position]].name, "' is a tensor; tjit tunes on scalar keys");
-      const auto [kind, value] = argument_words(args[position]);
-      words[n++] = kind;
-      words[n++] = value;
+      append_argument_words(args[position], words.data(), n, words.size() - detail::kMaxRunParams);
     }
     for (size_t i = 0; i < num_args; ++i) {
-      if (is_memory(args[i])) {
-        words[n++] = argument_words(args[i]).second;
+      if (has_dtype(args[i])) {
+        words[n++] = dtype_word(args[i]);
       }
     }
     auto& choice = impl_->choices.find_or_insert(words.data(), n);
@@ -199,7 +117,7 @@ int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& gri
   if (mode == RunMode::Launch) {
     std::array<ConstexprValue, detail::kMaxRunParams> values;
     std::array<bool, detail::kMaxRunParams> has_value;
-    detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
+    detail::ArgumentPack<detail::kMaxRunSlots> pack(params_, function_name_.c_str());
     assemble(args, config, pack, values.data(), has_value.data());
     const LaunchOptions& options = spec.configs[config].options;
     const Grid g = grid(KernelMeta(params_, values.data(), has_value.data(), options, function_name_.c_str()));
@@ -243,12 +161,10 @@ const std::vector<std::pair<int, ConstexprValue>>& TritonJitFunction::heuristic_
                                                                                        int config) const {
   const detail::TuningSpec& spec = impl_->tuning;
   const size_t num_args = spec.caller_params.size();
-  std::array<uint64_t, 2 * detail::kMaxRunParams + 1> words;
+  std::array<uint64_t, 2 * detail::kMaxRunSlots + 1> words;
   size_t n = 0;
   for (size_t i = 0; i < num_args; ++i) {
-    const auto [kind, value] = argument_words(args[i]);
-    words[n++] = kind;
-    words[n++] = value;
+    append_argument_words(args[i], words.data(), n, words.size() - 1);
   }
   const int seen_config = spec.heuristics_see_config ? config : -1;
   words[n++] = static_cast<uint64_t>(seen_config + 1);
@@ -372,7 +288,7 @@ int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, c
   }
   key_text += "dtypes:";
   for (size_t i = 0; i < num_args; ++i) {
-    if (is_memory(args[i])) {
+    if (has_dtype(args[i])) {
       key_text += " " + describe_argument(args[i]);
     }
   }
@@ -445,7 +361,7 @@ int TritonJitFunction::tune_key(Stream stream, const detail::GridSource& grid, c
   for (int c : candidates) {
     std::array<ConstexprValue, detail::kMaxRunParams> values;
     std::array<bool, detail::kMaxRunParams> has_value;
-    detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
+    detail::ArgumentPack<detail::kMaxRunSlots> pack(params_, function_name_.c_str());
     const LaunchOptions& options = configs[c].options;
     // A failing heuristic or grid is the caller's error, not the config's: it propagates.
     assemble(args, c, pack, values.data(), has_value.data());
@@ -512,7 +428,7 @@ CompiledKernel TritonJitFunction::compile_run_captured(const CompileTarget& targ
   }
   std::array<ConstexprValue, detail::kMaxRunParams> values;
   std::array<bool, detail::kMaxRunParams> has_value;
-  detail::ArgumentPack<detail::kMaxRunParams> pack(params_, function_name_.c_str());
+  detail::ArgumentPack<detail::kMaxRunSlots> pack(params_, function_name_.c_str());
   assemble(args, config, pack, values.data(), has_value.data());
   return compile_packed(target, spec.configs[config].options, pack);
 }
