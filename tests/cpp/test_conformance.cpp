@@ -5,13 +5,13 @@
 // on CPU tjit's launches go through the interpreter, and LaunchTest compares those with aten.
 
 #include "python/python_bridge.h"
+#include "python_sharing.h"
 
 #include <tjit/current_stream.h>
 #include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/Context.h>
-#include <ATen/DLConvertor.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
@@ -41,22 +41,8 @@ std::string conformance_kernels() {
 }
 
 // Python Triton's launch of the same kernel: `kernel[grid](*args, **kwargs)`, tensors shared by DLPack.
-constexpr const char* kPythonLaunch = R"py(
-import importlib.util, torch, triton
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location("tjit_conformance_kernels", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-def _value(a):
-    if isinstance(a, tuple):
-        return tuple(_value(e) for e in a)
-    if isinstance(a, dict):  # a host tensor descriptor over a shared tensor
-        from triton.tools.tensor_descriptor import TensorDescriptor
-        return TensorDescriptor.from_tensor(torch.from_dlpack(a["base"]), a["block_shape"])
-    return torch.from_dlpack(a) if type(a).__name__ == "PyCapsule" else a
+const std::string kPythonLaunch = tjit::testing::kPythonValues + R"py(
+import triton
 
 # Descriptors made on the device need scratch memory, which Python Triton asks this for.
 triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
@@ -66,27 +52,7 @@ def launch(path, name, grid, args, kwargs):
     torch.cuda.synchronize()
 )py";
 
-// A tensor for Python: a DLPack capsule sharing its memory.
-py::object shared(const at::Tensor& t) {
-  DLManagedTensor* managed = at::toDLPack(t);
-  PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* self) {
-    if (PyCapsule_IsValid(self, "dltensor")) {
-      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(self, "dltensor"));
-      if (m != nullptr && m->deleter != nullptr) {
-        m->deleter(m);
-      }
-    }
-  });
-  return py::reinterpret_steal<py::object>(capsule);
-}
-
-// A host tensor descriptor for Python: its tensor shared, its block shape.
-py::dict shared(const tjit::TensorDescriptor& d) {
-  py::dict out;
-  out["base"] = shared(d.base());
-  out["block_shape"] = py::cast(d.block_shape().vec());
-  return out;
-}
+using tjit::testing::shared;
 
 class Conformance : public ::testing::Test {
  protected:

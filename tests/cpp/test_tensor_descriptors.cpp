@@ -4,13 +4,13 @@
 // launches compared with aten, through the interpreter on CPU and through TMA on a GPU.
 
 #include "python/python_bridge.h"
+#include "python_sharing.h"
 
 #include <tjit/current_stream.h>
 #include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/Context.h>
-#include <ATen/DLConvertor.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/allclose.h>
@@ -49,47 +49,14 @@ std::string kernels() {
 
 // Python Triton's specialisation of the same call, descriptors rebuilt as Triton's own over the
 // same (shared) tensors.
-constexpr const char* kPythonSide = R"py(
-import importlib.util, torch
+const std::string kPythonSide = tjit::testing::kPythonValues + R"py(
 import tjit_triton_adapter
-from triton.tools.tensor_descriptor import TensorDescriptor
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location("tjit_descriptor_test_kernels", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-def _value(a):
-    if isinstance(a, dict):
-        return TensorDescriptor(torch.from_dlpack(a["base"]), a["shape"], a["strides"], a["block_shape"])
-    return a
 
 def derive(path, name, args):
     return tjit_triton_adapter.triton_specialization(_load(path, name), [_value(a) for a in args], ("cuda", 90, 32))
 )py";
 
-py::object shared(const at::Tensor& t) {
-  DLManagedTensor* managed = at::toDLPack(t);
-  PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* self) {
-    if (PyCapsule_IsValid(self, "dltensor")) {
-      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(self, "dltensor"));
-      if (m != nullptr && m->deleter != nullptr) {
-        m->deleter(m);
-      }
-    }
-  });
-  return py::reinterpret_steal<py::object>(capsule);
-}
-
-py::dict python_descriptor(const TensorDescriptor& d) {
-  py::dict out;
-  out["base"] = shared(d.base());
-  out["shape"] = d.shape().vec();
-  out["strides"] = d.strides().vec();
-  out["block_shape"] = d.block_shape().vec();
-  return out;
-}
+using tjit::testing::shared;
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -136,7 +103,7 @@ TEST_F(TensorDescriptorTest, SpecializationMatchesTriton) {
     EXPECT_EQ(mine.types[1], "tensordesc<fp16[16, 64]>");
     py::list args;
     for (const TensorDescriptor* d : {&a_desc, &b_desc, &a_desc}) {
-      args.append(python_descriptor(*d));
+      args.append(shared(*d));
     }
     for (int64_t v : {c.m, int64_t{72}, int64_t{80}, int64_t{32}, int64_t{32}, int64_t{32}, int64_t{4}}) {
       args.append(v);
