@@ -11,6 +11,10 @@ timed ("timing": "graph", "plain" or "perf_counter"; "capture_error" when a grap
 captured) and the notes name every implementation / case timed plainly. When one call's data is
 under ~50 MB (fits in L2), the timed function rotates over several independent input sets.
 
+Parts: the sweep (powers of two: add and sum over element counts, softmax and layer_norm over
+column counts at 4096 rows) and, with llm=True, the shapes language models run (llm_shapes:
+softmax at vocabulary sizes, layer_norm at hidden sizes, each tensor at least 256 MiB).
+
 Implementations per case:
     tjit            torch.ops.tjit.<op> (layer_norm backward: torch.ops.tjit.layer_norm_backward)
     aten            the torch function (layer_norm backward: aten.native_layer_norm_backward)
@@ -61,6 +65,25 @@ def sweep(smoke):
     if smoke:
         return {"flat": [2**10, 2**12], "rows": 4, "cols": [128, 256]}
     return {"flat": [2**k for k in range(10, 29, 2)], "rows": 4096, "cols": [2**k for k in range(7, 19)]}
+
+
+# The rows language models run: softmax over a vocabulary (Llama 2, GPT-2, Llama 3, Qwen 2, Gemma
+# 3), layer_norm over a hidden size; rows so that one bf16 tensor holds at least 256 MiB.
+VOCAB_SIZES = (32000, 50257, 128256, 151936, 262144)
+HIDDEN_SIZES = (2048, 4096, 5120, 7168, 8192, 12288, 16384)
+LLM_MIN_TENSOR_BYTES = 256 * 2**20
+
+
+def llm_rows(cols, element_bytes=2, multiple=64):
+    """The fewest rows, a multiple of `multiple`, for which rows x cols elements fill LLM_MIN_TENSOR_BYTES."""
+    return multiple * math.ceil(LLM_MIN_TENSOR_BYTES / (cols * element_bytes * multiple))
+
+
+def llm_shapes(smoke):
+    """(rows, columns) per operator for the LLM part; tiny and not powers of two in smoke runs."""
+    if smoke:
+        return {"softmax": [[3, 500], [2, 1000]], "layer_norm": [[5, 320], [3, 448]]}
+    return {"softmax": [[llm_rows(n), n] for n in VOCAB_SIZES], "layer_norm": [[llm_rows(n), n] for n in HIDDEN_SIZES]}
 
 
 class Timer:
@@ -313,10 +336,11 @@ class Runner:
     # ------------------------------------------------------------------------------------ ops
 
     def run_add(self, sizes):
+        """sizes: element counts."""
         for dtype_name in self.dtypes:
             dtype = DTYPES[dtype_name]
             e = torch.empty((), dtype=dtype).element_size()
-            for n in sizes["flat"]:
+            for n in sizes:
                 nbytes = 3 * n * e
 
                 def make_sets(k, n=n, dtype=dtype):
@@ -333,10 +357,11 @@ class Runner:
                           {**impls, **peers}, check, skipped)
 
     def run_sum(self, sizes):
+        """sizes: element counts."""
         for dtype_name in self.dtypes:
             dtype = DTYPES[dtype_name]
             e = torch.empty((), dtype=dtype).element_size()
-            for n in sizes["flat"]:
+            for n in sizes:
                 nbytes = n * e + e
 
                 def make_sets(k, n=n, dtype=dtype):
@@ -353,12 +378,12 @@ class Runner:
                 self.case("sum", "fwd", dtype_name, [n], nbytes, (self.n_sets(nbytes) + 1) * n * e, make_sets,
                           {**impls, **peers}, check, skipped)
 
-    def run_softmax(self, sizes):
-        m = sizes["rows"]
+    def run_softmax(self, shapes):
+        """shapes: [rows, columns] pairs."""
         for dtype_name in self.dtypes:
             dtype = DTYPES[dtype_name]
             e = torch.empty((), dtype=dtype).element_size()
-            for n in sizes["cols"]:
+            for m, n in shapes:
                 mn = m * n
                 # forward
                 nbytes = 2 * mn * e
@@ -398,13 +423,13 @@ class Runner:
                 self.case("softmax", "bwd", dtype_name, [m, n], nbytes, (2 * self.n_sets(nbytes) + 3) * mn * e,
                           make_bwd, {**impls, **peers}, check_bwd, skipped)
 
-    def run_layer_norm(self, sizes):
-        m = sizes["rows"]
+    def run_layer_norm(self, shapes):
+        """shapes: [rows, columns] pairs."""
         eps = 1e-5
         for dtype_name in self.dtypes:
             dtype = DTYPES[dtype_name]
             e = torch.empty((), dtype=dtype).element_size()
-            for n in sizes["cols"]:
+            for m, n in shapes:
                 mn = m * n
                 # forward for inference (weight and bias in the input's dtype): tjit and the Python
                 # wrapper store no mean/rstd; aten's native_layer_norm does, uncounted
@@ -478,16 +503,24 @@ class Runner:
 OPS = ("add", "sum", "softmax", "layer_norm")
 
 
-def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep_ms=60, log=print):
+def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep_ms=60, log=print, llm=False):
+    """The sweep (powers of two; softmax and layer_norm over a fixed row count), or with llm=True
+    the LLM part: softmax at vocabulary sizes and layer_norm at hidden sizes (llm_shapes)."""
     timer = Timer(device, smoke, warmup_ms, rep_ms)
     runner = Runner(device, smoke, timer, ops_filter, dtypes, log)
-    sizes = sweep(smoke)
+    if llm:
+        sizes = llm_shapes(smoke)
+        per_op = {"softmax": sizes["softmax"], "layer_norm": sizes["layer_norm"]}
+    else:
+        sizes = sweep(smoke)
+        rows_by_cols = [[sizes["rows"], n] for n in sizes["cols"]]
+        per_op = {"add": sizes["flat"], "sum": sizes["flat"], "softmax": rows_by_cols, "layer_norm": rows_by_cols}
     timings = {}
-    for op in OPS:
+    for op, op_sizes in per_op.items():
         if ops_filter and op not in ops_filter:
             continue
         start = time.perf_counter()
-        getattr(runner, f"run_{op}")(sizes)
+        getattr(runner, f"run_{op}")(op_sizes)
         timings[op] = round(time.perf_counter() - start, 1)
         log(f"  ({op}: {timings[op]} s)")
     runner.capture_notes()

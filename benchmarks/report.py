@@ -97,6 +97,15 @@ TARGETS = [
     _target("py_direct_vs_flaggems", "Python tjit.<op> host time <= 0.25x FlagGems, every operator", "le", 0.25),
     _target("py_torch_ops_unchanged", "Python torch.ops.tjit.<op> / torch's host time <= 1.05x the run before "
             "tjit's direct path, every operator (value: now / before)", "le", 1.05),
+    _target("llm_peers", "LLM shapes (softmax at vocabulary sizes, layer_norm at hidden sizes), fwd and bwd, fp32 "
+            "and bf16: >= 1.00x best of aten, FlagGems, Liger", "ge", 1.00),
+    _target("llm_softmax_copy", "LLM softmax fwd and bwd >= 0.85x copy, every vocabulary size, fp32 and bf16",
+            "ge", 0.85),
+    _target("llm_layer_norm_fwd_copy", "LLM layer_norm fwd >= 0.85x copy, every hidden size, fp32 and bf16",
+            "ge", 0.85),
+    _target("llm_layer_norm_bwd_copy", "LLM layer_norm bwd >= 0.75x copy, every hidden size, fp32 and bf16",
+            "ge", 0.75),
+    _target("sum_fwd_flaggems", "sum fwd >= 1.00x FlagGems, every size of the sweep, fp32 and bf16", "ge", 1.00),
 ]
 # torch.ops.tjit.<op> / torch's host time per call before tjit's functions took the direct path:
 # commit c17b514 built and run on the same H200 as the direct path's commit, the two interleaved
@@ -115,6 +124,24 @@ COPY_TARGETS = {"softmax_fwd_copy_128k": ("softmax", "fwd", 1024, 131072),
                 "layer_norm_fwd_copy": ("layer_norm", "fwd", 512, 65536),
                 "layer_norm_bwd_copy": ("layer_norm", "bwd", 512, 65536)}
 COPY_TARGET_DTYPES = ("float32", "bfloat16")
+# LLM targets: (references, the (op, pass) cases they cover), over every shape and dtype of the part.
+_LLM_PASSES = (("softmax", "fwd"), ("softmax", "bwd"), ("layer_norm", "fwd"), ("layer_norm", "bwd"))
+LLM_TARGETS = {"llm_peers": (("aten", ) + PEERS, _LLM_PASSES),
+               "llm_softmax_copy": (("copy", ), _LLM_PASSES[:2]),
+               "llm_layer_norm_fwd_copy": (("copy", ), _LLM_PASSES[2:3]),
+               "llm_layer_norm_bwd_copy": (("copy", ), _LLM_PASSES[3:])}
+
+
+def _worst_of(evaluations):
+    """One verdict from several _bandwidth_target ones: the worst ratio (and where), notes joined;
+    tjit failed if it failed in any; N/A only when none measured anything."""
+    measured = [e for e in evaluations if e[0] is not None]
+    failed = any(e[3] for e in evaluations)
+    notes = "; ".join(dict.fromkeys(e[2] for e in evaluations if e[2])) or None
+    if not measured:
+        return None, None, notes, failed
+    worst = min(measured, key=lambda e: e[0])
+    return worst[0], worst[1], notes, failed
 
 
 def _cold_start_target(cold, tid):
@@ -270,12 +297,20 @@ def evaluate_targets(results):
     cpp = ov.get("cpp") or {}
     py = (ov.get("python") or {}).get("ops", {})
     bw = (results.get("bandwidth") or {}).get("records", [])
+    llm = (results.get("llm") or {}).get("records", [])
     numel = lambda shape: math.prod(shape)  # noqa: E731
     cols = lambda shape: shape[-1]  # noqa: E731
     for t in TARGETS:
         ratio, at, reason, failed = None, None, None, False
         tid = t["id"]
-        if tid in PEER_TARGETS:
+        if tid in LLM_TARGETS:
+            refs, passes = LLM_TARGETS[tid]
+            ratio, at, reason, failed = _worst_of([
+                _bandwidth_target(llm, op, pas, cols, 0, math.inf, refs, name_ref=True, skip_wrong_refs=True)
+                for op, pas in passes])
+        elif tid == "sum_fwd_flaggems":
+            ratio, at, reason, failed = _bandwidth_target(bw, "sum", "fwd", numel, 0, math.inf, ["flaggems"])
+        elif tid in PEER_TARGETS:
             ratio, at, reason, failed = _peer_bandwidth_target(bw, *PEER_TARGETS[tid])
         elif tid in COPY_TARGETS:
             op, pas, lo, hi = COPY_TARGETS[tid]
@@ -464,8 +499,32 @@ def write_markdown(results, path, plots=()):
             lines.append(f"- {k}: {v}")
         lines.append("")
 
-    bw = results.get("bandwidth")
-    lines += ["## Bandwidth (GB/s)", ""]
+    lines += ["## Bandwidth (GB/s)", ""] + bandwidth_markdown(results.get("bandwidth"))
+    lines += ["## Bandwidth at LLM shapes (GB/s)", "",
+              "Softmax over vocabulary sizes and layer_norm over hidden sizes, rows chosen so that one bf16 tensor "
+              "holds at least 256 MiB (benchmarks/bandwidth.py: llm_shapes; `--only llm`).", ""]
+    lines += bandwidth_markdown(results.get("llm"))
+
+    lines += ["## Cold start (fresh processes)", ""] + cold_start_markdown(results.get("cold_start"))
+
+    lines += ["## Autotuning (benchmarks/autotune.py)", ""]
+    tuned = results.get("autotune") or {}
+    if tuned and not tuned.get("skipped"):
+        import autotune
+        lines += autotune.report(tuned).splitlines() + [""]
+    else:
+        lines += ["not run" + (f": {tuned['reason']}" if tuned.get("reason") else ""), ""]
+
+    if plots:
+        lines += ["## Plots", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in plots] + [""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    return path
+
+
+def bandwidth_markdown(bw):
+    """A bandwidth part's tables (one per op and pass), its errors and notes."""
+    lines = []
     if bw:
         lines += [f"Timer: {bw['config']['timer']}.", ""]
         recs = bw["records"]
@@ -513,22 +572,7 @@ def write_markdown(results, path, plots=()):
             lines += ["Notes:", ""] + [f"- {n}" for n in bw["notes"]] + [""]
     else:
         lines += ["not run", ""]
-
-    lines += ["## Cold start (fresh processes)", ""] + cold_start_markdown(results.get("cold_start"))
-
-    lines += ["## Autotuning (benchmarks/autotune.py)", ""]
-    tuned = results.get("autotune") or {}
-    if tuned and not tuned.get("skipped"):
-        import autotune
-        lines += autotune.report(tuned).splitlines() + [""]
-    else:
-        lines += ["not run" + (f": {tuned['reason']}" if tuned.get("reason") else ""), ""]
-
-    if plots:
-        lines += ["## Plots", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in plots] + [""]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
-    return path
+    return lines
 
 
 COLD_START_SCENARIOS = (("jit", "no store (JIT)"), ("cold_store", "empty store"), ("warm_store", "warm store"),
@@ -579,6 +623,56 @@ def cold_start_markdown(cold):
 # ----------------------------------------------------------------------------------------- plots
 
 
+def _bandwidth_plots(plt, recs, title, out_dir, prefix, rows_label):
+    """One figure per (op, pass) of a bandwidth part: GB/s per implementation over the sizes, and
+    tjit's ratio to each; files <prefix>_<op>_<pass>.png."""
+    paths = []
+    groups = list(dict.fromkeys((r["op"], r["pass"]) for r in recs))
+    for op, pas in groups:
+        sub = [r for r in recs if r["op"] == op and r["pass"] == pas and "gbps" in r]
+        dtypes = list(dict.fromkeys(r["dtype"] for r in sub))
+        if not dtypes:
+            continue
+        fig, axes = plt.subplots(2, len(dtypes), figsize=(6 * len(dtypes), 7.5), squeeze=False,
+                                 gridspec_kw={"height_ratios": [3, 2]}, sharex="col")
+        size_of = lambda r: r["shape"][-1] if len(r["shape"]) > 1 else r["numel"]  # noqa: E731
+        for col, dtype in enumerate(dtypes):
+            ax, rax = axes[0][col], axes[1][col]
+            series = {}
+            for impl in _ordered({r["impl"] for r in sub if r["dtype"] == dtype}):
+                series[impl] = dict(sorted((size_of(r), r["gbps"]) for r in sub
+                                           if r["dtype"] == dtype and r["impl"] == impl))
+                style = dict(linestyle="--") if impl == "copy" else dict(marker="o", markersize=3)
+                ax.plot(list(series[impl]), list(series[impl].values()), label=impl, color=COLORS.get(impl), **style)
+            shape0 = next(r["shape"] for r in sub if r["dtype"] == dtype)
+            rows = f", {shape0[0]} rows" if len(shape0) > 1 and prefix == "bandwidth" else ""
+            ax.set_title(f"{op} {pas} {dtype}{rows}")
+            ax.set_ylabel("GB/s")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            # Lower panel: tjit / each other implementation (1.0 = parity).
+            tj = series.get("tjit", {})
+            for impl, pts in series.items():
+                if impl == "tjit":
+                    continue
+                xs = [x for x in tj if pts.get(x)]
+                style = dict(linestyle="--") if impl == "copy" else dict(marker="o", markersize=3)
+                rax.plot(xs, [tj[x] / pts[x] for x in xs], label=f"tjit / {impl}", color=COLORS.get(impl), **style)
+            rax.axhline(1.0, color="black", linewidth=0.8)
+            rax.set_xscale("log", base=2)
+            rax.set_xlabel(rows_label if op in ("softmax", "layer_norm") else "elements")
+            rax.set_ylabel("ratio")
+            rax.grid(alpha=0.3)
+            if tj:
+                rax.legend(fontsize=8)
+        fig.suptitle(title)
+        paths.append(os.path.join(out_dir, f"{prefix}_{op}_{pas}.png"))
+        fig.tight_layout()
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    return paths
+
+
 def write_plots(results, out_dir, log=print):
     """PNG plots next to the results; returns the paths ([] with a printed note without matplotlib)."""
     try:
@@ -627,50 +721,10 @@ def write_plots(results, out_dir, log=print):
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
 
-    recs = (results.get("bandwidth") or {}).get("records", [])
-    groups = list(dict.fromkeys((r["op"], r["pass"]) for r in recs))
-    for op, pas in groups:
-        sub = [r for r in recs if r["op"] == op and r["pass"] == pas and "gbps" in r]
-        dtypes = list(dict.fromkeys(r["dtype"] for r in sub))
-        if not dtypes:
-            continue
-        fig, axes = plt.subplots(2, len(dtypes), figsize=(6 * len(dtypes), 7.5), squeeze=False,
-                                 gridspec_kw={"height_ratios": [3, 2]}, sharex="col")
-        size_of = lambda r: r["shape"][-1] if len(r["shape"]) > 1 else r["numel"]  # noqa: E731
-        for col, dtype in enumerate(dtypes):
-            ax, rax = axes[0][col], axes[1][col]
-            series = {}
-            for impl in _ordered({r["impl"] for r in sub if r["dtype"] == dtype}):
-                series[impl] = dict(sorted((size_of(r), r["gbps"]) for r in sub
-                                           if r["dtype"] == dtype and r["impl"] == impl))
-                style = dict(linestyle="--") if impl == "copy" else dict(marker="o", markersize=3)
-                ax.plot(list(series[impl]), list(series[impl].values()), label=impl, color=COLORS.get(impl), **style)
-            shape0 = next(r["shape"] for r in sub if r["dtype"] == dtype)
-            rows = f", {shape0[0]} rows" if len(shape0) > 1 else ""
-            ax.set_title(f"{op} {pas} {dtype}{rows}")
-            ax.set_ylabel("GB/s")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-            # Lower panel: tjit / each other implementation (1.0 = parity).
-            tj = series.get("tjit", {})
-            for impl, pts in series.items():
-                if impl == "tjit":
-                    continue
-                xs = [x for x in tj if pts.get(x)]
-                style = dict(linestyle="--") if impl == "copy" else dict(marker="o", markersize=3)
-                rax.plot(xs, [tj[x] / pts[x] for x in xs], label=f"tjit / {impl}", color=COLORS.get(impl), **style)
-            rax.axhline(1.0, color="black", linewidth=0.8)
-            rax.set_xscale("log", base=2)
-            rax.set_xlabel("columns (rows fixed)" if op in ("softmax", "layer_norm") else "elements")
-            rax.set_ylabel("ratio")
-            rax.grid(alpha=0.3)
-            if tj:
-                rax.legend(fontsize=8)
-        fig.suptitle(title)
-        paths.append(os.path.join(out_dir, f"bandwidth_{op}_{pas}.png"))
-        fig.tight_layout()
-        fig.savefig(paths[-1], dpi=120)
-        plt.close(fig)
+    paths += _bandwidth_plots(plt, (results.get("bandwidth") or {}).get("records", []), title, out_dir, "bandwidth",
+                              "columns (rows fixed)")
+    paths += _bandwidth_plots(plt, (results.get("llm") or {}).get("records", []), f"LLM shapes - {title}", out_dir,
+                              "llm", "columns (rows: one bf16 tensor >= 256 MiB)")
     cold = results.get("cold_start")
     if cold and not cold.get("skipped"):
         headers, rows = cold_start_rows(cold)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""tjit's benchmark suite: host overhead (Python and C++), memory bandwidth and cold start, tjit against
+"""tjit's benchmark suite: host overhead (Python and C++), memory bandwidth (a power-of-two sweep, and
+the shapes language models run: `--only llm`) and cold start, tjit against
 aten, Python Triton, torch.library.triton_op, FlagGems and Liger-Kernel (where installed; peers.py) and a
 device copy, with the targets checked at the end.
 
@@ -33,7 +34,8 @@ def parse_args(argv):
                    "(default: benchmarks/results, or a new temporary folder with --smoke)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes and few iterations, to check that everything runs (implied on CPU)")
-    p.add_argument("--only", choices=("overhead", "bandwidth", "cold_start", "autotune"), help="run one part only")
+    p.add_argument("--only", choices=("overhead", "bandwidth", "llm", "cold_start", "autotune"),
+                   help="run one part only (llm: softmax at vocabulary sizes, layer_norm at hidden sizes)")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available, else cpu")
     p.add_argument("--ops", help=f"comma-separated subset of {','.join(OPS)} (default: all)")
     p.add_argument("--dtypes", help="bandwidth dtypes, comma-separated (default: float32,bfloat16)")
@@ -80,16 +82,17 @@ def merge_previous(results, path, ops_filter):
         results["cold_start"] = old["cold_start"]
     if results.get("autotune") is None and old.get("autotune"):
         results["autotune"] = old["autotune"]
-    if old.get("bandwidth"):
-        if results["bandwidth"] is None:
-            results["bandwidth"] = old["bandwidth"]
+    for part in ("bandwidth", "llm"):
+        if not old.get(part):
+            continue
+        if results.get(part) is None:
+            results[part] = old[part]
         else:
-            kept = [r for r in old["bandwidth"]["records"] if r["op"] not in ran]
-            results["bandwidth"]["records"] = kept + results["bandwidth"]["records"]
+            kept = [r for r in old[part]["records"] if r["op"] not in ran]
+            results[part]["records"] = kept + results[part]["records"]
             # dict.fromkeys: notes not tied to an op (absent peers) come with every run, once is enough
-            results["bandwidth"]["notes"] = list(dict.fromkeys(
-                [n for n in old["bandwidth"].get("notes", []) if not any(op in n for op in ran)] +
-                results["bandwidth"]["notes"]))
+            results[part]["notes"] = list(dict.fromkeys(
+                [n for n in old[part].get("notes", []) if not any(op in n for op in ran)] + results[part]["notes"]))
     results["meta"]["merged_with_run_of"] = old.get("meta", {}).get("date_utc")
     return results
 
@@ -160,7 +163,7 @@ def main(argv=None):
     if missing:
         print(f"note: torch.ops.tjit has no {', '.join(missing)} yet; tjit is skipped there")
 
-    results = {"meta": meta, "overhead": {}, "bandwidth": None, "cold_start": None, "autotune": None}
+    results = {"meta": meta, "overhead": {}, "bandwidth": None, "llm": None, "cold_start": None, "autotune": None}
     if args.only in (None, "overhead"):
         print("\n== host overhead, Python ==", flush=True)
         results["overhead"]["python"] = overhead.run_python_overhead(device, smoke, ops_filter)
@@ -170,6 +173,10 @@ def main(argv=None):
     if args.only in (None, "bandwidth"):
         print("\n== bandwidth ==", flush=True)
         results["bandwidth"] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms)
+    if args.only in (None, "llm"):
+        print("\n== bandwidth at LLM shapes (vocabulary softmax, hidden-size layer_norm) ==", flush=True)
+        results["llm"] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms,
+                                                 llm=True)
     if args.only in (None, "cold_start"):
         print("\n== cold start (fresh processes) ==", flush=True)
         results["cold_start"] = cold_start.run_cold_start(device, smoke, runs=args.cold_start_runs)

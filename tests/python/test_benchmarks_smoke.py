@@ -28,7 +28,9 @@ TARGET_IDS = ("cpp_add_vs_aten", "cpp_bare_vs_raw", "py_add_vs_aten", "py_add_vs
               "autotune_cost", "cold_cpp_bundle") + PEER_TARGET_IDS + ("softmax_fwd_copy_128k", "layer_norm_fwd_copy",
                                                                        "layer_norm_bwd_copy",
                                                                        "py_direct_vs_torch", "py_direct_vs_flaggems",
-                                                                       "py_torch_ops_unchanged")
+                                                                       "py_torch_ops_unchanged", "llm_peers",
+                                                                       "llm_softmax_copy", "llm_layer_norm_fwd_copy",
+                                                                       "llm_layer_norm_bwd_copy", "sum_fwd_flaggems")
 
 
 def import_bench(name):
@@ -92,6 +94,16 @@ def test_smoke_writes_json_and_markdown(smoke_run):
     wrong = [r for r in records if r.get("ok") is False]
     assert not wrong, wrong
 
+    # The LLM part: softmax and layer_norm, both passes and dtypes, at its own (not power-of-two) shapes.
+    llm = results["llm"]["records"]
+    assert {(r["op"], r["pass"]) for r in llm} == {("softmax", "fwd"), ("softmax", "bwd"), ("layer_norm", "fwd"),
+                                                    ("layer_norm", "bwd")}
+    assert {r["dtype"] for r in llm} == {"float32", "bfloat16"}
+    assert {tuple(r["shape"]) for r in llm if r["op"] == "softmax"} == {(3, 500), (2, 1000)}
+    assert any(r["impl"] == "tjit" and r.get("gbps", 0) > 0 for r in llm)
+    assert any(r["impl"] == "copy" and r.get("gbps", 0) > 0 for r in llm)
+    assert not [r for r in llm if r.get("ok") is False]
+
     # Cold start is measured on CUDA only; the C++ program still runs once: it says it skipped where
     # there is no GPU, and measures correct first calls where there is one.
     cold = results["cold_start"]
@@ -121,7 +133,7 @@ def test_smoke_writes_json_and_markdown(smoke_run):
     md = (folder / "results.md").read_text()
     for heading in ("## Targets", "## Host overhead per call, Python", "## Host overhead per call, C++",
                     "## Bandwidth (GB/s)", "### softmax fwd", "### layer_norm bwd", "## Cold start (fresh processes)",
-                    "## Autotuning (benchmarks/autotune.py)"):
+                    "## Autotuning (benchmarks/autotune.py)", "## Bandwidth at LLM shapes (GB/s)"):
         assert heading in md, heading
     # The summary table comes last.
     assert stdout.strip().splitlines()[-1].startswith("targets: ")
@@ -249,6 +261,52 @@ def test_peer_targets_synthetic():
     assert t["status"] == "PASS" and t["ratio"] == pytest.approx(0.75), t
 
 
+def test_llm_shapes():
+    """The LLM part's shapes: every vocabulary and hidden size of the issue, rows so that one bf16
+    tensor holds at least 256 MiB (and not a multiple of 64 rows more than that needs)."""
+    bandwidth = import_bench("bandwidth")
+    shapes = bandwidth.llm_shapes(smoke=False)
+    assert [n for _, n in shapes["softmax"]] == [32000, 50257, 128256, 151936, 262144]
+    assert [n for _, n in shapes["layer_norm"]] == [2048, 4096, 5120, 7168, 8192, 12288, 16384]
+    for rows, cols in shapes["softmax"] + shapes["layer_norm"]:
+        assert rows % 64 == 0 and rows * cols * 2 >= 256 * 2**20 > (rows - 64) * cols * 2, (rows, cols)
+
+
+def test_llm_targets_synthetic():
+    report = import_bench("report")
+
+    def target(results, tid):
+        return next(t for t in report.evaluate_targets(results) if t["id"] == tid)
+
+    records = []
+    for op, pas, cols in (("softmax", "fwd", 128256), ("softmax", "bwd", 128256), ("layer_norm", "fwd", 5120),
+                          ("layer_norm", "bwd", 12288)):
+        for dtype in ("float32", "bfloat16"):
+            shape = (1024, cols)
+            slow = (op, pas, dtype) == ("layer_norm", "bwd", "bfloat16")
+            records += [_rec(op, pas, dtype, shape, "tjit", 70.0 if slow else 90.0),
+                        _rec(op, pas, dtype, shape, "aten", 60.0),
+                        _rec(op, pas, dtype, shape, "flaggems", 80.0),
+                        _rec(op, pas, dtype, shape, "liger", None),
+                        _rec(op, pas, dtype, shape, "copy", 100.0)]
+    results = {"llm": {"records": records}}
+    t = target(results, "llm_peers")  # the worst case against the best peer: 70 / 80
+    assert t["status"] == "MISS" and t["ratio"] == pytest.approx(70 / 80), t
+    assert t["worst_at"] == "bfloat16 1024x12288 vs flaggems", t
+    assert target(results, "llm_softmax_copy")["status"] == "PASS"  # 0.90 >= 0.85
+    assert target(results, "llm_layer_norm_fwd_copy")["status"] == "PASS"
+    t = target(results, "llm_layer_norm_bwd_copy")  # 0.70 < 0.75
+    assert t["status"] == "MISS" and t["ratio"] == pytest.approx(0.70), t
+    # The sweep's records never count for the LLM targets, nor the LLM part's for the sweep's.
+    assert target({"bandwidth": {"records": records}}, "llm_peers")["status"] == "N/A"
+    assert target(results, "softmax_fwd_peers")["status"] == "N/A"
+    # sum fwd against FlagGems alone, every size.
+    sums = [_rec("sum", "fwd", "float32", (n, ), impl, gbps) for n in (2**16, 2**24)
+            for impl, gbps in (("tjit", 95.0 if n == 2**16 else 120.0), ("flaggems", 100.0), ("aten", 50.0))]
+    t = target({"bandwidth": {"records": sums}}, "sum_fwd_flaggems")
+    assert t["status"] == "MISS" and t["ratio"] == pytest.approx(0.95) and t["worst_at"] == "float32 2^16", t
+
+
 def test_host_vs_flaggems_target_synthetic():
     report = import_bench("report")
 
@@ -351,8 +409,9 @@ RUNNER_SCRIPT = textwrap.dedent("""
     timer = bandwidth.Timer("cpu", True)
     runner = bandwidth.Runner("cpu", True, timer, dtypes=["float32"], log=lambda *a: None, peers=stand_ins)
     sizes = bandwidth.sweep(True)
-    runner.run_softmax(sizes)
-    runner.run_layer_norm(sizes)
+    shapes = [[sizes["rows"], n] for n in sizes["cols"]]
+    runner.run_softmax(shapes)
+    runner.run_layer_norm(shapes)
 
     # A timer whose captures "fail": every record says it was timed plainly, and the notes say where.
     class PlainTimer:
@@ -363,7 +422,7 @@ RUNNER_SCRIPT = textwrap.dedent("""
             self.last_timing, self.last_capture_error = "plain", "RuntimeError: not capturable on purpose"
             return 1.0
     plain = bandwidth.Runner("cpu", True, PlainTimer(), dtypes=["float32"], log=lambda *a: None, peers=stand_ins)
-    plain.run_add({"flat": [1024]})
+    plain.run_add([1024])
     plain.capture_notes()
     print(json.dumps({"records": runner.records, "notes": runner.notes, "plain_records": plain.records,
                       "plain_notes": plain.notes}))
