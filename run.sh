@@ -7,6 +7,8 @@
 #                                 store (CPU interpreter at small sizes when there is no GPU)
 #   ./run.sh test [--log-dir D]   build, then run every test: GoogleTest through ctest, and pytest;
 #                                 prints a one-line summary last; full logs and JUnit files in D
+#       [--part P]                only one part, for a GPU machine whose calls are too short for the
+#                                 whole suite: ctest, pytest-ops (the operator tests), pytest-rest
 #
 # On a fresh machine it installs what is missing first: Python packages with pip (torch pinned to
 # the CPU build 2.13.0, triton to 3.6.0; nothing is installed where a package is already present,
@@ -15,6 +17,11 @@ set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
 LOG_DIR=""
+PART=all
+# The operator tests: about half of pytest's time on a GPU (the --part split).
+OPERATOR_TESTS=(tests/python/test_add.py tests/python/test_sum.py tests/python/test_softmax.py
+                tests/python/test_layer_norm.py tests/python/test_direct_calls.py tests/python/test_training.py
+                tests/python/test_deterministic.py)
 
 log() { printf '[run.sh] %s\n' "$*" >&2; }
 
@@ -75,16 +82,32 @@ run_tests() {
   local dir=${LOG_DIR:-build/test-logs}
   mkdir -p "$dir"
   local status=0
-  log "C++ tests (ctest)"
-  ctest --test-dir build -j "$(nproc)" --output-on-failure --output-junit "$(realpath "$dir")/ctest.xml" 2>&1 |
-    tee "$dir/ctest.log" | grep -vE '^\s+Start ' || status=1
-  log "Python tests (pytest)"
-  "$PY" -m pytest tests/python -ra -q --junitxml="$dir/pytest.xml" 2>&1 | tee "$dir/pytest.log" || status=1
+  local reports=()
+  local label=""
+  [[ $PART == all ]] || label=" ($PART)"
+  rm -f "$dir/ctest.xml" "$dir/pytest.xml"
+  if [[ $PART == all || $PART == ctest ]]; then
+    log "C++ tests (ctest)"
+    ctest --test-dir build -j "$(nproc)" --output-on-failure --output-junit "$(realpath "$dir")/ctest.xml" 2>&1 |
+      tee "$dir/ctest.log" | grep -vE '^\s+Start ' || status=1
+    reports+=("$dir/ctest.xml")
+  fi
+  local selection=()
+  case $PART in
+    all) selection=(tests/python) ;;
+    pytest-ops) selection=("${OPERATOR_TESTS[@]}") ;;
+    pytest-rest) selection=(tests/python) && for t in "${OPERATOR_TESTS[@]}"; do selection+=("--ignore=$t"); done ;;
+  esac
+  if ((${#selection[@]})); then
+    log "Python tests (pytest${label})"
+    "$PY" -m pytest "${selection[@]}" -ra -q --junitxml="$dir/pytest.xml" 2>&1 | tee "$dir/pytest.log" || status=1
+    reports+=("$dir/pytest.xml")
+  fi
   local passed=0 failed=0 skipped=0 p f s
   while read -r p f s; do
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-  done < <("$PY" tests/junit_counts.py "$dir/ctest.xml" "$dir/pytest.xml")
-  echo "tests: $passed passed, $failed failed, $skipped skipped"
+  done < <("$PY" tests/junit_counts.py "${reports[@]}")
+  echo "tests${label}: $passed passed, $failed failed, $skipped skipped"
   return $status
 }
 
@@ -93,11 +116,15 @@ shift || true
 while (($#)); do
   case $1 in
     --log-dir) LOG_DIR=$2; shift 2 ;;
+    --part)
+      PART=$2
+      [[ $PART =~ ^(all|ctest|pytest-ops|pytest-rest)$ ]] || { log "--part takes ctest, pytest-ops or pytest-rest"; exit 2; }
+      shift 2 ;;
     *) log "unknown option $1"; exit 2 ;;
   esac
 done
 case $cmd in
   demo) build; "$PY" -m tjit.demo ;;
   test) build; run_tests ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac
