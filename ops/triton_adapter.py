@@ -514,6 +514,7 @@ def compile(handle, types, constexprs, divisible, target, options, tuple_constex
     }
 
 
+@functools.lru_cache(maxsize=None)
 def _decomposed_descriptor_flags():
     """How many i1 flags Triton's launcher passes after a decomposed tensor descriptor's base,
     shape and strides (none in 3.4; padding == "nan" from 3.5; also round_f32_to_tf32 in 3.9),

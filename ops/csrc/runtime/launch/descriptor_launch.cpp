@@ -64,7 +64,7 @@ size_t DescriptorLaunchParams::fill(const ArgumentPackBase& pack, const Compiled
                                     const std::string& what) {
   TORCH_CHECK(kernel.tensor_descriptors.size() == pack.num_descriptors(), "tjit: ", what, " was compiled for ",
               kernel.tensor_descriptors.size(), " tensor descriptors but the call passes ", pack.num_descriptors(),
-              "; its binary's metadata is stale: clear the kernel store (python -m tjit store clear)");
+              "; its binary's metadata is stale: clear the kernel store (python -m tjit cache clear)");
   num_params_ = 0;
   num_values_ = 0;
   void* const* own = pack.launch_params();
