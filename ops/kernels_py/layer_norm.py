@@ -110,8 +110,15 @@ Fused backward plan (N <= 8192; ops/csrc/ops/layer_norm.cpp)
     3.0 TB/s [2.3]; fp32 8192: 3.6 [2.3]; bf16 8192: 3.3 [2.0]. At 16384 columns the fused tile
     spills (2.0 TB/s vs 2.3), so longer rows keep the two kernels below.
 
-Weight/bias gradient plan (M rows, N columns > 8192)
-----------------------------------------------------
+Long-row backward on CUDA (8192 < N <= 32 * 4096, not fp64; ops/csrc/ops/layer_norm.cpp)
+-----------------------------------------------------------------------------------------
+    layer_norm_bwd_team_kernel (above it: the protocol): BLOCK_N = 4096, S = cdiv(N, 4096) programs a
+    team, num_warps = 4, 2 programs per SM: teams = max(1, 2 * SMs // S), rows split evenly;
+    PREFETCH for 2-byte rows; then layer_norm_bwd_dwdb_finalize_kernel over the teams' partials.
+    Everything else past 8192 columns (CPU, fp64, longer rows) takes the dx kernel and the plan below.
+
+Weight/bias gradient plan (M rows, N columns > 8192, when the team kernel does not run)
+--------------------------------------------------------------------------------------
     BLOCK_N = min(next_pow2(N), 128); BLOCK_M = 32 (16 for fp64); num_warps = 4
     col_blocks = cdiv(N, BLOCK_N)
     G = min(cdiv(4 * SMs, col_blocks), cdiv(M, BLOCK_M), 65535)   # aim for ~4 programs per SM
@@ -546,3 +553,84 @@ def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, 
     if COMPUTE_DB:
         tl.store(db_partial_ptr + pid * N + cols, tl.sum(db_acc, axis=0).to(db_partial_ptr.dtype.element_ty),
                  mask=col_mask)
+
+
+# Long rows backward on CUDA (N > 8192, where the fused kernel's row and its dw/db sums no longer
+# fit one program's registers): a team of S = cdiv(N, BLOCK_N) programs shares rows
+# [team * rows_per_team, ...), program `chunk` of the team owning columns [chunk * BLOCK_N, ...).
+# Per row each program publishes its chunk's sums of g * xhat and g (g = dy * w) to
+# partials[row, chunk, :] and waits until the row's S chunks have (sync[1 + row] counts them);
+# dx needs both sums over the whole row. Each program keeps its columns' dw/db sums in registers
+# across the team's rows, stored once to dw_partial[team, :] / db_partial[team, :] (the finalize
+# kernel adds the teams up, or dw/db themselves when there is one team). dy and x are read once.
+# PREFETCH issues the next row's loads before waiting on this row's team.
+#     sync      int32 [M + 1], ZEROED before each launch: sync[0] hands out tickets (a team is S
+#               consecutive tickets, so the team that waits on programs not yet started is the
+#               last one handed out, as in softmax.py's split kernels: room for S programs suffices)
+#     partials  fp32 [M * S * 2]
+#     grid = (teams * S,). CUDA only (programs wait for each other).
+@triton.jit
+def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
+                               partials_ptr, sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row,
+                               stride_x_row, HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr,
+                               COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_N: tl.constexpr,
+                               S_POW2: tl.constexpr, PREFETCH: tl.constexpr, INDEX_64: tl.constexpr):
+    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
+    team = ticket // S
+    chunk = ticket % S
+    if INDEX_64:
+        team = team.to(tl.int64)
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    row_begin = team * rows_per_team
+    row_end = tl.minimum(row_begin + rows_per_team, M)
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    if PREFETCH:
+        dy_next = tl.load(dy_ptr + row_begin * stride_dy_row + cols, mask=col_mask & (row_begin < row_end), other=0.0)
+        x_next = tl.load(x_ptr + row_begin * stride_x_row + cols, mask=col_mask & (row_begin < row_end), other=0.0)
+    for row in range(row_begin, row_end):
+        if PREFETCH:
+            dy = dy_next.to(tl.float32)
+            x = x_next.to(tl.float32)
+        else:
+            dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=col_mask, other=0.0).to(tl.float32)
+            x = tl.load(x_ptr + row * stride_x_row + cols, mask=col_mask, other=0.0).to(tl.float32)
+        mean = tl.load(mean_ptr + row).to(tl.float32)
+        rstd = tl.load(rstd_ptr + row).to(tl.float32)
+        xhat = tl.where(col_mask, (x - mean) * rstd, 0.0)
+        if COMPUTE_DX:
+            if HAS_WEIGHT:
+                g = dy * w
+            else:
+                g = dy
+            slot = partials_ptr + (row * S + chunk) * 2
+            tl.atomic_xchg(slot, tl.sum(g * xhat, axis=0), sem="relaxed")
+            tl.atomic_xchg(slot + 1, tl.sum(g, axis=0), sem="relaxed")
+            # release: the sums above are visible to whoever sees the count.
+            tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+        if PREFETCH:
+            nxt = row + 1
+            dy_next = tl.load(dy_ptr + nxt * stride_dy_row + cols, mask=col_mask & (nxt < row_end), other=0.0)
+            x_next = tl.load(x_ptr + nxt * stride_x_row + cols, mask=col_mask & (nxt < row_end), other=0.0)
+        if COMPUTE_DX:
+            arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+            while arrived < S:
+                arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+            sums = partials_ptr + (row * S + k) * 2
+            c1 = tl.sum(tl.atomic_add(sums, 0.0, mask=kmask, sem="relaxed"), axis=0) / N
+            c2 = tl.sum(tl.atomic_add(sums + 1, 0.0, mask=kmask, sem="relaxed"), axis=0) / N
+            dx = (g - (xhat * c1 + c2)) * rstd
+            tl.store(dx_ptr + row * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
+        if COMPUTE_DW:
+            dw_acc += dy * xhat
+        if COMPUTE_DB:
+            db_acc += dy
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_partial_ptr + team * N + cols, db_acc.to(db_partial_ptr.dtype.element_ty), mask=col_mask)

@@ -136,6 +136,43 @@ def test_backward_many_rows_cuda(device, ops):
     check_backward(ops, *make((4096, 4096), (4096, ), torch.bfloat16, device))
 
 
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_backward_teams_cuda(ops, dtype):
+    # Past 8192 columns on CUDA a team of programs shares each row (layer_norm_bwd_team_kernel:
+    # 4096-column chunks, up to 32; 2-byte rows prefetch the next row), exchanging the rows' sums;
+    # dw/db per team, then added up. Both sides of 8192 and of the 32-chunk limit,
+    # chunk counts that are not powers of two, a ragged last chunk, odd row counts, one row (one
+    # team: dw/db stored directly), a row stride, no weight or bias.
+    limit = 4096 * 32
+    for rows, cols in [(37, 8192), (37, 8193), (300, 12288), (1, 16384), (129, 20000), (5, limit), (3, limit + 1)]:
+        check_backward(ops, *make((rows, cols), (cols, ), dtype, "cuda"))
+    x, normalized, w, b = make((45, 12288 + 40), (12288, ), dtype, "cuda")
+    check_backward(ops, x[:, 7:12288 + 7], normalized, w, b)
+    check_backward(ops, *make((45, 9000), (9000, ), dtype, "cuda", affine=(False, False)))
+    check_backward(ops, *make((45, 9000), (9000, ), dtype, "cuda", affine=(True, False)))
+
+
+@requires_cuda
+@pytest.mark.parametrize("mask", [(True, False, False), (False, True, True), (False, True, False), (True, True, False)])
+def test_backward_teams_output_masks_cuda(ops, mask):
+    # The team kernel computes only what the mask asks for (without dx its programs exchange nothing).
+    rows, cols = 70, 12000
+    x, _, w, b = make((rows, cols), (cols, ), torch.float32, "cuda")
+    dy = random_tensor((rows, cols), torch.float32, "cuda")
+    out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
+    poison_allocator(3 * x.numel(), torch.float32, x.device)
+    got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, list(mask))
+    _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(), 1e-5)
+    want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [cols], ref_mean, ref_rstd, w.double(),
+                                                     b.double(), [True, True, True])
+    for asked, g, e in zip(mask, got, want):
+        if not asked:
+            assert g is None
+            continue
+        torch.testing.assert_close(g.double(), e, rtol=1e-3, atol=1e-3)
+
+
 def test_stats_and_backward_op(device, ops):
     x, _, w, b = make((5, 7, 12), (12, ), torch.float64, device)
     out, mean, rstd = ops.layer_norm_forward(x, [12], w, b, 1e-5)

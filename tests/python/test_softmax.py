@@ -95,6 +95,36 @@ def test_split_rows_cuda(ops):
 
 
 @requires_cuda
+def test_misaligned_long_rows_cuda(ops):
+    # Rows whose length is not a multiple of 16 bytes (a 50257-token vocabulary): the split
+    # kernels load and store the chunks wholly inside a row unmasked and mask only the last one.
+    # Forward (autotuned) and backward, each dtype the split kernels take, a row count that is not
+    # a power of two, lengths just past a chunk multiple and just below it, views with row strides.
+    for dtype, n in [(torch.bfloat16, 50257), (torch.float16, 5 * 8192 - 3), (torch.bfloat16, 4 * 8192 + 1),
+                     (torch.float32, 5 * 8192 - 1), (torch.float32, 50257), (torch.bfloat16, 4 * 4096 * 8 - 5)]:
+        rows = 37
+        x = random_tensor((rows, n), dtype, "cuda") * 4
+        check_softmax(ops, x, -1)
+        g = random_tensor((rows, n), dtype, "cuda")
+        y = torch.softmax(x, -1)
+        want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64).to(dtype)
+        poison_allocator(y.numel(), dtype, "cuda")
+        torch.testing.assert_close(ops.softmax_backward(g, y, -1, dtype), want, **TOL[dtype])
+        # Unequal strides: grad_output a view into wider rows, output contiguous.
+        wide = random_tensor((rows, n + 5), dtype, "cuda")
+        g_view = wide[:, 3:n + 3]
+        want = torch.ops.aten._softmax_backward_data(g_view.double(), y.double(), -1, torch.float64).to(dtype)
+        poison_allocator(y.numel(), dtype, "cuda")
+        torch.testing.assert_close(ops.softmax_backward(g_view, y, -1, dtype), want, **TOL[dtype])
+        check_softmax(ops, random_tensor((rows, n + 5), dtype, "cuda")[:, 1:n + 1], -1)  # input view, output not
+    # Whole chunks of -inf and an all -inf row.
+    x = random_tensor((3, 50257), torch.float32, "cuda")
+    x[0, :20003] = float("-inf")
+    x[1, :] = float("-inf")
+    torch.testing.assert_close(ops.softmax(x, -1), torch.softmax(x, -1), equal_nan=True)
+
+
+@requires_cuda
 def test_long_rows_in_a_cuda_graph(ops):
     # A row length never tuned cannot be timed inside a capture: the capture records the
     # hand-written plan (its binary loaded first by a row past the tuned range with the same
