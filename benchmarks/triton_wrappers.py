@@ -374,6 +374,9 @@ def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=T
     if not explicit and n <= 8192:
         return _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64,
                                           x.shape)
+    if not explicit and x.is_cuda and x.dtype != torch.float64 and triton.cdiv(n, 4096) <= 32:
+        return _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64,
+                                          x.shape)
     block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
     layer_norm_k.layer_norm_bwd_dx_kernel[(m, )](dx, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0),
                                                  x2.stride(0), HAS_WEIGHT=weight is not None, BLOCK_N=block_n,
@@ -449,6 +452,32 @@ def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
         COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=max(4, min(16, tile // 512)))
     if (compute_dw or compute_db) and not direct:
         _finalize_dwdb(dw, db, dw_part, db_part, programs, n)
+    return dx.view(shape), dw, db
+
+
+def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64, shape):
+    """layer_norm.cpp's long-row backward on CUDA (8192 < N <= 32 * 4096): teams of S = cdiv(N, 4096)
+    programs share rows, two programs per SM, the next row prefetched for 2-byte rows."""
+    chunks = triton.cdiv(n, 4096)
+    teams = max(1, 2 * _num_sms(x2.device) // chunks)
+    rows_per_team = triton.cdiv(m, min(teams, m))
+    teams = triton.cdiv(m, rows_per_team)
+    wdtype = weight.dtype if weight is not None else x2.dtype
+    dw = _empty((n, ), wdtype, x2.device) if compute_dw else None
+    db = _empty((n, ), wdtype, x2.device) if compute_db else None
+    acc = _acc_dtype(x2.dtype)
+    direct = teams == 1
+    dw_part = dw if direct or not compute_dw else _empty((teams, n), acc, x2.device)
+    db_part = db if direct or not compute_db else _empty((teams, n), acc, x2.device)
+    sync = torch.zeros(m + 1, dtype=torch.int32, device=x2.device)
+    partials = torch.empty(m * chunks * 2, dtype=torch.float32, device=x2.device)
+    layer_norm_k.layer_norm_bwd_team_kernel[(teams * chunks, )](
+        dx, dw_part, db_part, dy2, x2, weight, mean, rstd, partials, sync, m, n, chunks, rows_per_team, dx.stride(0),
+        dy2.stride(0), x2.stride(0), HAS_WEIGHT=weight is not None, COMPUTE_DX=True, COMPUTE_DW=compute_dw,
+        COMPUTE_DB=compute_db, BLOCK_N=4096, S_POW2=triton.next_power_of_2(chunks),
+        PREFETCH=x2.element_size() == 2, INDEX_64=index_64, num_warps=4)
+    if (compute_dw or compute_db) and not direct:
+        _finalize_dwdb(dw, db, dw_part, db_part, teams, n)
     return dx.view(shape), dw, db
 
 
