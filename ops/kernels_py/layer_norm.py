@@ -244,11 +244,22 @@ def _ticket(sync_ptr, S):
 
 
 @triton.jit
-def _publish_and_wait(sync_ptr, row, S):
+def _publish(sync_ptr, row):
+    # release: the partials this program stored are visible to whoever sees the count.
     tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+
+
+@triton.jit
+def _wait(sync_ptr, row, S):
     arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
     while arrived < S:
         arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+
+
+@triton.jit
+def _publish_and_wait(sync_ptr, row, S):
+    _publish(sync_ptr, row)
+    _wait(sync_ptr, row, S)
 
 
 @triton.autotune(configs=_long_row_configs(), key=["M_BUCKET", "N"], reset_to_zero=["sync_ptr"])
@@ -575,9 +586,7 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
                                stride_x_row, HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr,
                                COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_N: tl.constexpr,
                                S_POW2: tl.constexpr, PREFETCH: tl.constexpr, INDEX_64: tl.constexpr):
-    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
-    team = ticket // S
-    chunk = ticket % S
+    team, chunk = _ticket(sync_ptr, S)
     if INDEX_64:
         team = team.to(tl.int64)
     cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -611,16 +620,13 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
             slot = partials_ptr + (row * S + chunk) * 2
             tl.atomic_xchg(slot, tl.sum(g * xhat, axis=0), sem="relaxed")
             tl.atomic_xchg(slot + 1, tl.sum(g, axis=0), sem="relaxed")
-            # release: the sums above are visible to whoever sees the count.
-            tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+            _publish(sync_ptr, row)
         if PREFETCH:
             nxt = row + 1
             dy_next = tl.load(dy_ptr + nxt * stride_dy_row + cols, mask=col_mask & (nxt < row_end), other=0.0)
             x_next = tl.load(x_ptr + nxt * stride_x_row + cols, mask=col_mask & (nxt < row_end), other=0.0)
         if COMPUTE_DX:
-            arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
-            while arrived < S:
-                arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+            _wait(sync_ptr, row, S)
             sums = partials_ptr + (row * S + k) * 2
             c1 = tl.sum(tl.atomic_add(sums, 0.0, mask=kmask, sem="relaxed"), axis=0) / N
             c2 = tl.sum(tl.atomic_add(sums + 1, 0.0, mask=kmask, sem="relaxed"), axis=0) / N
