@@ -423,6 +423,24 @@ def _finalize_dwdb(dw, db, dw_part, db_part, groups, n):
                                                                               INDEX_64=False, num_warps=4)
 
 
+def _column_sum_buffers(weight, x2, n, groups, compute_dw, compute_db):
+    """(dw, db, dw_part, db_part): where a one-pass backward's `groups` programs (or teams) store their
+    dw/db sums, [groups, n] in the accumulator dtype, or dw/db themselves when one group sums every
+    row (layer_norm.cpp's ColumnSums)."""
+    wdtype = weight.dtype if weight is not None else x2.dtype
+    dw = _empty((n, ), wdtype, x2.device) if compute_dw else None
+    db = _empty((n, ), wdtype, x2.device) if compute_db else None
+    acc = _acc_dtype(x2.dtype)
+    dw_part = _empty((groups, n), acc, x2.device) if compute_dw and groups > 1 else dw
+    db_part = _empty((groups, n), acc, x2.device) if compute_db and groups > 1 else db
+    return dw, db, dw_part, db_part
+
+
+def _finish_column_sums(dw, db, dw_part, db_part, groups, n):
+    if (dw is not None or db is not None) and groups > 1:
+        _finalize_dwdb(dw, db, dw_part, db_part, groups, n)
+
+
 def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64, shape):
     """layer_norm.cpp's fused backward (N <= 8192): one pass over dy and x, dw/db as per-program partials."""
     bn = triton.next_power_of_2(n)
@@ -439,19 +457,12 @@ def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
     programs = min(per_sm * _num_sms(x2.device), triton.cdiv(m, bm))
     rows_per_program = triton.cdiv(triton.cdiv(m, programs), bm) * bm
     programs = triton.cdiv(m, rows_per_program)
-    wdtype = weight.dtype if weight is not None else x2.dtype
-    dw = _empty((n, ), wdtype, x2.device) if compute_dw else None
-    db = _empty((n, ), wdtype, x2.device) if compute_db else None
-    acc = _acc_dtype(x2.dtype)
-    direct = programs == 1
-    dw_part = dw if direct or not compute_dw else _empty((programs, n), acc, x2.device)
-    db_part = db if direct or not compute_db else _empty((programs, n), acc, x2.device)
+    dw, db, dw_part, db_part = _column_sum_buffers(weight, x2, n, programs, compute_dw, compute_db)
     layer_norm_k.layer_norm_bwd_fused_kernel[(programs, )](
         dx, dw_part, db_part, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0), x2.stride(0),
         rows_per_program, HAS_WEIGHT=weight is not None, COMPUTE_DX=True, COMPUTE_DW=compute_dw,
         COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=max(4, min(16, tile // 512)))
-    if (compute_dw or compute_db) and not direct:
-        _finalize_dwdb(dw, db, dw_part, db_part, programs, n)
+    _finish_column_sums(dw, db, dw_part, db_part, programs, n)
     return dx.view(shape), dw, db
 
 
@@ -462,13 +473,7 @@ def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
     teams = max(1, 2 * _num_sms(x2.device) // chunks)
     rows_per_team = triton.cdiv(m, min(teams, m))
     teams = triton.cdiv(m, rows_per_team)
-    wdtype = weight.dtype if weight is not None else x2.dtype
-    dw = _empty((n, ), wdtype, x2.device) if compute_dw else None
-    db = _empty((n, ), wdtype, x2.device) if compute_db else None
-    acc = _acc_dtype(x2.dtype)
-    direct = teams == 1
-    dw_part = dw if direct or not compute_dw else _empty((teams, n), acc, x2.device)
-    db_part = db if direct or not compute_db else _empty((teams, n), acc, x2.device)
+    dw, db, dw_part, db_part = _column_sum_buffers(weight, x2, n, teams, compute_dw, compute_db)
     sync = torch.zeros(m + 1, dtype=torch.int32, device=x2.device)
     partials = torch.empty(m * chunks * 2, dtype=torch.float32, device=x2.device)
     layer_norm_k.layer_norm_bwd_team_kernel[(teams * chunks, )](
@@ -476,8 +481,7 @@ def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
         dy2.stride(0), x2.stride(0), HAS_WEIGHT=weight is not None, COMPUTE_DX=True, COMPUTE_DW=compute_dw,
         COMPUTE_DB=compute_db, BLOCK_N=4096, S_POW2=triton.next_power_of_2(chunks),
         PREFETCH=x2.element_size() == 2, INDEX_64=index_64, num_warps=4)
-    if (compute_dw or compute_db) and not direct:
-        _finalize_dwdb(dw, db, dw_part, db_part, teams, n)
+    _finish_column_sums(dw, db, dw_part, db_part, teams, n)
     return dx.view(shape), dw, db
 
 

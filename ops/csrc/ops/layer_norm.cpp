@@ -183,6 +183,27 @@ void finalize_dwdb(const Stream& stream, const at::Tensor& dw, const at::Tensor&
            db_partial, groups, cols, dw.defined(), db.defined(), block_g, block_n, false);
 }
 
+// Where a backward's programs (or teams) put their dw/db sums: [groups, cols] buffers in the
+// accumulator dtype that finish() adds up, or dw/db themselves when one group sums every row (its
+// kernel casts to their dtype; nothing to add).
+struct ColumnSums {
+  at::Tensor dw_partial;
+  at::Tensor db_partial;
+  int64_t groups;
+
+  ColumnSums(const at::Tensor& dw, const at::Tensor& db, int64_t groups, int64_t cols,
+             const at::TensorOptions& partial_options)
+      : dw_partial(dw.defined() && groups > 1 ? detail::empty_output({groups, cols}, partial_options) : dw),
+        db_partial(db.defined() && groups > 1 ? detail::empty_output({groups, cols}, partial_options) : db),
+        groups(groups) {}
+
+  void finish(const Stream& stream, const at::Tensor& dw, const at::Tensor& db, int64_t cols) const {
+    if ((dw.defined() || db.defined()) && groups > 1) {
+      finalize_dwdb(stream, dw, db, dw_partial, db_partial, groups, cols);
+    }
+  }
+};
+
 template <typename Int>
 std::vector<Int> leading_shape(c10::ArrayRef<Int> sizes, int64_t lead) {
   return std::vector<Int>(sizes.begin(), sizes.begin() + lead);
@@ -344,49 +365,38 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
 
   const int sms = detail::planning_multiprocessors(input);
   const auto partial_options = input.options().dtype(acc);
+  if (!dx.defined() && !want_dw && !want_db) {
+    return {dx, dw, db};
+  }
   if (cols <= kFusedBackwardLimit) {
     // One pass over dy and x for all three gradients; dw/db as per-program partial sums.
-    if (!dx.defined() && !want_dw && !want_db) {
-      return {dx, dw, db};
-    }
     const FusedBackwardPlan plan = plan_fused_backward(cols, input);
     const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
     int64_t programs = std::min<int64_t>(int64_t{plan.programs_per_sm} * sms, detail::ceil_div(rows, plan.block_m));
     const int64_t rows_per_program = detail::ceil_div(detail::ceil_div(rows, programs), plan.block_m) * plan.block_m;
     programs = detail::ceil_div(rows, rows_per_program);
-    // One program sums every row: it stores dw/db itself (cast to their dtype), no finalize.
-    const bool direct = programs == 1;
-    const at::Tensor dw_partial =
-        want_dw && !direct ? detail::empty_output({programs, cols}, partial_options) : dw;
-    const at::Tensor db_partial =
-        want_db && !direct ? detail::empty_output({programs, cols}, partial_options) : db;
+    const ColumnSums sums(dw, db, programs, cols, partial_options);
     static auto& fused = TritonJitFunction::get_instance(file, "layer_norm_bwd_fused_kernel");
-    fused(stream, Grid(static_cast<uint32_t>(programs)), LaunchOptions{plan.num_warps}, dx, dw_partial, db_partial,
-          dy, x, w, mean_c, rstd_c, rows, cols, cols, dyv.row_stride, xv.row_stride, rows_per_program, w.defined(),
-          dx.defined(), want_dw, want_db, plan.block_m, plan.block_n, index64);
-    if ((want_dw || want_db) && !direct) {
-      finalize_dwdb(stream, dw, db, dw_partial, db_partial, programs, cols);
-    }
+    fused(stream, Grid(static_cast<uint32_t>(programs)), LaunchOptions{plan.num_warps}, dx, sums.dw_partial,
+          sums.db_partial, dy, x, w, mean_c, rstd_c, rows, cols, cols, dyv.row_stride, xv.row_stride, rows_per_program,
+          w.defined(), dx.defined(), want_dw, want_db, plan.block_m, plan.block_n, index64);
+    sums.finish(stream, dw, db, cols);
     return {dx, dw, db};
   }
-  if (const auto team = plan_team_backward(rows, cols, input); team && (dx.defined() || want_dw || want_db)) {
+  if (const auto team = plan_team_backward(rows, cols, input)) {
     const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
     const int64_t capacity = std::max<int64_t>(1, int64_t{team->programs_per_sm} * sms / team->chunks);
     const int64_t rows_per_team = detail::ceil_div(rows, std::min(capacity, rows));
     const int64_t teams = detail::ceil_div(rows, rows_per_team);
-    const bool direct = teams == 1;
-    const at::Tensor dw_partial = want_dw && !direct ? detail::empty_output({teams, cols}, partial_options) : dw;
-    const at::Tensor db_partial = want_db && !direct ? detail::empty_output({teams, cols}, partial_options) : db;
+    const ColumnSums sums(dw, db, teams, cols, partial_options);
     const at::Tensor sync = at::zeros({rows + 1}, input.options().dtype(at::kInt));
     const at::Tensor partials = at::empty({rows * team->chunks * 2}, input.options().dtype(at::kFloat));
     static auto& team_kernel = TritonJitFunction::get_instance(file, "layer_norm_bwd_team_kernel");
     team_kernel(stream, Grid(detail::blocks_for(teams * team->chunks, 1, kBackwardOp)), LaunchOptions{team->num_warps},
-                dx, dw_partial, db_partial, dy, x, w, mean_c, rstd_c, partials, sync, rows, cols, team->chunks,
-                rows_per_team, cols, dyv.row_stride, xv.row_stride, w.defined(), dx.defined(), want_dw, want_db,
-                team->block_n, detail::next_power_of_2(team->chunks), team->prefetch, index64);
-    if ((want_dw || want_db) && !direct) {
-      finalize_dwdb(stream, dw, db, dw_partial, db_partial, teams, cols);
-    }
+                dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c, partials, sync, rows, cols,
+                team->chunks, rows_per_team, cols, dyv.row_stride, xv.row_stride, w.defined(), dx.defined(), want_dw,
+                want_db, team->block_n, detail::next_power_of_2(team->chunks), team->prefetch, index64);
+    sums.finish(stream, dw, db, cols);
     return {dx, dw, db};
   }
   if (dx.defined()) {
