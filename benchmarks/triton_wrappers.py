@@ -198,10 +198,10 @@ def _softmax_plan(m, n, t, single_pass_limit, backward):
     if n <= single_pass_limit:
         block_n = triton.next_power_of_2(n)
         return ("row", block_n, True, 32 if block_n > 16384 and not backward else min(16, max(1, block_n // 512)))
-    chunks = triton.cdiv(n, 8192)
+    chunks = triton.cdiv(n, 4096)
     split_dtype = t.dtype != torch.float64 if backward else t.element_size() == 4
     if t.is_cuda and split_dtype and chunks <= 128 and m * chunks < 2**30:
-        return ("split", 8192, chunks, 8)
+        return ("split", 4096, chunks, 4)
     if t.is_cuda and m < _num_sms(t.device):
         return ("row", 16384, False, 16)
     return ("row", 8192, False, 32) if t.element_size() == 2 else ("row", 4096, False, 16)
@@ -219,14 +219,29 @@ def _tuned_long_rows(m, n, t, min_cols):
             and m * chunks < 2**30)
 
 
+def _split_sync(m, chunks, device):
+    """The zeroed workspace of the kernels whose programs share rows: the ticket, then a word per chunk."""
+    return torch.zeros(2 + m * chunks, dtype=torch.int64, device=device)
+
+
+def _split_alignment(n, *tensors):
+    """softmax.cpp's split_alignment: ALIGN for 2-D row views `tensors` of n columns."""
+    size = tensors[0].element_size()
+    per_vector = 16 // size
+    offset = tensors[0].stride(0) % per_vector
+    if any(t.element_size() != size or t.data_ptr() % 16 or t.stride(0) % per_vector != offset for t in tensors):
+        return 1
+    aligned = n % per_vector == 0 and all(t.stride(0) % per_vector == 0 for t in tensors)
+    return 1 if aligned else per_vector
+
+
 def _long_row_arguments(m, n, device):
     """What the C++ operator gives an autotuned *_fwd_long_kernel: a grid from the chosen config, a
-    zeroed sync, partials for the smallest split step and the row-count bucket of the tuning key."""
-    sync = torch.zeros(m + 1, dtype=torch.int32, device=device)
-    partials = torch.empty(m * triton.cdiv(n, LONG_ROW_MIN_SPLIT_BLOCK) * 2, dtype=torch.float32, device=device)
+    zeroed sync with room for the smallest split step and the row-count bucket of the tuning key."""
+    sync = _split_sync(m, triton.cdiv(n, LONG_ROW_MIN_SPLIT_BLOCK), device)
     bucket = min(triton.next_power_of_2(m), 4096)
     grid = lambda meta: (m * triton.cdiv(n, meta["BLOCK_N"]) if meta["SPLIT"] else m, )  # noqa: E731
-    return grid, sync, partials, bucket
+    return grid, sync, bucket
 
 
 def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
@@ -238,8 +253,9 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
     if index_64 is None:
         index_64 = _needs_index_64(x2)
     if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, 32768):
-        grid, sync, partials, bucket = _long_row_arguments(m, n, x.device)
-        softmax_k.softmax_fwd_long_kernel[grid](out, x2, partials, sync, bucket, n, x2.stride(0), out.stride(0), INDEX_64=index_64)
+        grid, sync, bucket = _long_row_arguments(m, n, x.device)
+        softmax_k.softmax_fwd_long_kernel[grid](out, x2, sync, bucket, n, x2.stride(0), out.stride(0),
+                                                ALIGN=_split_alignment(n, x2, out), INDEX_64=index_64)
         return out.view(x.shape)
     plan = _softmax_plan(m, n, x2, 32768, backward=False)
     if block_n is not None or single_pass is not None:  # an explicit one-program-per-row launch
@@ -256,11 +272,10 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
                                                               NUM_STAGES=3, INDEX_64=index_64, num_warps=warps)
     elif plan[0] == "split":
         _, bn, chunks, warps = plan
-        sync = torch.zeros(m + 1, dtype=torch.int32, device=x.device)
-        partials = torch.empty(m * chunks * 2, dtype=torch.float32, device=x.device)
-        softmax_k.softmax_fwd_split_kernel[(m * chunks, )](out, x2, partials, sync, m, n, chunks, x2.stride(0),
-                                                           out.stride(0), BLOCK_N=bn,
-                                                           S_POW2=triton.next_power_of_2(chunks), INDEX_64=index_64,
+        softmax_k.softmax_fwd_split_kernel[(m * chunks, )](out, x2, _split_sync(m, chunks, x.device), m, n, chunks,
+                                                           x2.stride(0), out.stride(0), BLOCK_N=bn,
+                                                           S_POW2=triton.next_power_of_2(chunks),
+                                                           ALIGN=_split_alignment(n, x2, out), INDEX_64=index_64,
                                                            num_warps=warps)
     else:
         _, bn, single, warps = plan
@@ -287,12 +302,11 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
                                                                  INDEX_64=index_64, num_warps=warps)
     elif plan[0] == "split":
         _, bn, chunks, warps = plan
-        sync = torch.zeros(m + 1, dtype=torch.int32, device=out.device)
-        partials = torch.empty(m * chunks, dtype=torch.float32, device=out.device)
-        softmax_k.softmax_bwd_split_kernel[(m * chunks, )](grad_in, go2, o2, partials, sync, m, n, chunks,
-                                                           grad_in.stride(0), go2.stride(0), o2.stride(0), BLOCK_N=bn,
-                                                           S_POW2=triton.next_power_of_2(chunks), INDEX_64=index_64,
-                                                           num_warps=warps)
+        softmax_k.softmax_bwd_split_kernel[(m * chunks, )](grad_in, go2, o2, _split_sync(m, chunks, out.device), m, n,
+                                                           chunks, grad_in.stride(0), go2.stride(0), o2.stride(0),
+                                                           BLOCK_N=bn, S_POW2=triton.next_power_of_2(chunks),
+                                                           ALIGN=_split_alignment(n, grad_in, go2, o2),
+                                                           INDEX_64=index_64, num_warps=warps)
     else:
         _, bn, single, warps = plan
         softmax_k.softmax_bwd_kernel[(m, )](grad_in, go2, o2, m, n, grad_in.stride(0), go2.stride(0), o2.stride(0),
@@ -318,8 +332,8 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
     if index_64 is None:
         index_64 = _needs_index_64(x2)
     if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, LAYER_NORM_FWD_SINGLE_PASS_LIMIT):
-        grid, sync, partials, bucket = _long_row_arguments(m, n, x.device)
-        layer_norm_k.layer_norm_fwd_long_kernel[grid](y, x2, weight, bias, mean, rstd, partials, sync, bucket, n,
+        grid, sync, bucket = _long_row_arguments(m, n, x.device)
+        layer_norm_k.layer_norm_fwd_long_kernel[grid](y, x2, weight, bias, mean, rstd, sync, bucket, n,
                                                       x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
                                                       HAS_BIAS=bias is not None, INDEX_64=index_64)
     else:
@@ -474,10 +488,9 @@ def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
     rows_per_team = triton.cdiv(m, min(teams, m))
     teams = triton.cdiv(m, rows_per_team)
     dw, db, dw_part, db_part = _column_sum_buffers(weight, x2, n, teams, compute_dw, compute_db)
-    sync = torch.zeros(m + 1, dtype=torch.int32, device=x2.device)
-    partials = torch.empty(m * chunks * 2, dtype=torch.float32, device=x2.device)
     layer_norm_k.layer_norm_bwd_team_kernel[(teams * chunks, )](
-        dx, dw_part, db_part, dy2, x2, weight, mean, rstd, partials, sync, m, n, chunks, rows_per_team, dx.stride(0),
+        dx, dw_part, db_part, dy2, x2, weight, mean, rstd, _split_sync(m, chunks, x2.device), m, n, chunks,
+        rows_per_team, dx.stride(0),
         dy2.stride(0), x2.stride(0), HAS_WEIGHT=weight is not None, COMPUTE_DX=True, COMPUTE_DW=compute_dw,
         COMPUTE_DB=compute_db, BLOCK_N=4096, S_POW2=triton.next_power_of_2(chunks),
         PREFETCH=x2.element_size() == 2, INDEX_64=index_64, num_warps=4)

@@ -25,8 +25,8 @@ Choosing a kernel and its constexprs (ops/csrc/ops/softmax.cpp; LIMIT = 32768, f
                 (backward at 32768 columns, H200: one pass 4.2 TB/s bf16, 4.1 fp32; split 3.4, 3.9)
     forward, longer, CUDA, not fp64, cdiv(N, 4096) <= 128: softmax_fwd_long_kernel, @triton.autotune over
                 looped and split configs (below), keyed on N and the row-count bucket
-    longer, CUDA, S = cdiv(N, 8192) <= 128, forward with 4-byte elements or backward with fp16/bf16/fp32:
-                *_split_kernel (below), BLOCK_N = 8192, num_warps = 8
+    longer, CUDA, S = cdiv(N, 4096) <= 128, forward with 4-byte elements or backward with fp16/bf16/fp32:
+                *_split_kernel (below), BLOCK_N = 4096, num_warps = 4
     otherwise:  one program per row, looped (SINGLE_PASS = False): BLOCK_N = 16384 / 16 warps when M is
                 below the SM count, else 8192 / 32 warps for 2-byte elements, 4096 / 16 warps otherwise.
 The looped paths read the row twice and hint L2 to keep it between the reads (evict_last, then
@@ -58,10 +58,10 @@ softmax_bwd_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_row,
     grad_in = out * (grad_out - sum(grad_out * out, row)), with out the forward result.
     grid: (M,), one program per row.
 
-softmax_fwd_split_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M, N, S, stride_in_row, stride_out_row,
-                         BLOCK_N, S_POW2, INDEX_64)
-softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, partials_ptr, sync_ptr, M, N, S,
-                         stride_grad_in_row, stride_grad_out_row, stride_out_row, BLOCK_N, S_POW2, INDEX_64)
+softmax_fwd_split_kernel(out_ptr, in_ptr, sync_ptr, M, N, S, stride_in_row, stride_out_row, BLOCK_N, S_POW2,
+                         ALIGN, INDEX_64)
+softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, sync_ptr, M, N, S, stride_grad_in_row,
+                         stride_grad_out_row, stride_out_row, BLOCK_N, S_POW2, ALIGN, INDEX_64)
     The same results with S = cdiv(N, BLOCK_N) programs per row.   grid: (M * S,). CUDA only; see
     the comment above the kernels for the workspace they need.
 
@@ -231,52 +231,93 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
 # Long rows on CUDA: S = cdiv(N, BLOCK_N) programs share a row, each holding its BLOCK_N-column
 # chunk in registers, so the row is read once (the looped kernels read it twice, and once a row
 # no longer fits L2 next to the other rows in flight, the second read comes from memory).
-# Programs exchange per-chunk statistics through `partials` and wait for each other on
-# `sync`:
-#     sync      int32 [M + 1], ZEROED before each launch: sync[0] hands out tickets, sync[1 + m]
-#               counts the chunks of row m that have published their statistics.
-#     partials  fp32, forward [M * S * 2] (chunk max, chunk sum of exp), backward [M * S] (chunk dot).
+# Programs exchange per-chunk statistics through one workspace:
+#     sync      int64 [2 + M * S], ZEROED before each launch: sync[0] hands out tickets;
+#               sync[2 + m * S + c] is chunk c's word for row m: its two fp32 statistics (forward:
+#               chunk max and sum of exp; backward: chunk dot, twice) packed into one 64-bit word,
+#               written with one atomic exchange, and 0 until then.
+# A program publishes its word, then polls its row's S words until none is 0: the data is the
+# flag, so there is no counter, no release fence and no second read (H100, 1088 x 128256 bf16
+# forward, 4096/4: 2.20 TB/s with a counter and separate partials -> 2.80).
 # A program's (row, chunk) comes from its ticket (the order programs start), not from its
 # program id: every ticket below the largest taken belongs to a program that is running or done,
 # so the programs a row waits for are always running or able to start, given room on the GPU for
 # S programs at once (the wrapper keeps S <= 128). CUDA only: Triton's interpreter runs programs
 # one after another, and the first wait would never end.
-#     grid = (M * S,); BLOCK_N = 8192, num_warps = 8, S_POW2 = next_pow2(S)
-# Measured on an H200 (2026-11-22, 4096 rows, the split kernels timed from Python with the zeroing
-# of `sync`, against a device copy of the same bytes at ~4.2 TB/s): backward fp32 3.8-3.9 TB/s and
-# bf16 3.4-3.6 TB/s for N = 32768 ... 262144 (looped: 2.6-2.95 TB/s); forward fp32 ~3.75 TB/s
-# (looped ~3.0).
+#     grid = (M * S,); BLOCK_N = 4096, num_warps = 4, S_POW2 = next_pow2(S)
+#
+# ALIGN: 1, or the elements in 16 bytes when rows start off 16-byte boundaries (a 50257-column
+# vocabulary). Then each row is cut into a head (the elements before its first 16-byte boundary),
+# whole vectors, and a tail (fewer than ALIGN each); chunks are taken over the whole vectors, so
+# they load and store 16 bytes at a time, and the row's last program adds the head and the tail.
+# The caller passes ALIGN > 1 only when every tensor's base is 16-byte aligned and every row is
+# as far off a boundary in each tensor (same row stride modulo ALIGN): the kernel tells the
+# compiler the chunks are aligned. Without it a row's chunks load one element at a time, and the
+# slowest chunk holds its whole row (H100, 2688 x 50257 bf16 forward: 1.55 -> 2.70 TB/s;
+# backward 2.14 -> 2.55).
 
 
 @triton.jit
 def _ticket(sync_ptr, S):
     ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
-    return ticket // S, ticket % S
+    return (ticket // S).to(tl.int32), (ticket % S).to(tl.int32)
 
 
 @triton.jit
-def _publish_and_wait(sync_ptr, row, S):
-    # release: the partials this program stored are visible to whoever sees the count.
-    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
-    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
-    while arrived < S:
-        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+def _publish(sync_ptr, row, chunk, S, hi, lo):
+    # +0.0 in the high half goes as -0.0 (the same in every sum), so no published word is 0.
+    h = hi.to(tl.int32, bitcast=True)
+    h = tl.where(h == 0, -2147483648, h)
+    word = (h.to(tl.int64) << 32) | (lo.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+    tl.atomic_xchg(sync_ptr + 2 + row * S + chunk, word, sem="relaxed")
 
 
 @triton.jit
-def softmax_fwd_split_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M, N, S, stride_in_row, stride_out_row,
-                             BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, INDEX_64: tl.constexpr):
-    _softmax_fwd_chunk(out_ptr, in_ptr, partials_ptr, sync_ptr, N, S, stride_in_row, stride_out_row, BLOCK_N, S_POW2,
-                       INDEX_64)
+def _wait(sync_ptr, row, S, S_POW2: tl.constexpr):
+    # Every chunk's two statistics for the row once all S are published (0.0 past S), read
+    # through L2 (atomics), and the mask of the chunks.
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    slots = sync_ptr + 2 + row * S + k
+    words = tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
+    while tl.sum((words == 0).to(tl.int32), axis=0) > 0:
+        words = tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
+    words = tl.where(kmask, words, 0)
+    hi = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    lo = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    return hi, lo, kmask
 
 
-# A mask against an N that is not a multiple of 16 bytes' worth of elements (a 50257-token
-# vocabulary) hides that whole vectors are in bounds, so a masked chunk loads and stores one element
-# at a time. Chunks wholly inside the row therefore go unmasked; only a row's last chunk is masked
-# (H100, 2688 x 50257 bf16 forward, split 4096/4: 1.79 -> 1.89 TB/s; 8192/8: 1.40 -> 1.73; fp32
-# 2.44 -> 2.59). Shifting each row's chunks onto 16-byte boundaries as well, so that rows starting
-# misaligned vectorise too, measured slower at every size tried (bf16 50257: 1.83 vs 1.89 TB/s;
-# 128256: 1.97 vs 2.40), and was dropped.
+@triton.jit
+def _row_parts(offset, N, last, ALIGN: tl.constexpr):
+    # For a row whose first element is `offset` elements from an aligned base: the head's length,
+    # the whole vectors' length (a multiple of ALIGN), and the head and tail columns with their
+    # mask (only the row's `last` chunk takes them). ALIGN == 1: no head, no tail.
+    if ALIGN > 1:
+        head = tl.minimum((ALIGN - offset % ALIGN) % ALIGN, N).to(tl.int32)
+        n_vec = tl.multiple_of((N - head) // ALIGN * ALIGN, ALIGN)
+        e = tl.arange(0, 2 * ALIGN)
+        edge_cols = tl.where(e < ALIGN, e, head + n_vec + e - ALIGN)
+        edge_mask = tl.where(e < ALIGN, e < head, e - ALIGN < N - head - n_vec) & last
+    else:
+        head = 0
+        n_vec = N
+        edge_cols = tl.arange(0, 2)
+        edge_mask = edge_cols < 0
+    return head, n_vec, edge_cols, edge_mask
+
+
+@triton.jit
+def _vectors(row_ptr, head, ALIGN: tl.constexpr):
+    # The row's first whole vector: 16-byte aligned when ALIGN > 1 (the caller checked).
+    if ALIGN > 1:
+        return tl.multiple_of(row_ptr + head, 16)
+    else:
+        return row_ptr
+
+
+# Chunks wholly inside the vectors load and store unmasked; only the last is masked, against a
+# length the compiler knows is a multiple of ALIGN, so it still moves whole vectors.
 @triton.jit
 def _load_chunk(row_ptr, chunk, N, other, BLOCK_N: tl.constexpr):
     cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -297,45 +338,53 @@ def _store_chunk(row_ptr, chunk, N, value, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _softmax_fwd_chunk(out_ptr, in_ptr, partials_ptr, sync_ptr, N, S, stride_in_row, stride_out_row,
-                       BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, INDEX_64: tl.constexpr):
+def softmax_fwd_split_kernel(out_ptr, in_ptr, sync_ptr, M, N, S, stride_in_row, stride_out_row, BLOCK_N: tl.constexpr,
+                             S_POW2: tl.constexpr, ALIGN: tl.constexpr, INDEX_64: tl.constexpr):
+    _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_out_row, BLOCK_N, S_POW2, ALIGN,
+                       INDEX_64)
+
+
+@triton.jit
+def _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_out_row, BLOCK_N: tl.constexpr,
+                       S_POW2: tl.constexpr, ALIGN: tl.constexpr, INDEX_64: tl.constexpr):
     # One program's BLOCK_N-column chunk of a row shared by S programs (S <= S_POW2).
     row, chunk = _ticket(sync_ptr, S)
     if INDEX_64:
         row = row.to(tl.int64)
-    x = _load_chunk(in_ptr + row * stride_in_row, chunk, N, float("-inf"), BLOCK_N)
+    in_row = in_ptr + row * stride_in_row
+    out_row = out_ptr + row * stride_out_row
+    head, n_vec, edge_cols, edge_mask = _row_parts(row * stride_in_row, N, chunk == S - 1, ALIGN)
+    x = _load_chunk(_vectors(in_row, head, ALIGN), chunk, n_vec, float("-inf"), BLOCK_N)
+    x_edge = tl.load(in_row + edge_cols, mask=edge_mask, other=float("-inf")).to(tl.float32)
     # A chunk of only -inf shifts by 0 instead of -inf (no -inf - -inf); its e and sum are 0.
-    m = tl.max(x, axis=0)
+    m = tl.maximum(tl.max(x, axis=0), tl.max(x_edge, axis=0))
     shift = tl.where(m == float("-inf"), 0.0, m)
     # e stays in registers, so each element costs one exp.
     e = tl.exp(x - shift)
-    slot = partials_ptr + (row * S + chunk) * 2
-    tl.atomic_xchg(slot, m, sem="relaxed")
-    tl.atomic_xchg(slot + 1, tl.sum(e, axis=0), sem="relaxed")
-    _publish_and_wait(sync_ptr, row, S)
-    # Every chunk's (max, sum), read through L2 (atomics), merged in chunk order on every program
-    # of the row, so all of them normalise with the same numbers.
-    k = tl.arange(0, S_POW2)
-    kmask = k < S
-    ms = tl.atomic_add(partials_ptr + (row * S + k) * 2, 0.0, mask=kmask, sem="relaxed")
-    ss = tl.atomic_add(partials_ptr + (row * S + k) * 2 + 1, 0.0, mask=kmask, sem="relaxed")
+    e_edge = tl.exp(x_edge - shift)
+    _publish(sync_ptr, row, chunk, S, m, tl.sum(e, axis=0) + tl.sum(e_edge, axis=0))
+    # Every chunk's (max, sum), merged in chunk order on every program of the row, so all of them
+    # normalise with the same numbers.
+    ms, ss, kmask = _wait(sync_ptr, row, S, S_POW2)
     ms = tl.where(kmask, ms, float("-inf"))
-    ss = tl.where(kmask, ss, 0.0)
     row_max = tl.max(ms, axis=0)
-    total = tl.sum(ss * tl.exp(ms - row_max), axis=0)
-    _store_chunk(out_ptr + row * stride_out_row, chunk, N, e * (tl.exp(shift - row_max) / total), BLOCK_N)
+    total = tl.sum(tl.where(kmask, ss * tl.exp(ms - row_max), 0.0), axis=0)
+    scale = tl.exp(shift - row_max) / total
+    _store_chunk(_vectors(out_row, head, ALIGN), chunk, n_vec, e * scale, BLOCK_N)
+    tl.store(out_row + edge_cols, (e_edge * scale).to(out_ptr.dtype.element_ty), mask=edge_mask)
 
 
 # Long forward rows on CUDA, under @triton.autotune: each config is either the looped kernel's
 # one program per row (SPLIT=False, grid (M,)) or the split kernel's S = cdiv(N, BLOCK_N) programs
 # per row (SPLIT=True, grid (M * S,)), so the tuner picks the strategy, the step and the warps for
 # the row length, the row count and the dtype it sees. The configs include the hand-written plans
-# this replaced (looped 8192/32 and 4096/16, split 8192/8). The caller allocates `partials` for
-# S = cdiv(N, 4096) chunks (the smallest split step; at most LONG_ROW_MAX_CHUNKS = 128, so rows of up
-# to 524288 columns) and passes a ZEROED `sync` [M + 1] (reset_to_zero zeroes it between timing
-# runs). M_BUCKET, the row count rounded up to a power of two (at most 4096), is in the tuning key
-# but not read: a choice made on 3 rows is not reused for 4000. A fixed chunk bound (rather than
-# next_pow2(S)) keeps one binary per config for every row length.
+# this replaced (looped 8192/32 and 4096/16, split 8192/8). The caller passes a ZEROED `sync` with
+# room for S = cdiv(N, 4096) chunks (int64 [2 + M * S]; the smallest split step; at most
+# LONG_ROW_MAX_CHUNKS = 128, so rows of up to 524288 columns; reset_to_zero zeroes it between
+# timing runs) and ALIGN as for the split kernel. M_BUCKET, the row count rounded up to a power of
+# two (at most 4096), is in the tuning key but not read: a choice made on 3 rows is not reused for
+# 4000. A fixed chunk bound (rather than next_pow2(S)) keeps one binary per config for every row
+# length.
 LONG_ROW_MAX_CHUNKS = tl.constexpr(128)
 
 
@@ -348,11 +397,11 @@ def _long_row_configs():
 
 @triton.autotune(configs=_long_row_configs(), key=["M_BUCKET", "N"], reset_to_zero=["sync_ptr"])
 @triton.jit(do_not_specialize=["M_BUCKET"])
-def softmax_fwd_long_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M_BUCKET, N, stride_in_row, stride_out_row,
+def softmax_fwd_long_kernel(out_ptr, in_ptr, sync_ptr, M_BUCKET, N, stride_in_row, stride_out_row, ALIGN: tl.constexpr,
                             INDEX_64: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr):
     if SPLIT:
-        _softmax_fwd_chunk(out_ptr, in_ptr, partials_ptr, sync_ptr, N, tl.cdiv(N, BLOCK_N), stride_in_row,
-                           stride_out_row, BLOCK_N, LONG_ROW_MAX_CHUNKS, INDEX_64)
+        _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, tl.cdiv(N, BLOCK_N), stride_in_row, stride_out_row, BLOCK_N,
+                           LONG_ROW_MAX_CHUNKS, ALIGN, INDEX_64)
     else:
         row = tl.program_id(0)
         if INDEX_64:
@@ -362,18 +411,23 @@ def softmax_fwd_long_kernel(out_ptr, in_ptr, partials_ptr, sync_ptr, M_BUCKET, N
 
 
 @triton.jit
-def softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, partials_ptr, sync_ptr, M, N, S,
-                             stride_grad_in_row, stride_grad_out_row, stride_out_row, BLOCK_N: tl.constexpr,
-                             S_POW2: tl.constexpr, INDEX_64: tl.constexpr):
+def softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, sync_ptr, M, N, S, stride_grad_in_row,
+                             stride_grad_out_row, stride_out_row, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
+                             ALIGN: tl.constexpr, INDEX_64: tl.constexpr):
     row, chunk = _ticket(sync_ptr, S)
     if INDEX_64:
         row = row.to(tl.int64)
-    go = _load_chunk(grad_out_ptr + row * stride_grad_out_row, chunk, N, 0.0, BLOCK_N)
-    o = _load_chunk(out_ptr + row * stride_out_row, chunk, N, 0.0, BLOCK_N)
-    tl.atomic_xchg(partials_ptr + row * S + chunk, tl.sum(go * o, axis=0), sem="relaxed")
-    _publish_and_wait(sync_ptr, row, S)
-    k = tl.arange(0, S_POW2)
-    kmask = k < S
-    dots = tl.atomic_add(partials_ptr + row * S + k, 0.0, mask=kmask, sem="relaxed")
-    dot = tl.sum(tl.where(kmask, dots, 0.0), axis=0)
-    _store_chunk(grad_in_ptr + row * stride_grad_in_row, chunk, N, o * (go - dot), BLOCK_N)
+    go_row = grad_out_ptr + row * stride_grad_out_row
+    o_row = out_ptr + row * stride_out_row
+    gi_row = grad_in_ptr + row * stride_grad_in_row
+    head, n_vec, edge_cols, edge_mask = _row_parts(row * stride_out_row, N, chunk == S - 1, ALIGN)
+    go = _load_chunk(_vectors(go_row, head, ALIGN), chunk, n_vec, 0.0, BLOCK_N)
+    o = _load_chunk(_vectors(o_row, head, ALIGN), chunk, n_vec, 0.0, BLOCK_N)
+    go_edge = tl.load(go_row + edge_cols, mask=edge_mask, other=0.0).to(tl.float32)
+    o_edge = tl.load(o_row + edge_cols, mask=edge_mask, other=0.0).to(tl.float32)
+    dot = tl.sum(go * o, axis=0) + tl.sum(go_edge * o_edge, axis=0)
+    _publish(sync_ptr, row, chunk, S, dot, dot)
+    dots, _, kmask = _wait(sync_ptr, row, S, S_POW2)
+    dot = tl.sum(dots, axis=0)
+    _store_chunk(_vectors(gi_row, head, ALIGN), chunk, n_vec, o * (go - dot), BLOCK_N)
+    tl.store(gi_row + edge_cols, (o_edge * (go_edge - dot)).to(grad_in_ptr.dtype.element_ty), mask=edge_mask)

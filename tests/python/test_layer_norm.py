@@ -154,6 +154,27 @@ def test_backward_teams_cuda(ops, dtype):
 
 
 @requires_cuda
+def test_backward_teams_zero_sums_cuda(ops):
+    # A row's programs exchange their chunk sums as one word that is 0 until written, so a sum of
+    # exactly +0.0 must still count as written: rows of dy that are zero (whole rows and one chunk),
+    # and a zero weight chunk, give sums of +0.0.
+    rows, cols = 41, 12288
+    x, _, w, b = make((rows, cols), (cols, ), torch.float32, "cuda")
+    w[4096:8192] = 0.0
+    dy = random_tensor((rows, cols), torch.float32, "cuda")
+    dy[3] = 0.0
+    dy[7, :4096] = 0.0
+    out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
+    poison_allocator(3 * x.numel(), torch.float32, x.device)
+    got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, [True, True, True])
+    _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(), 1e-5)
+    want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [cols], ref_mean, ref_rstd, w.double(),
+                                                     b.double(), [True, True, True])
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g.double(), e, rtol=1e-3, atol=1e-3)
+
+
+@requires_cuda
 @pytest.mark.parametrize("mask", [(True, False, False), (False, True, True), (False, True, False), (True, True, False)])
 def test_backward_teams_output_masks_cuda(ops, mask):
     # The team kernel computes only what the mask asks for (without dx its programs exchange nothing).

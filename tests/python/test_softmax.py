@@ -97,7 +97,8 @@ def test_split_rows_cuda(ops):
 @requires_cuda
 def test_misaligned_long_rows_cuda(ops):
     # Rows whose length is not a multiple of 16 bytes (a 50257-token vocabulary): the split
-    # kernels load and store the chunks wholly inside a row unmasked and mask only the last one.
+    # kernels cut each row into a head, whole 16-byte vectors and a tail, and load and store the
+    # vectors (views whose bases are not aligned go one element at a time).
     # Forward (autotuned) and backward, each dtype the split kernels take, a row count that is not
     # a power of two, lengths just past a chunk multiple and just below it, views with row strides.
     for dtype, n in [(torch.bfloat16, 50257), (torch.float16, 5 * 8192 - 3), (torch.bfloat16, 4 * 8192 + 1),
@@ -117,6 +118,34 @@ def test_misaligned_long_rows_cuda(ops):
         poison_allocator(y.numel(), dtype, "cuda")
         torch.testing.assert_close(ops.softmax_backward(g_view, y, -1, dtype), want, **TOL[dtype])
         check_softmax(ops, random_tensor((rows, n + 5), dtype, "cuda")[:, 1:n + 1], -1)  # input view, output not
+    # Rows cut into whole 16-byte vectors at the same columns in each tensor although the strides
+    # differ (every stride the same modulo a vector, every base aligned): input, grad_output.
+    for dtype, n in [(torch.bfloat16, 50257), (torch.float32, 5 * 4096 + 3)]:
+        per_vector = 16 // torch.empty((), dtype=dtype).element_size()
+        x = random_tensor((19, n + 3 * per_vector), dtype, "cuda")[:, :n] * 4
+        check_softmax(ops, x, -1)
+        y = torch.softmax(x.float(), -1).to(dtype)
+        g = random_tensor((19, n + per_vector), dtype, "cuda")[:, :n]
+        want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64).to(dtype)
+        poison_allocator(y.numel(), dtype, "cuda")
+        torch.testing.assert_close(ops.softmax_backward(g, y, -1, dtype), want, **TOL[dtype])
+        # grad_input of another element size: no common cut, one element at a time.
+        want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64).float()
+        poison_allocator(y.numel(), torch.float32, "cuda")
+        torch.testing.assert_close(ops.softmax_backward(g, y, -1, torch.float32), want, **TOL[dtype])
+    # The programs of a row exchange their statistics as one word that is 0 until written, so
+    # statistics of exactly +0.0 must count as written: a chunk whose max is 0.0, and a row whose
+    # backward dot is 0 (grad_output zero).
+    x = -random_tensor((5, 50257), torch.float32, "cuda").abs()
+    x[2, 5000] = 0.0
+    check_softmax(ops, x, -1)
+    y = torch.softmax(x, -1)
+    g = random_tensor((5, 50257), torch.float32, "cuda")
+    g[1] = 0.0
+    g[3, :4096] = 0.0
+    want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64).float()
+    poison_allocator(y.numel(), torch.float32, "cuda")
+    torch.testing.assert_close(ops.softmax_backward(g, y, -1, torch.float32), want, **TOL[torch.float32])
     # Whole chunks of -inf and an all -inf row.
     x = random_tensor((3, 50257), torch.float32, "cuda")
     x[0, :20003] = float("-inf")

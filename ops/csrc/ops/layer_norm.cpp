@@ -11,7 +11,6 @@
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 
@@ -144,10 +143,10 @@ FusedBackwardPlan plan_fused_backward(int64_t cols, const at::Tensor& t) {
 
 // The long-row backward on CUDA (layer_norm_bwd_team_kernel): teams of `chunks` programs share
 // rows, each program owning 4096 columns, 4 warps, two programs per SM. Measured on an H100
-// (rows x 8192 ... 16384 columns, 256 MiB a tensor, whole backward with the finalize): fp32
-// 2.52-2.60 TB/s without prefetch (2.35-2.38 with), bf16 1.84-1.87 with prefetch (1.73-1.79
-// without); 2048-column chunks, 8 warps or three programs per SM were slower; the dx + dw/db
-// kernels this replaces: 1.58-1.75 TB/s.
+// (rows x 12288 and 16384 columns, 256 MiB a tensor, whole backward with the finalize, one-word
+// exchange): fp32 2.77-2.78 TB/s without prefetch (2.18-2.23 with), bf16 2.36-2.41 with prefetch
+// (2.11-2.21 without); 2048-column chunks with four programs per SM were slower (bf16 1.46-2.24,
+// fp32 2.07-2.49); the dx + dw/db kernels this replaces: 1.58-1.75 TB/s.
 constexpr int64_t kTeamMaxChunks = 32;
 
 struct TeamBackwardPlan {
@@ -253,17 +252,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   if (detail::tuned_long_rows(v.rows, cols, x, kForwardSinglePassLimit)) {
     static auto& long_kernel =
         TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_long_kernel");
-    const at::Tensor sync = at::zeros({v.rows + 1}, x.options().dtype(at::kInt));
-    const at::Tensor partials =
-        at::empty({v.rows * detail::ceil_div(cols, detail::kLongRowMinSplitBlock) * 2}, x.options().dtype(at::kFloat));
+    const at::Tensor sync = detail::split_sync(v.rows, detail::ceil_div(cols, detail::kLongRowMinSplitBlock), x);
     const int64_t row_bucket = detail::long_row_bucket(v.rows);
     // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
     // the hand-written plan below.
-    if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, partials, sync, row_bucket,
+    if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, row_bucket,
                                                                   cols, v.row_stride, cols, eps, w.defined(),
                                                                   b.defined(), index64)) {
-      long_kernel.run(stream, detail::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, partials, sync,
-                      row_bucket, cols, v.row_stride, cols, eps, w.defined(), b.defined(), index64);
+      long_kernel.run(stream, detail::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, sync, row_bucket, cols, v.row_stride, cols, eps, w.defined(), b.defined(), index64);
       return {out, mean, rstd};
     }
   }
@@ -389,13 +385,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     const int64_t rows_per_team = detail::ceil_div(rows, std::min(capacity, rows));
     const int64_t teams = detail::ceil_div(rows, rows_per_team);
     const ColumnSums sums(dw, db, teams, cols, partial_options);
-    const at::Tensor sync = at::zeros({rows + 1}, input.options().dtype(at::kInt));
-    const at::Tensor partials = at::empty({rows * team->chunks * 2}, input.options().dtype(at::kFloat));
     static auto& team_kernel = TritonJitFunction::get_instance(file, "layer_norm_bwd_team_kernel");
     team_kernel(stream, Grid(detail::blocks_for(teams * team->chunks, 1, kBackwardOp)), LaunchOptions{team->num_warps},
-                dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c, partials, sync, rows, cols,
-                team->chunks, rows_per_team, cols, dyv.row_stride, xv.row_stride, w.defined(), dx.defined(), want_dw,
-                want_db, team->block_n, detail::next_power_of_2(team->chunks), team->prefetch, index64);
+                dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c,
+                detail::split_sync(rows, team->chunks, input), rows, cols, team->chunks, rows_per_team, cols,
+                dyv.row_stride, xv.row_stride, w.defined(), dx.defined(), want_dw, want_db, team->block_n,
+                detail::next_power_of_2(team->chunks), team->prefetch, index64);
     sums.finish(stream, dw, db, cols);
     return {dx, dw, db};
   }

@@ -5,6 +5,7 @@
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
@@ -191,6 +192,10 @@ int64_t next_power_of_2(int64_t n) {
     p <<= 1;
   }
   return p;
+}
+
+at::Tensor split_sync(int64_t rows, int64_t chunks, const at::Tensor& like) {
+  return at::zeros({2 + rows * chunks}, like.options().dtype(at::kLong));
 }
 
 }  // namespace tjit::detail

@@ -89,6 +89,10 @@ inline bool tuned_long_rows(int64_t rows, int64_t cols, const at::Tensor& t, int
   return t.is_cuda() && cols > min_cols && t.scalar_type() != at::kDouble && chunks <= kLongRowMaxChunks &&
          rows * chunks < kInt32Limit / 2;
 }
+// The zeroed workspace of the kernels whose programs share rows (softmax.py's split kernels, the
+// layer_norm team and long-row kernels): int64 [2 + rows * chunks], the ticket, then one word per
+// chunk of each row.
+at::Tensor split_sync(int64_t rows, int64_t chunks, const at::Tensor& like);
 // The row count as the kernels' tuning key has it: the next power of two, at most 4096.
 inline int64_t long_row_bucket(int64_t rows) { return std::min<int64_t>(next_power_of_2(rows), 4096); }
 // The long-row kernels' grid for the config the tuner picked: S = cdiv(cols, BLOCK_N) programs a row
