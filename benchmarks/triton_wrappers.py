@@ -252,10 +252,13 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
     out = _empty((m, n), x.dtype, x.device)
     if index_64 is None:
         index_64 = _needs_index_64(x2)
-    if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, 32768):
+    tuned_from = 20480 if x2.element_size() == 2 else 32768  # softmax.cpp: 2-byte rows tune from 20481 columns
+    if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, tuned_from):
         grid, sync, bucket = _long_row_arguments(m, n, x.device)
+        chunks_pow2 = triton.next_power_of_2(triton.cdiv(n, LONG_ROW_MIN_SPLIT_BLOCK))
         softmax_k.softmax_fwd_long_kernel[grid](out, x2, sync, bucket, n, x2.stride(0), out.stride(0),
-                                                ALIGN=_split_alignment(n, x2, out), INDEX_64=index_64)
+                                                CHUNKS_POW2=chunks_pow2, ALIGN=_split_alignment(n, x2, out),
+                                                INDEX_64=index_64)
         return out.view(x.shape)
     plan = _softmax_plan(m, n, x2, 32768, backward=False)
     if block_n is not None or single_pass is not None:  # an explicit one-program-per-row launch

@@ -17,14 +17,18 @@ Choosing a kernel and its constexprs (ops/csrc/ops/softmax.cpp; LIMIT = 32768, f
 ----------------------------------------------------------------------------------------------------
     N <= 256:   *_rows_kernel, BLOCK_N = next_pow2(N), BLOCK_M = max(1, min(1024 // BLOCK_N, next_pow2(M))),
                 num_warps = 4
-    forward, fp16/bf16, 20480 < N <= 32768: softmax_fwd_persistent_kernel, BLOCK_N = 32768, NUM_STAGES = 3,
-                num_warps = 32, one program per SM (4 on CPU), at most M
+    forward, fp16/bf16, 20480 < N <= 32768, CUDA: softmax_fwd_long_kernel (below; H100, bf16 4224 x 32000:
+                split 4096/4 2.85 TB/s, persistent 2.56)
+    forward, fp16/bf16, 20480 < N <= 32768, CPU (and CUDA graph captures of row lengths not tuned yet):
+                softmax_fwd_persistent_kernel, BLOCK_N = 32768, NUM_STAGES = 3, num_warps = 32, one program
+                per SM (4 on CPU), at most M
     forward, fp16/bf16, 16384 < N <= 20480: one program per row, looped: BLOCK_N = 4096, num_warps = 16
     N <= LIMIT: one program per row, row in registers: BLOCK_N = next_pow2(N), SINGLE_PASS = True,
                 num_warps = 32 if BLOCK_N > 16384 (forward) else min(16, max(1, BLOCK_N // 512))
                 (backward at 32768 columns, H200: one pass 4.2 TB/s bf16, 4.1 fp32; split 3.4, 3.9)
     forward, longer, CUDA, not fp64, cdiv(N, 4096) <= 128: softmax_fwd_long_kernel, @triton.autotune over
-                looped and split configs (below), keyed on N and the row-count bucket
+                looped and split configs (below), keyed on N and the row-count bucket, CHUNKS_POW2 =
+                next_pow2(cdiv(N, 4096))
     longer, CUDA, S = cdiv(N, 4096) <= 128, forward with 4-byte elements or backward with fp16/bf16/fp32:
                 *_split_kernel (below), BLOCK_N = 4096, num_warps = 4
     otherwise:  one program per row, looped (SINGLE_PASS = False): BLOCK_N = 16384 / 16 warps when M is
@@ -379,13 +383,14 @@ def _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_ou
 # per row (SPLIT=True, grid (M * S,)), so the tuner picks the strategy, the step and the warps for
 # the row length, the row count and the dtype it sees. The configs include the hand-written plans
 # this replaced (looped 8192/32 and 4096/16, split 8192/8). The caller passes a ZEROED `sync` with
-# room for S = cdiv(N, 4096) chunks (int64 [2 + M * S]; the smallest split step; at most
-# LONG_ROW_MAX_CHUNKS = 128, so rows of up to 524288 columns; reset_to_zero zeroes it between
-# timing runs) and ALIGN as for the split kernel. M_BUCKET, the row count rounded up to a power of
-# two (at most 4096), is in the tuning key but not read: a choice made on 3 rows is not reused for
-# 4000. A fixed chunk bound (rather than next_pow2(S)) keeps one binary per config for every row
-# length.
-LONG_ROW_MAX_CHUNKS = tl.constexpr(128)
+# room for cdiv(N, 4096) chunks (int64 [2 + M * cdiv(N, 4096)]; the smallest split step; at most
+# 128, so rows of up to 524288 columns; reset_to_zero zeroes it between timing runs),
+# CHUNKS_POW2 = next_pow2(cdiv(N, 4096)) (>= 8: rows past 20480 columns) and ALIGN as for the split
+# kernel. A config polls CHUNKS_POW2 * 4096 / BLOCK_N words, next_pow2 of its own chunk count
+# or the power of two above it: a fixed 128 cost the 8-warp configs a cross-warp reduction per poll
+# (H100, bf16 512 x 262144, 8192/8: 2.39 TB/s polling 128 words, 2.74 polling 32). M_BUCKET, the
+# row count rounded up to a power of two (at most 4096), is in the tuning key but not read: a
+# choice made on 3 rows is not reused for 4000.
 
 
 def _long_row_configs():
@@ -397,11 +402,12 @@ def _long_row_configs():
 
 @triton.autotune(configs=_long_row_configs(), key=["M_BUCKET", "N"], reset_to_zero=["sync_ptr"])
 @triton.jit(do_not_specialize=["M_BUCKET"])
-def softmax_fwd_long_kernel(out_ptr, in_ptr, sync_ptr, M_BUCKET, N, stride_in_row, stride_out_row, ALIGN: tl.constexpr,
-                            INDEX_64: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr):
+def softmax_fwd_long_kernel(out_ptr, in_ptr, sync_ptr, M_BUCKET, N, stride_in_row, stride_out_row,
+                            CHUNKS_POW2: tl.constexpr, ALIGN: tl.constexpr, INDEX_64: tl.constexpr,
+                            BLOCK_N: tl.constexpr, SPLIT: tl.constexpr):
     if SPLIT:
         _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, tl.cdiv(N, BLOCK_N), stride_in_row, stride_out_row, BLOCK_N,
-                           LONG_ROW_MAX_CHUNKS, ALIGN, INDEX_64)
+                           CHUNKS_POW2 * 4096 // BLOCK_N, ALIGN, INDEX_64)
     else:
         row = tl.program_id(0)
         if INDEX_64:

@@ -55,9 +55,10 @@ def test_many_rows(device, ops):
 
 
 def test_persistent_rows(device, ops):
-    # fp16/bf16 forward of 20481..32768 columns: a program per SM (4 on CPU) walks the rows, so
-    # most programs take several rows; also rows with a row stride, fewer rows than programs, and
-    # 16385..20480 columns (looped).
+    # fp16/bf16 forward of 20481..32768 columns: on the CPU a program per SM (4) walks the rows, so
+    # most programs take several rows; on CUDA the autotuned long-row kernel takes these rows (the
+    # persistent plan there only serves CUDA graph captures of row lengths not tuned yet). Also rows
+    # with a row stride, fewer rows than programs, and 16385..20480 columns (looped).
     rows = 300 if device == "cuda" else 9
     for dtype, n in [(torch.float16, 20481), (torch.bfloat16, 32768), (torch.bfloat16, 20000)]:
         check_softmax(ops, random_tensor((rows, n), dtype, device) * 4, -1)
@@ -71,9 +72,9 @@ def test_split_rows_cuda(ops):
     # On CUDA, long rows are shared by several programs (softmax.py's *_split_kernel): forward for
     # 4-byte types past 32768 columns, backward past 16384. Chunk counts that are not powers of
     # two, the 128-chunk limit and one past it (looped), row strides, many rows.
-    # Forward rows past 32768 columns of up to 4096 * 128 columns (not fp64) go to the autotuned
-    # softmax_fwd_long_kernel (looped or split configs, tuned per row length), longer ones to the
-    # hand-written plans.
+    # Forward rows past 32768 columns (2-byte rows: past 20480) of up to 4096 * 128 columns (not
+    # fp64) go to the autotuned softmax_fwd_long_kernel (looped or split configs, tuned per row
+    # length), longer ones to the hand-written plans.
     for dtype, shape in [(torch.float32, (300, 40000)), (torch.float32, (2, 8192 * 128)), (torch.float32, (1, 8192 * 128 + 1)),
                          (torch.float16, (5, 24577)), (torch.bfloat16, (7, 70001)), (torch.bfloat16, (2, 4096 * 128)),
                          (torch.bfloat16, (3, 4096 * 128 + 1)), (torch.float16, (33, 32769))]:

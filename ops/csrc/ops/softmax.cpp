@@ -60,6 +60,8 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t singl
     plan.block_m = std::max<int64_t>(1, std::min(1024 / plan.block_n, detail::next_power_of_2(rows)));
     return plan;
   }
+  // (On CUDA the forward's 2-byte rows past 20480 columns are tuned before this plan is asked for:
+  // it serves them on the CPU and in CUDA graph captures of row lengths not tuned yet.)
   if (!backward && t.element_size() == 2 && cols > 16384 && cols <= single_pass_limit) {
     // A 2-byte row of 16K-32K columns fills an SM; one program per row leaves the SM idle while
     // it reduces. Persistent programs overlap the next row's loads with that (softmax.py), once
@@ -190,18 +192,22 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   const auto [in, v] = detail::rows_of(dim_last(x, dim), cols);
   const bool index64 = detail::needs_index64(in) || detail::needs_index64(out_moved);
   const Stream stream = current_stream(x.device());
-  if (detail::tuned_long_rows(v.rows, cols, x, 32768)) {
+  // 2-byte rows from 20481 columns: the split configs beat the persistent plan below (softmax.py).
+  if (detail::tuned_long_rows(v.rows, cols, x, x.element_size() == 2 ? 20480 : 32768)) {
     static auto& long_kernel =
         TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_long_kernel");
-    const at::Tensor sync = detail::split_sync(v.rows, detail::ceil_div(cols, detail::kLongRowMinSplitBlock), x);
+    const int64_t chunks = detail::ceil_div(cols, detail::kLongRowMinSplitBlock);
+    const at::Tensor sync = detail::split_sync(v.rows, chunks, x);
+    const int64_t chunks_pow2 = detail::next_power_of_2(chunks);
     const int64_t row_bucket = detail::long_row_bucket(v.rows);
     const int64_t align = split_alignment(cols, {{in, v.row_stride}, {out_moved, cols}});
     // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
     // the hand-written plan below.
     if (!stream_is_capturing(stream) ||
-        long_kernel.chosen_config(out_moved, in, sync, row_bucket, cols, v.row_stride, cols, align, index64)) {
+        long_kernel.chosen_config(out_moved, in, sync, row_bucket, cols, v.row_stride, cols, chunks_pow2, align,
+                                  index64)) {
       long_kernel.run(stream, detail::long_row_grid(v.rows, cols, kOp), out_moved, in, sync, row_bucket, cols,
-                      v.row_stride, cols, align, index64);
+                      v.row_stride, cols, chunks_pow2, align, index64);
       return restore_dim(out_moved, x, dim);
     }
   }
