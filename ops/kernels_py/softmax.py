@@ -247,7 +247,8 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
 # program id: every ticket below the largest taken belongs to a program that is running or done,
 # so the programs a row waits for are always running or able to start, given room on the GPU for
 # S programs at once (the wrapper keeps S <= 128). CUDA only: Triton's interpreter runs programs
-# one after another, and the first wait would never end.
+# one after another, and the first wait would never end (with one program a row nothing waits:
+# tests/python/test_row_sharing_interpreter.py runs these kernels that way on CPU).
 #     grid = (M * S,); BLOCK_N = 4096, num_warps = 4, S_POW2 = next_pow2(S)
 #
 # ALIGN: 1, or the elements in 16 bytes when rows start off 16-byte boundaries (a 50257-column

@@ -1,0 +1,163 @@
+"""The kernels whose programs share a row (softmax.py's split kernels and autotuned long-row
+forward, layer_norm.py's long-row forward and team backward) under Triton's interpreter, on CPU.
+
+The operators launch them only on CUDA: their programs wait for each other, and the interpreter
+runs programs one at a time, so a row of several chunks would wait forever. With ONE program a
+row (or a team) nothing waits for a later program, and the rest of the logic runs as on a GPU: the
+ticket, each chunk's statistics packed into one 64-bit word and read back (a statistic of exactly
++0.0 must still count as written), the merge, and for softmax the cut of rows that start off a
+16-byte boundary into a head, whole vectors and a tail (ALIGN). The GPU runs the multi-program
+cases (test_softmax.py, test_layer_norm.py: *_cuda).
+
+Run in a subprocess, since the interpreter must be chosen before triton is imported:
+    TRITON_INTERPRET=1 python3 tests/python/test_row_sharing_interpreter.py
+prints one JSON line of {case: max relative error}."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
+
+
+def _load(name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "ops", "kernels_py", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _jit(kernel):
+    """The @triton.jit function under an @triton.autotune, to launch with a config of our own."""
+    import triton
+    while isinstance(kernel, triton.runtime.autotuner.Autotuner):
+        kernel = kernel.fn
+    return kernel
+
+
+def _error(got, want):
+    got, want = got.double(), want.double()
+    assert not got.isnan().any(), "an output the kernel left unwritten (NaN poison)"
+    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+
+
+def _alignment(n, *tensors):
+    """softmax.cpp's split_alignment."""
+    per_vector = 16 // tensors[0].element_size()
+    offset = tensors[0].stride(0) % per_vector
+    if any(t.element_size() != tensors[0].element_size() or t.data_ptr() % 16 or t.stride(0) % per_vector != offset
+           for t in tensors):
+        return 1
+    aligned = n % per_vector == 0 and all(t.stride(0) % per_vector == 0 for t in tensors)
+    return 1 if aligned else per_vector
+
+
+def _softmax_cases(torch, triton, sm):
+    errors = {}
+    long_kernel = _jit(sm.softmax_fwd_long_kernel)
+    # (dtype, columns, extra columns of the storage row: a row stride other than N)
+    for dtype, n, extra in [(torch.float32, 1001, 0), (torch.float32, 1001, 4), (torch.bfloat16, 999, 8),
+                            (torch.float32, 1000, 0), (torch.bfloat16, 3001, 1), (torch.float16, 7, 0)]:
+        rows = 6
+        x = (torch.randn(rows, n + extra, dtype=dtype) * 3)[:, :n]
+        x[1, n // 3] = float("-inf")
+        x[2] = -x[2].abs()
+        x[2, n // 2] = 0.0  # the row's max is exactly +0.0
+        ref = torch.softmax(x.double(), -1)
+        block = triton.next_power_of_2(n)
+        for name in ("split", "long"):
+            y = torch.full((rows, n), float("nan"), dtype=dtype)
+            align = _alignment(n, x, y)
+            sync = torch.zeros(2 + rows, dtype=torch.int64)
+            if name == "split":
+                sm.softmax_fwd_split_kernel[(rows, )](y, x, sync, rows, n, 1, x.stride(0), y.stride(0), block, 1,
+                                                      align, False)
+            elif n <= 4096:  # the long kernel's split configs with one 4096-column chunk a row
+                long_kernel[(rows, )](y, x, sync, rows, n, x.stride(0), y.stride(0), 1, align, False, 4096, True)
+            else:
+                continue
+            errors[f"softmax fwd {name} {dtype} {rows}x{n} stride {x.stride(0)} ALIGN {align}"] = _error(y, ref)
+        # backward: grad_output a view with another row stride; a row of zero grad_output (dot +0.0)
+        g = torch.randn(rows, n + 2 * extra, dtype=dtype)[:, :n]
+        g[3] = 0.0
+        out = ref.to(dtype)
+        want = out.double() * (g.double() - (g.double() * out.double()).sum(-1, keepdim=True))
+        grad_in = torch.full((rows, n), float("nan"), dtype=dtype)
+        align = _alignment(n, grad_in, g, out)
+        sm.softmax_bwd_split_kernel[(rows, )](grad_in, g, out, torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1,
+                                              grad_in.stride(0), g.stride(0), out.stride(0), block, 1, align, False)
+        errors[f"softmax bwd split {dtype} {rows}x{n} ALIGN {align}"] = _error(grad_in, want)
+    return errors
+
+
+def _layer_norm_cases(torch, ln):
+    errors = {}
+    long_kernel = _jit(ln.layer_norm_fwd_long_kernel)
+    for dtype, n in [(torch.float32, 3000), (torch.bfloat16, 4096), (torch.float32, 17)]:
+        rows, eps = 9, 1e-5
+        x = torch.randn(rows, n, dtype=dtype) + 0.5
+        x[4] = 0.0  # a row whose chunk mean is exactly +0.0
+        w = torch.randn(n, dtype=dtype)
+        b = torch.randn(n, dtype=dtype)
+        ref, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [n], w.double(), b.double(), eps)
+        y = torch.full((rows, n), float("nan"), dtype=dtype)
+        mean = torch.full((rows, ), float("nan"))
+        rstd = torch.full((rows, ), float("nan"))
+        long_kernel[(rows, )](y, x, w, b, mean, rstd, torch.zeros(2 + rows, dtype=torch.int64), rows, n, n, n, eps,
+                              True, True, False, 4096, True)
+        errors[f"layer_norm fwd long {dtype} {rows}x{n}"] = max(_error(y, ref), _error(mean, ref_mean.flatten()))
+        rel = (rstd.double() - ref_rstd.flatten()).abs() / ref_rstd.flatten()
+        errors[f"layer_norm fwd long rstd {dtype} {rows}x{n}"] = rel.max().item()
+        # team backward: teams of one program (S = 1), 4 rows a team; dy zero on one row (sums +0.0)
+        dy = torch.randn(rows, n, dtype=dtype)
+        dy[2] = 0.0
+        mean32 = ref_mean.flatten().float()
+        rstd32 = ref_rstd.flatten().float()
+        per_team = 4
+        teams = -(-rows // per_team)
+        dx = torch.full((rows, n), float("nan"), dtype=dtype)
+        dw_part = torch.full((teams, n), float("nan"))
+        db_part = torch.full((teams, n), float("nan"))
+        ln.layer_norm_bwd_team_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32,
+                                                 torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1, per_team, n, n,
+                                                 n, True, True, True, True, 4096, 1, dtype == torch.bfloat16, False)
+        want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd, w.double(),
+                                                         b.double(), [True, True, True])
+        errors[f"layer_norm bwd team dx {dtype} {rows}x{n}"] = _error(dx, want[0])
+        errors[f"layer_norm bwd team dw {dtype} {rows}x{n}"] = _error(dw_part.sum(0), want[1])
+        errors[f"layer_norm bwd team db {dtype} {rows}x{n}"] = _error(db_part.sum(0), want[2])
+    return errors
+
+
+def main():
+    import torch
+    import triton
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from triton_wrappers import patch_interpreter_for_numpy
+    patch_interpreter_for_numpy()
+    torch.manual_seed(0)
+    errors = _softmax_cases(torch, triton, _load("softmax"))
+    errors.update(_layer_norm_cases(torch, _load("layer_norm")))
+    print(json.dumps(errors))
+
+
+def test_row_sharing_kernels_one_program_a_row():
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True, text=True,
+                              timeout=180, env=env, cwd=ROOT)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError("a program waited forever: a published word read as not yet written") from exc
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    errors = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(errors) == 32, sorted(errors)
+    for case, error in errors.items():
+        # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
+        limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5
+        assert error <= limit, (case, error)
+
+
+if __name__ == "__main__":
+    main()
