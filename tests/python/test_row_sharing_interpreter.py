@@ -21,14 +21,6 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
 
 
-def _load(name):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "ops", "kernels_py", name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _jit(kernel):
     """The @triton.jit function under an @triton.autotune, to launch with a config of our own."""
     import triton
@@ -43,18 +35,7 @@ def _error(got, want):
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
-def _alignment(n, *tensors):
-    """softmax.cpp's split_alignment."""
-    per_vector = 16 // tensors[0].element_size()
-    offset = tensors[0].stride(0) % per_vector
-    if any(t.element_size() != tensors[0].element_size() or t.data_ptr() % 16 or t.stride(0) % per_vector != offset
-           for t in tensors):
-        return 1
-    aligned = n % per_vector == 0 and all(t.stride(0) % per_vector == 0 for t in tensors)
-    return 1 if aligned else per_vector
-
-
-def _softmax_cases(torch, triton, sm):
+def _softmax_cases(torch, triton, sm, alignment):
     errors = {}
     long_kernel = _jit(sm.softmax_fwd_long_kernel)
     # (dtype, columns, extra columns of the storage row: a row stride other than N)
@@ -69,7 +50,7 @@ def _softmax_cases(torch, triton, sm):
         block = triton.next_power_of_2(n)
         for name in ("split", "long"):
             y = torch.full((rows, n), float("nan"), dtype=dtype)
-            align = _alignment(n, x, y)
+            align = alignment(n, x, y)
             sync = torch.zeros(2 + rows, dtype=torch.int64)
             if name == "split":
                 sm.softmax_fwd_split_kernel[(rows, )](y, x, sync, rows, n, 1, x.stride(0), y.stride(0), block, 1,
@@ -85,7 +66,7 @@ def _softmax_cases(torch, triton, sm):
         out = ref.to(dtype)
         want = out.double() * (g.double() - (g.double() * out.double()).sum(-1, keepdim=True))
         grad_in = torch.full((rows, n), float("nan"), dtype=dtype)
-        align = _alignment(n, grad_in, g, out)
+        align = alignment(n, grad_in, g, out)
         sm.softmax_bwd_split_kernel[(rows, )](grad_in, g, out, torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1,
                                               grad_in.stride(0), g.stride(0), out.stride(0), block, 1, align, False)
         errors[f"softmax bwd split {dtype} {rows}x{n} ALIGN {align}"] = _error(grad_in, want)
@@ -135,11 +116,13 @@ def main():
     import torch
     import triton
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from triton_wrappers import patch_interpreter_for_numpy
+    # The benchmarks' Python mirror of the operators: the kernel files, loaded under the
+    # interpreter, and ALIGN as softmax.cpp's split_alignment picks it.
+    from triton_wrappers import _split_alignment, layer_norm_k, patch_interpreter_for_numpy, softmax_k
     patch_interpreter_for_numpy()
     torch.manual_seed(0)
-    errors = _softmax_cases(torch, triton, _load("softmax"))
-    errors.update(_layer_norm_cases(torch, _load("layer_norm")))
+    errors = _softmax_cases(torch, triton, softmax_k, _split_alignment)
+    errors.update(_layer_norm_cases(torch, layer_norm_k))
     print(json.dumps(errors))
 
 
