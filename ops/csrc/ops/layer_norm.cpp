@@ -256,10 +256,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     const int64_t row_bucket = detail::long_row_bucket(v.rows);
     // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
     // the hand-written plan below.
-    if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, row_bucket,
-                                                                  cols, v.row_stride, cols, eps, w.defined(),
-                                                                  b.defined(), index64)) {
-      long_kernel.run(stream, detail::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, sync, row_bucket, cols, v.row_stride, cols, eps, w.defined(), b.defined(), index64);
+    if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, row_bucket, cols,
+                                                                  v.row_stride, cols, eps, w.defined(), b.defined(),
+                                                                  index64)) {
+      long_kernel.run(stream, detail::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, sync, row_bucket,
+                      cols, v.row_stride, cols, eps, w.defined(), b.defined(), index64);
       return {out, mean, rstd};
     }
   }

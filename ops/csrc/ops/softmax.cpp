@@ -224,8 +224,8 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
       static auto& split_kernel =
           TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_fwd_split_kernel");
       split_kernel(stream, Grid(detail::blocks_for(v.rows * plan.chunks, 1, kOp)), LaunchOptions{plan.num_warps},
-                   out_moved, in, detail::split_sync(v.rows, plan.chunks, x), v.rows, cols, plan.chunks, v.row_stride, cols,
-                   plan.block_n, detail::next_power_of_2(plan.chunks),
+                   out_moved, in, detail::split_sync(v.rows, plan.chunks, x), v.rows, cols, plan.chunks, v.row_stride,
+                   cols, plan.block_n, detail::next_power_of_2(plan.chunks),
                    split_alignment(cols, {{in, v.row_stride}, {out_moved, cols}}), index64);
       break;
     }
@@ -292,8 +292,8 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
       static auto& split_kernel =
           TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_split_kernel");
       split_kernel(stream, Grid(detail::blocks_for(yv.rows * plan.chunks, 1, kBackwardOp)),
-                   LaunchOptions{plan.num_warps}, grad_in_moved, g, y, detail::split_sync(yv.rows, plan.chunks, y), yv.rows,
-                   cols, plan.chunks, cols, gv.row_stride, yv.row_stride, plan.block_n,
+                   LaunchOptions{plan.num_warps}, grad_in_moved, g, y, detail::split_sync(yv.rows, plan.chunks, y),
+                   yv.rows, cols, plan.chunks, cols, gv.row_stride, yv.row_stride, plan.block_n,
                    detail::next_power_of_2(plan.chunks),
                    split_alignment(cols, {{grad_in_moved, cols}, {g, gv.row_stride}, {y, yv.row_stride}}), index64);
       break;
