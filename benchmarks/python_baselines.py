@@ -112,26 +112,34 @@ def register_triton_ops():
 
     @torch.library.triton_op(f"{TRITON_OP_NAMESPACE}::sum", mutates_args=())
     def sum_op(x: torch.Tensor) -> torch.Tensor:
-        # Full reduction, as triton_wrappers.sum_all: one program up to 16K elements, else two stages.
+        # Full reduction, as triton_wrappers.sum_all: one program up to 16K elements, else two stages
+        # (round-robin blocks for 4-byte elements, else chunks). Without programmatic dependent launch:
+        # this baseline measures host cost, which wrap_triton's launches set.
         x = x.contiguous()
         n = x.numel()
         index_64 = n >= _INT32_LIMIT
         out = torch.empty((), dtype=x.dtype, device=x.device)
         if n <= 16384:
             block_n = min(triton.next_power_of_2(n), 4096)
-            wrap(tw.reduce_k.sum_rows_kernel)[(1, )](x, out, 1, n, n, BLOCK_N=block_n, INDEX_64=index_64,
+            wrap(tw.reduce_k.sum_rows_kernel)[(1, )](x, out, 1, n, n, BLOCK_N=block_n, INDEX_64=index_64, PDL=False,
                                                      num_warps=tw._row_num_warps(block_n))
             return out
         block_n = 8192 if x.element_size() == 2 else 4096
-        splits = max(1, min(triton.cdiv(n, block_n), 4 * tw._num_sms(x.device)))
-        chunk = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
-        splits = triton.cdiv(n, chunk)
-        partial = torch.empty((splits, ), dtype=tw._acc_dtype(x.dtype), device=x.device)
-        wrap(tw.reduce_k.sum_partial_kernel)[(splits, )](x, partial, 1, n, n, chunk, BLOCK_N=block_n,
-                                                         INDEX_64=index_64, num_warps=8)
+        if x.element_size() == 4:
+            splits = max(1, min(triton.cdiv(n, block_n), 8 * tw._num_sms(x.device)))
+            partial = torch.empty((splits, ), dtype=tw._acc_dtype(x.dtype), device=x.device)
+            wrap(tw.reduce_k.sum_partial_strided_kernel)[(splits, )](x, partial, 1, n, n, splits, BLOCK_N=block_n,
+                                                                     INDEX_64=index_64, PDL=False, num_warps=8)
+        else:
+            splits = max(1, min(triton.cdiv(n, block_n), 4 * tw._num_sms(x.device)))
+            chunk = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
+            splits = triton.cdiv(n, chunk)
+            partial = torch.empty((splits, ), dtype=tw._acc_dtype(x.dtype), device=x.device)
+            wrap(tw.reduce_k.sum_partial_kernel)[(splits, )](x, partial, 1, n, n, chunk, BLOCK_N=block_n,
+                                                             INDEX_64=index_64, PDL=False, num_warps=8)
         block_s = min(triton.next_power_of_2(splits), 4096)
-        wrap(tw.reduce_k.sum_rows_kernel)[(1, )](partial, out, 1, splits, splits, BLOCK_N=block_s, INDEX_64=index_64,
-                                                 num_warps=tw._row_num_warps(block_s))
+        wrap(tw.reduce_k.sum_rows_kernel)[(1, )](partial, out, 1, splits, splits, BLOCK_N=block_s, INDEX_64=False,
+                                                 PDL=False, num_warps=tw._row_num_warps(block_s))
         return out
 
     @torch.library.triton_op(f"{TRITON_OP_NAMESPACE}::softmax", mutates_args=())

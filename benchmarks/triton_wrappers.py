@@ -113,38 +113,63 @@ def sum_dim_last(x, block_n=None, index_64=None, blocked=None):
                                                                        num_warps=4)
     else:
         block_n = block_n or min(triton.next_power_of_2(n), 4096)
-        reduce_k.sum_rows_kernel[(m, )](x2, out, m, n, x2.stride(0), BLOCK_N=block_n, INDEX_64=index_64,
+        reduce_k.sum_rows_kernel[(m, )](x2, out, m, n, x2.stride(0), BLOCK_N=block_n, INDEX_64=index_64, PDL=False,
                                         num_warps=_row_num_warps(block_n))
     return out.view(x.shape[:-1])
 
 
-def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None):
-    """x.sum(-1) for few long rows: sum_partial_kernel, then sum_rows_kernel on the partials."""
+def _dependent_launch(device):
+    """Whether launches on `device` use programmatic dependent launch (compute capability 9.0+), as
+    sum.cpp decides (it also asks for a CUDA 12.3+ driver, which torch's CUDA 12.3+ builds need)."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device) >= (9, 0)
+
+
+def _pdl_kwargs(pdl):
+    return {"launch_pdl": True} if pdl else {}
+
+
+def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None, strided=None):
+    """x.sum(-1) for few long rows: a first stage into partial sums (sum_partial_strided_kernel for
+    4-byte elements, else sum_partial_kernel), then sum_rows_kernel on the partials; both launched
+    with programmatic dependent launch where the device has it."""
     x2 = _rows_view(x)
     m, n = x2.shape
     if index_64 is None:
         index_64 = _needs_index_64(x2)
+    if strided is None:
+        strided = chunk is None and x.element_size() == 4
     if block_n is None:
         block_n = 8192 if x.element_size() == 2 else 4096
-    if chunk is None:
-        splits = max(1, min(triton.cdiv(n, block_n), triton.cdiv(4 * _num_sms(x.device), m)))
-        chunk = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
-    splits = triton.cdiv(n, chunk)
-    partial = _empty((m, splits), _acc_dtype(x.dtype), x.device)
-    reduce_k.sum_partial_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), chunk, BLOCK_N=block_n,
-                                                INDEX_64=index_64, num_warps=8)
+    pdl = _dependent_launch(x.device)
+    if strided:
+        splits = max(1, min(triton.cdiv(n, block_n), 8 * _num_sms(x.device) // max(m, 1)))
+        partial = _empty((m, splits), _acc_dtype(x.dtype), x.device)
+        reduce_k.sum_partial_strided_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), splits, BLOCK_N=block_n,
+                                                            INDEX_64=index_64, PDL=pdl, num_warps=8,
+                                                            **_pdl_kwargs(pdl))
+    else:
+        if chunk is None:
+            splits = max(1, min(triton.cdiv(n, block_n), 4 * _num_sms(x.device) // max(m, 1)))
+            chunk = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
+        splits = triton.cdiv(n, chunk)
+        partial = _empty((m, splits), _acc_dtype(x.dtype), x.device)
+        reduce_k.sum_partial_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), chunk, BLOCK_N=block_n,
+                                                    INDEX_64=index_64, PDL=pdl, num_warps=8, **_pdl_kwargs(pdl))
     out = _empty((m, ), x.dtype, x.device)
     block_s = min(triton.next_power_of_2(splits), 4096)
-    reduce_k.sum_rows_kernel[(m, )](partial, out, m, splits, splits, BLOCK_N=block_s, INDEX_64=index_64,
-                                    num_warps=_row_num_warps(block_s))
+    reduce_k.sum_rows_kernel[(m, )](partial, out, m, splits, splits, BLOCK_N=block_s, INDEX_64=False, PDL=pdl,
+                                    num_warps=_row_num_warps(block_s), **_pdl_kwargs(pdl))
     return out.view(x.shape[:-1])
 
 
-def sum_all(x, chunk=None, block_n=None, index_64=None):
-    """x.sum(): one sum_rows_kernel program up to 16K elements, else the two-stage plan."""
-    if chunk is None and x.numel() <= 16384:
+def sum_all(x, chunk=None, block_n=None, index_64=None, strided=None):
+    """x.sum(): one sum_rows_kernel program up to 8K elements (16K without dependent launch), else the
+    two-stage plan."""
+    one_program = 8192 if _dependent_launch(x.device) else 16384
+    if chunk is None and strided is None and x.numel() <= one_program:
         return sum_dim_last(x.contiguous().view(1, -1), block_n=block_n, index_64=index_64, blocked=False).view(())
-    return sum_rows_two_stage(x.contiguous().view(1, -1), chunk=chunk, block_n=block_n, index_64=index_64).view(())
+    return sum_rows_two_stage(x.contiguous().view(1, -1), chunk=chunk, block_n=block_n, index_64=index_64,
+                              strided=strided).view(())
 
 
 def sum_dim(x, dim, splits=None, block_r=None, block_k=None, index_64=None):

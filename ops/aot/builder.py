@@ -113,6 +113,13 @@ def store_decisions(folder: str, kernels: Sequence[Kernel]) -> List[Decision]:
     return found
 
 
+def _launchable_on(options, target) -> bool:
+    """Whether the runtime can launch an entry with these options on `target`: programmatic dependent
+    launch (launch_pdl) needs compute capability 9.0, and its kernels use sm_90 instructions
+    (griddepcontrol), so such entries are compiled for cuda:90 and newer only."""
+    return not (dict(options).get("launch_pdl") and target[0] == "cuda" and target[1] < 90)
+
+
 def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile: Optional[str] = None,
                  log: Optional[Callable[[str], None]] = None, decisions_from: Sequence[str] = ()) -> BuildStats:
     """Compiles every entry of `manifests` (paths) for every target ("cuda:90", "cuda:90:32" or
@@ -150,12 +157,19 @@ def build_bundle(manifests, targets, output, jobs: Optional[int] = None, depfile
         decisions = merge_decisions([*decisions, *store_decisions(os.path.abspath(folder), kernels)])
 
     tasks, task_specs = [], []
+    skipped = 0
     for spec in specs:
         for target in target_list:
+            if not _launchable_on(spec.options, target):
+                skipped += 1
+                continue
             tasks.append((spec.file, spec.function, spec.types, spec.constexprs, spec.divisible, target,
                           spec.options, spec.tuple_constexprs, spec.tuple_divisible))
             task_specs.append((spec, target))
     processes = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    if log and skipped:
+        log(f"skipping {count(skipped, 'entry', 'entries')} launched with programmatic dependent launch "
+            "(launch_pdl) on targets older than cuda:90, which do not have it")
     if log and tasks:
         log(f"compiling {count(len(specs), 'specialisation')} x {count(len(target_list), 'target')} = "
             f"{count(len(tasks), 'entry', 'entries')} in {count(processes, 'process', 'processes')}")

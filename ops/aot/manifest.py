@@ -15,7 +15,8 @@ Manifest (JSON; written by hand, by `aot merge`, or by the C++ runtime under TJI
   (None) or 1 (Triton's ==1 specialisation) that way. A tl.constexpr parameter's string is its
   value ("ACTIVATION": "leaky_relu"), a tl.dtype value is {"dtype": "bf16"} (tl.dtype's name).
 - options: num_warps (4), num_stages (3), num_ctas (1), enable_fp_fusion (true),
-  launch_cooperative_grid (false), launch_pdl (false); missing ones take the default.
+  launch_cooperative_grid (false), launch_pdl (false); missing ones take the default. An entry with
+  launch_pdl true is built for cuda:90 and newer targets only.
 Entries equal after resolving (file, function, args, options) count once.
 
 A manifest also carries what a kernel's Python decorators decided, so a deployed program needs no

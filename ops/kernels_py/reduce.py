@@ -15,10 +15,14 @@ Conventions shared by every kernel
   are multiplied by a stride. False keeps all index math in int32 (faster).
 * ``next_pow2(x)`` below means ``triton.next_power_of_2(x)`` (1 for x <= 1).
 * num_warps advice is a starting point (partly measured, see the end of this comment).
+* ``PDL`` (the kernels of the two-stage plan): pass True only when the launch uses programmatic
+  dependent launch (Triton's ``launch_pdl=True``; compute capability 9.0 or newer). The kernel then
+  waits (``griddepcontrol.wait``) until the kernel before it in the stream has finished and its
+  writes are visible, and at once lets the next one start launching. With False it does neither.
 
 Kernels
 -------
-sum_rows_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_N, INDEX_64)
+sum_rows_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_N, INDEX_64, PDL)
     out[m] = sum_n in[m, n] for a 2-D view [M, N]; out is contiguous [M].
     grid    : (M,)  -- one program per row.
     BLOCK_N : min(next_pow2(N), 4096). Any N works (the program loops over BLOCK_N chunks).
@@ -54,24 +58,35 @@ sum_mid_split_kernel(in_ptr, partial_ptr, M, R, K, stride_m, stride_r, rows_per_
     Plan: base = M*cdiv(K, BLOCK_K); S = min(cdiv(4*SMs, base), cdiv(R, BLOCK_R));
     rows_per_split = cdiv(cdiv(R, S), BLOCK_R) * BLOCK_R; S = cdiv(R, rows_per_split).
 
-sum_partial_kernel(in_ptr, partial_ptr, M, N, stride_in_row, chunk, BLOCK_N, INDEX_64)
+sum_partial_kernel(in_ptr, partial_ptr, M, N, stride_in_row, chunk, BLOCK_N, INDEX_64, PDL)
     Stage 1 of a two-stage row/full reduction. Each row is cut into S = cdiv(N, chunk) chunks;
     program p = m*S + s sums in[m, s*chunk : min((s+1)*chunk, N)] into partial[m*S + s]
     (contiguous [M, S], accumulator dtype).
     grid    : (M * S,)
-    BLOCK_N : 4096 (fp32/fp64) or 8192 (16-bit); chunk a multiple of BLOCK_N and < 2**31.
+    BLOCK_N : 4096 (fp64) or 8192 (16-bit); chunk a multiple of BLOCK_N and < 2**31.
     warps   : 8
     Stage 2: sum_rows_kernel(partial, out, M, S, stride_in_row=S, BLOCK_N=min(next_pow2(S), 4096)).
 
+sum_partial_strided_kernel(in_ptr, partial_ptr, M, N, stride_in_row, splits, BLOCK_N, INDEX_64, PDL)
+    Stage 1 as sum_partial_kernel, with each row's BLOCK_N-column blocks dealt out round-robin:
+    program p = m*S + s (S = splits) sums blocks s, s + S, s + 2S, ... of row m into partial[p].
+    grid    : (M * S,)
+    BLOCK_N : 4096 (fp32); S <= cdiv(N, BLOCK_N).
+    warps   : 8
+    Stage 2 as above.
+
 Recommended plans
 -----------------
-* Full reduction of a tensor (made contiguous, numel T): if T <= 16K, one sum_rows_kernel launch
-  with M=1, N=T (H200, 2^16 fp32: one program 38 GB/s, two stages 93 GB/s). Otherwise S = min(cdiv(T, BLOCK_N), 4*SMs) partials:
-  chunk = cdiv(cdiv(T, S), BLOCK_N) * BLOCK_N, S = cdiv(T, chunk); sum_partial_kernel with M=1,
-  N=T, then sum_rows_kernel on the [1, S] partial buffer (one program, writes the output dtype).
+* Full reduction of a tensor (made contiguous, numel T): if T <= 8K (16K without dependent
+  launch), one sum_rows_kernel launch with M=1, N=T (H200, 2^16 fp32: one program 38 GB/s, two
+  stages 93 GB/s). Otherwise two stages, both launched with PDL where the device has it:
+  fp32: S = min(cdiv(T, 4096), 8*SMs) programs of sum_partial_strided_kernel; fp16/bf16/fp64:
+  S = min(cdiv(T, BLOCK_N), 4*SMs), chunk = cdiv(cdiv(T, S), BLOCK_N) * BLOCK_N, S = cdiv(T, chunk)
+  programs of sum_partial_kernel; then sum_rows_kernel on the [1, S] partial buffer (one program,
+  writes the output dtype).
 * Sum over the last dim of [M, N]: M >= 2x SMs -> sum_rows_kernel (N >= 512) or
-  sum_rows_blocked_kernel (N < 512); few long rows (M < 2x SMs, N > 16K) -> sum_partial_kernel +
-  sum_rows_kernel.
+  sum_rows_blocked_kernel (N < 512); few long rows (M < 2x SMs, N past the one-program bound above)
+  -> the two-stage plan with S = min(cdiv(N, BLOCK_N), (8 or 4)*SMs / M) programs per row.
 * Sum over a middle/first dim: sum_mid_kernel, with sum_mid_split_kernel first when it has too few
   programs (see above).
 Measured with these plans on an H200, fp32, from Python (2026-11-22; torch in brackets): full sum
@@ -84,7 +99,18 @@ import triton.language as tl
 
 
 @triton.jit
-def sum_rows_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+def _dependent_launch(PDL: tl.constexpr):
+    """Programmatic dependent launch: wait for the kernel before (its writes visible), then let the next
+    one launch, so that its launch overlaps this kernel instead of following it."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def sum_rows_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr,
+                    PDL: tl.constexpr):
+    _dependent_launch(PDL)
     row = tl.program_id(0)
     if INDEX_64:
         row = row.to(tl.int64)
@@ -173,7 +199,8 @@ def sum_mid_split_kernel(in_ptr, partial_ptr, M, R, K, stride_m, stride_r, rows_
 
 @triton.jit
 def sum_partial_kernel(in_ptr, partial_ptr, M, N, stride_in_row, chunk, BLOCK_N: tl.constexpr,
-                       INDEX_64: tl.constexpr):
+                       INDEX_64: tl.constexpr, PDL: tl.constexpr):
+    _dependent_launch(PDL)
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -192,4 +219,24 @@ def sum_partial_kernel(in_ptr, partial_ptr, M, N, stride_in_row, chunk, BLOCK_N:
     for off in range(0, n_here, BLOCK_N):
         c = off + cols
         acc += tl.load(chunk_ptr + c, mask=c < n_here, other=0.0).to(ACC)
+    tl.store(partial_ptr + pid, tl.sum(acc, axis=0).to(partial_ptr.dtype.element_ty))
+
+
+@triton.jit
+def sum_partial_strided_kernel(in_ptr, partial_ptr, M, N, stride_in_row, splits, BLOCK_N: tl.constexpr,
+                               INDEX_64: tl.constexpr, PDL: tl.constexpr):
+    _dependent_launch(PDL)
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)  # then the block index and the column offsets are int64 too
+    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else tl.float32
+
+    row = pid // splits
+    in_row = in_ptr + row * stride_in_row
+    cols = tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_N], dtype=ACC)
+    # Neighbouring programs read neighbouring blocks at every step.
+    for block in range(pid % splits, tl.cdiv(N, BLOCK_N), splits):
+        c = block * BLOCK_N + cols
+        acc += tl.load(in_row + c, mask=c < N, other=0.0).to(ACC)
     tl.store(partial_ptr + pid, tl.sum(acc, axis=0).to(partial_ptr.dtype.element_ty))

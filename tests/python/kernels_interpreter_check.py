@@ -127,7 +127,13 @@ def sum_cases(W, dt, dev, m, n, tag):
              lambda: [("out", W.sum_rows_two_stage(x, chunk=2 * bn, block_n=bn, index_64=(n % 2 == 1)), ref_rows,
                        f_rows)],
              tol)
+    run_case(f"sum_partial_strided+sum_rows(block={bn}) {tag}",
+             lambda: [("out", W.sum_rows_two_stage(x, block_n=bn, index_64=(n % 2 == 0), strided=True), ref_rows,
+                       f_rows)],
+             tol)
     run_case(f"sum_all(two-stage) {tag}", lambda: [("out", W.sum_all(x, chunk=64, block_n=16), x64.sum(), f_all)], tol)
+    run_case(f"sum_all(two-stage,strided) {tag}",
+             lambda: [("out", W.sum_all(x, block_n=16, strided=True), x64.sum(), f_all)], tol)
     run_case(f"sum_mid(dim0) {tag}", lambda: [("out", W.sum_dim(x, 0, splits=1), x64.sum(0), f_cols)], tol)
     run_case(f"sum_mid_split+sum_mid(dim0,i64) {tag}",
              lambda: [("out", W.sum_dim(x, 0, splits=3, block_r=2, block_k=small_block(n), index_64=True),
@@ -286,7 +292,7 @@ def compile_check():
     #  int args, float args, fixed constexprs, has SINGLE_PASS, optional pointers (None in the spec-1 variant))
     kernels = [
         (R.sum_rows_kernel, dict(in_ptr="in", out_ptr="in"), ["M", "N", "stride_in_row"], [],
-         dict(BLOCK_N=1024), False, []),
+         dict(BLOCK_N=1024, PDL=True), False, []),
         (R.sum_rows_blocked_kernel, dict(in_ptr="in", out_ptr="in"), ["M", "N", "stride_in_row"], [],
          dict(BLOCK_M=16, BLOCK_N=128), False, []),
         (R.sum_mid_kernel, dict(in_ptr="in", out_ptr="in"), ["M", "R", "K", "stride_m", "stride_r"], [],
@@ -294,7 +300,9 @@ def compile_check():
         (R.sum_mid_split_kernel, dict(in_ptr="in", partial_ptr="acc"),
          ["M", "R", "K", "stride_m", "stride_r", "rows_per_split"], [], dict(BLOCK_R=8, BLOCK_K=256), False, []),
         (R.sum_partial_kernel, dict(in_ptr="in", partial_ptr="acc"), ["M", "N", "stride_in_row", "chunk"], [],
-         dict(BLOCK_N=4096), False, []),
+         dict(BLOCK_N=4096, PDL=True), False, []),
+        (R.sum_partial_strided_kernel, dict(in_ptr="in", partial_ptr="acc"), ["M", "N", "stride_in_row", "splits"],
+         [], dict(BLOCK_N=4096, PDL=True), False, []),
         (S.softmax_fwd_kernel, dict(out_ptr="in", in_ptr="in"), ["M", "N", "stride_in_row", "stride_out_row"], [],
          dict(BLOCK_N=4096), True, []),
         (S.softmax_bwd_kernel, dict(grad_in_ptr="in", grad_out_ptr="in", out_ptr="in"),

@@ -465,6 +465,24 @@ def test_build_tensor_descriptors(tmp_path):
                                                                        dict(args, a_desc=bad))]))
 
 
+def test_build_dependent_launch_targets(tmp_path):
+    """An entry launched with programmatic dependent launch (launch_pdl, sm_90's griddepcontrol in its
+    code) compiles for cuda:90 only; the same kernel without it compiles for every target."""
+    reduce_py = os.path.join(REPO, "ops", "kernels_py", "reduce.py")
+    args = {"in_ptr": "*fp32:16", "out_ptr": "*fp32:16", "M": 1, "N": "i32", "stride_in_row": "i32",
+            "BLOCK_N": 1024, "INDEX_64": False}
+    manifest = _manifest(tmp_path / "m.json", [
+        _entry(reduce_py, "sum_rows_kernel", dict(args, PDL=True), {"num_warps": 2, "launch_pdl": True}),
+        _entry(reduce_py, "sum_rows_kernel", dict(args, PDL=False), {"num_warps": 2})])
+    output = str(tmp_path / "pdl.tjb")
+    lines = []
+    stats = aot.build_bundle([manifest], ["cuda:80", "cuda:90"], output, jobs=1, log=lines.append)
+    assert (stats.entries, stats.specializations) == (3, 2)
+    assert any("skipping 1 entry launched with programmatic dependent launch" in line for line in lines), lines
+    got = sorted((e.header["target"]["arch"], e.launch["launch_pdl"]) for e in aot.read_bundle(output).entries)
+    assert got == [(80, False), (90, False), (90, True)]
+
+
 def test_build(built):
     stats = built["stats"]
     assert (stats.entries, stats.specializations, stats.kernels, stats.processes) == (6, 3, 2, 2)

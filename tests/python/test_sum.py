@@ -4,7 +4,7 @@ split), errors, Meta, autograd."""
 
 import pytest
 import torch
-from conftest import poison_allocator, random_tensor
+from conftest import poison_allocator, random_tensor, requires_cuda
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 TOL = {
@@ -63,6 +63,62 @@ def test_launch_plans(device, ops):
     check_sum(ops, random_tensor((3, 70000), torch.float32, device), [1])
     check_sum(ops, random_tensor((2000, 8), torch.float32, device), [0])
     check_sum(ops, random_tensor((4, 300, 9), torch.float64, device), [1])
+
+
+@requires_cuda
+def test_two_stage_switch_points_cuda(ops):
+    # One program up to 8192 elements where launches are dependent (compute capability 9.0+), 16384
+    # elsewhere; past that two stages: 4-byte elements in round-robin blocks of 4096 (a ragged last
+    # block, fewer blocks than 8 programs per SM, more), 2- and 8-byte ones in contiguous chunks.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for dtype in FLOATS:
+        for n in (8191, 8192, 8193, 16384, 16385, 4096 * 3 + 1, 4096 * 8 * sms - 1, 4096 * 8 * sms + 4097):
+            check_sum(ops, random_tensor((n, ), dtype, "cuda"))
+    # Few long rows (fewer than 2 per SM): each row in parts; many rows: one program per row.
+    for rows in (1, 5, 2 * sms - 1, 2 * sms):
+        for dtype in (torch.float32, torch.bfloat16):
+            check_sum(ops, random_tensor((rows, 9001), dtype, "cuda"), [1])
+    # Rows of a strided view (the row stride is not the row length).
+    check_sum(ops, random_tensor((3, 40000), torch.float32, "cuda")[:, 5:30005], [1])
+
+
+@requires_cuda
+def test_two_stage_is_deterministic_cuda(ops):
+    for dtype in (torch.float32, torch.bfloat16):
+        x = random_tensor((3 * 2**20 + 7, ), dtype, "cuda")
+        first = ops.sum(x)
+        for _ in range(3):
+            assert torch.equal(ops.sum(x), first)
+
+
+@requires_cuda
+def test_two_stage_after_a_writer_and_in_a_cuda_graph(ops):
+    # The first stage may launch while the kernel before it runs (dependent launch): it must still
+    # read what that kernel wrote. Each sum follows the add that writes its input, with no sync.
+    x = random_tensor((2**20 + 3, ), torch.float32, "cuda")
+    for i in range(5):
+        y = ops.add(x, x, alpha=float(i + 1))
+        torch.testing.assert_close(ops.sum(y).double(), (x.double() * (i + 2)).sum(), rtol=1e-5, atol=1e-2)
+    # Captured and replayed in a CUDA graph (dependent launches become graph edges).
+    for dtype in (torch.float32, torch.bfloat16):
+        static_in = random_tensor((2**20 + 3, ), dtype, "cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            ops.sum(static_in)  # compiled before the capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = ops.sum(ops.add(static_in, static_in))
+        for _ in range(3):
+            new = random_tensor(static_in.shape, dtype, "cuda")
+            static_in.copy_(new)
+            static_out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            tol = TOL[dtype]
+            torch.testing.assert_close(static_out.double(), (2 * new.double()).sum(), rtol=tol["rtol"],
+                                       atol=tol["atol"] * new.numel() ** 0.5)
 
 
 def test_dtype_argument(device, ops):

@@ -5,6 +5,7 @@
 #include "operator_impls.h"
 
 #include <tjit/current_stream.h>
+#include <tjit/device_properties.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -69,26 +70,48 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
   const Stream stream = current_stream(in.device());
   const int sms = detail::planning_multiprocessors(in);
   static const std::string file = detail::kernel_path("reduce.py");  // once: the hot path builds no paths
-  // Past 16384 columns one program per row is too few for a handful of rows (H200, 2^16 fp32:
-  // 38 GB/s in one program, 93 GB/s in two stages).
-  const bool few_long_rows = v.rows < 2 * sms && v.cols > 16384;
-  if (few_long_rows || (v.rows == 1 && v.cols > 16384)) {
-    // Two stages: chunks of each row into a partial buffer, then the rows of that buffer.
-    static auto& partial_kernel = TritonJitFunction::get_instance(file, "sum_partial_kernel");
-    static auto& rows_kernel = TritonJitFunction::get_instance(file, "sum_rows_kernel");
-    const int64_t block = in.element_size() == 2 ? 8192 : 4096;
-    int64_t splits = std::max<int64_t>(1, std::min(detail::ceil_div(v.cols, block), 4 * sms / std::max<int64_t>(v.rows, 1)));
-    int64_t chunk = detail::ceil_div(detail::ceil_div(v.cols, splits), block) * block;
-    chunk = std::min<int64_t>(chunk, (int64_t{1} << 30) / block * block);
-    splits = detail::ceil_div(v.cols, chunk);
+  // Both stages of the two-stage plan launch with programmatic dependent launch where the device has
+  // it: each stage's launch overlaps the kernel before it. Past 8192 columns (16384 without it) one
+  // program per row is then too few for a handful of rows (H200, fp32: 2^14 in one program 2.6 us,
+  // in two dependent stages 2.0 us; 2^16 in one program 38 GB/s, in two stages 93 GB/s).
+  const bool dependent = dependent_launch_supported(in.device());
+  const int64_t one_program_cols = dependent ? 8192 : 16384;
+  if (v.rows < 2 * sms && v.cols > one_program_cols) {
+    // Two stages: parts of each row into a partial buffer, then the rows of that buffer.
     const auto acc = in.options().dtype(detail::accumulator_type(in.scalar_type()));
-    at::Tensor partial = detail::empty_output({v.rows, splits}, acc);
-    partial_kernel(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), LaunchOptions{8}, in, partial, v.rows,
-                   v.cols, v.row_stride, chunk, block, index64);
+    LaunchOptions first_stage{8};
+    first_stage.launch_pdl = dependent;
+    at::Tensor partial;
+    int64_t splits = 0;
+    if (in.element_size() == 4) {
+      // 4-byte elements: blocks of 4096 dealt out round-robin to up to 8 programs per SM (H200, fp32
+      // 2^16-2^28: 1.00-1.31x FlagGems with dependent launch; contiguous chunks at 4 programs per SM
+      // held fewer bytes in flight and reached 0.87x at 2^24-2^28).
+      static auto& strided = TritonJitFunction::get_instance(file, "sum_partial_strided_kernel");
+      constexpr int64_t block = 4096;
+      splits = std::max<int64_t>(1, std::min(detail::ceil_div(v.cols, block), 8 * sms / std::max<int64_t>(v.rows, 1)));
+      partial = detail::empty_output({v.rows, splits}, acc);
+      strided(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
+              v.row_stride, splits, block, index64, dependent);
+    } else {
+      // 2- and 8-byte elements: one contiguous chunk per program, up to 4 programs per SM (2-byte
+      // chunks measured faster than round-robin blocks at 2^24-2^28 elements).
+      static auto& chunked = TritonJitFunction::get_instance(file, "sum_partial_kernel");
+      const int64_t block = in.element_size() == 2 ? 8192 : 4096;
+      splits = std::max<int64_t>(1, std::min(detail::ceil_div(v.cols, block), 4 * sms / std::max<int64_t>(v.rows, 1)));
+      int64_t chunk = detail::ceil_div(detail::ceil_div(v.cols, splits), block) * block;
+      chunk = std::min<int64_t>(chunk, (int64_t{1} << 30) / block * block);
+      splits = detail::ceil_div(v.cols, chunk);
+      partial = detail::empty_output({v.rows, splits}, acc);
+      chunked(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
+              v.row_stride, chunk, block, index64, dependent);
+    }
+    static auto& rows_kernel = TritonJitFunction::get_instance(file, "sum_rows_kernel");
     const int64_t block2 = std::min<int64_t>(detail::next_power_of_2(splits), 4096);
-    rows_kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)),
-                LaunchOptions{static_cast<int>(std::clamp<int64_t>(block2 / 512, 1, 16))}, partial, out, v.rows,
-                splits, splits, block2, false);
+    LaunchOptions second_stage{static_cast<int>(std::clamp<int64_t>(block2 / 512, 1, 16))};
+    second_stage.launch_pdl = dependent;
+    rows_kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, splits, splits,
+                block2, false, dependent);
     return;
   }
   if (v.cols < 512) {
@@ -103,7 +126,7 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
   const int64_t block_n = std::min<int64_t>(detail::next_power_of_2(v.cols), 4096);
   rows_kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)),
               LaunchOptions{static_cast<int>(std::clamp<int64_t>(block_n / 512, 1, 16))}, in, out, v.rows, v.cols,
-              v.row_stride, block_n, index64);
+              v.row_stride, block_n, index64, false);
 }
 
 // out[m, k] = sum over r of in[m, r, k] for a contiguous input viewed as [M, R, K].

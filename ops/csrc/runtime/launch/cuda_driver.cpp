@@ -29,6 +29,7 @@ CudaDriver open_driver() {
   TJIT_RESOLVE(cuGetErrorName);
   TJIT_RESOLVE(cuGetErrorString);
   TJIT_RESOLVE(cuInit);
+  TJIT_RESOLVE(cuDriverGetVersion);
   TJIT_RESOLVE(cuDeviceGet);
   TJIT_RESOLVE(cuDeviceGetAttribute);
   TJIT_RESOLVE(cuDevicePrimaryCtxRetain);

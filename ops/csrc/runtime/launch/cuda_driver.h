@@ -13,6 +13,7 @@ struct CudaDriver {
   decltype(&::cuGetErrorName) cuGetErrorName = nullptr;
   decltype(&::cuGetErrorString) cuGetErrorString = nullptr;
   decltype(&::cuInit) cuInit = nullptr;
+  decltype(&::cuDriverGetVersion) cuDriverGetVersion = nullptr;
   decltype(&::cuDeviceGet) cuDeviceGet = nullptr;
   decltype(&::cuDeviceGetAttribute) cuDeviceGetAttribute = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) cuDevicePrimaryCtxRetain = nullptr;
