@@ -145,7 +145,7 @@ def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None, strided=None)
         splits = max(1, min(triton.cdiv(n, block_n), 8 * _num_sms(x.device) // max(m, 1)))
         partial = _empty((m, splits), _acc_dtype(x.dtype), x.device)
         reduce_k.sum_partial_strided_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), splits, BLOCK_N=block_n,
-                                                            INDEX_64=index_64, PDL=pdl, num_warps=8,
+                                                            INDEX_64=index_64, PDL=pdl, num_warps=8, maxnreg=32,
                                                             **_pdl_kwargs(pdl))
     else:
         if chunk is None:

@@ -72,7 +72,7 @@ sum_partial_strided_kernel(in_ptr, partial_ptr, M, N, stride_in_row, splits, BLO
     program p = m*S + s (S = splits) sums blocks s, s + S, s + 2S, ... of row m into partial[p].
     grid    : (M * S,)
     BLOCK_N : 4096 (fp32); S <= cdiv(N, BLOCK_N).
-    warps   : 8
+    warps   : 8, with maxnreg=32 (8 programs per SM fit only at 32 registers a thread)
     Stage 2 as above.
 
 Recommended plans

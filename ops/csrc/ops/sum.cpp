@@ -89,6 +89,9 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
       // held fewer bytes in flight and reached 0.87x at 2^24-2^28).
       static auto& strided = TritonJitFunction::get_instance(file, "sum_partial_strided_kernel");
       constexpr int64_t block = 4096;
+      // 8 programs of 256 threads fill an SM's 64K registers at 32 each; left alone the compiler
+      // takes 40, 6 programs fit, and the programs left over for a second wave cost 4% at 2^28.
+      first_stage.maxnreg = 32;
       splits = std::max<int64_t>(1, std::min(detail::ceil_div(v.cols, block), 8 * sms / std::max<int64_t>(v.rows, 1)));
       partial = detail::empty_output({v.rows, splits}, acc);
       strided(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
