@@ -169,6 +169,7 @@ def test_runs_on_current_stream(ops):
     s = torch.cuda.Stream()
     x = torch.randn(1 << 20, device="cuda")
     y = torch.randn(1 << 20, device="cuda")
+    s.wait_stream(torch.cuda.current_stream())  # x and y are written on the default stream
     with torch.cuda.stream(s):
         out = ops.add(x, y)
         expected = x + y
