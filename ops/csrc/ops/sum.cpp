@@ -73,7 +73,7 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
   // Both stages of the two-stage plan launch with programmatic dependent launch where the device has
   // it: each stage's launch overlaps the kernel before it. Past 8192 columns (16384 without it) one
   // program per row is then too few for a handful of rows (H200, fp32: 2^14 in one program 2.6 us,
-  // in two dependent stages 2.0 us; 2^16 in one program 38 GB/s, in two stages 93 GB/s).
+  // in two dependent stages 1.8 us; 2^16 in one program 38 GB/s, in two stages 93 GB/s).
   const bool dependent = dependent_launch_supported(in.device());
   const int64_t one_program_cols = dependent ? 8192 : 16384;
   if (v.rows < 2 * sms && v.cols > one_program_cols) {
@@ -85,8 +85,8 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
     int64_t splits = 0;
     if (in.element_size() == 4) {
       // 4-byte elements: blocks of 4096 dealt out round-robin to up to 8 programs per SM (H200, fp32
-      // 2^16-2^28: 1.00-1.31x FlagGems with dependent launch; contiguous chunks at 4 programs per SM
-      // held fewer bytes in flight and reached 0.87x at 2^24-2^28).
+      // 2^16-2^28: 1.005-1.51x FlagGems with dependent launch; contiguous chunks at 4 programs per
+      // SM held fewer bytes in flight and reached 0.87x at 2^24-2^28).
       static auto& strided = TritonJitFunction::get_instance(file, "sum_partial_strided_kernel");
       constexpr int64_t block = 4096;
       // 8 programs of 256 threads fill an SM's 64K registers at 32 each; left alone the compiler
