@@ -82,6 +82,18 @@ def test_two_stage_switch_points_cuda(ops):
     check_sum(ops, random_tensor((3, 40000), torch.float32, "cuda")[:, 5:30005], [1])
 
 
+def test_two_stage_switch_points_cpu(ops):
+    # The interpreter plans for 4 SMs and never launches dependently: one program up to 16384
+    # elements, then two stages (round-robin blocks for 4-byte elements, chunks for the rest); few
+    # long rows are fewer than 8.
+    for dtype in FLOATS:
+        for n in (16384, 16385, 4096 * 32 + 1):
+            check_sum(ops, random_tensor((n, ), dtype, "cpu"))
+    for rows in (1, 7, 8):
+        check_sum(ops, random_tensor((rows, 16385), torch.float32, "cpu"), [1])
+    check_sum(ops, random_tensor((3, 20000), torch.bfloat16, "cpu")[:, 7:16400], [1])
+
+
 @requires_cuda
 def test_two_stage_is_deterministic_cuda(ops):
     for dtype in (torch.float32, torch.bfloat16):
