@@ -47,7 +47,8 @@ int multiprocessor_count(const c10::Device& device) {
     return 0;
   }
   const int index = device.has_index() ? device.index() : 0;
-  return cached_per_device<0>(index, [index] { return device_attribute(index, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT); });
+  return cached_per_device<0>(index,
+                              [index] { return device_attribute(index, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT); });
 }
 
 bool dependent_launch_supported(const c10::Device& device) {
