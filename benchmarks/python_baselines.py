@@ -162,7 +162,7 @@ def register_triton_ops():
         wrap(tw.layer_norm_k.layer_norm_fwd_kernel)[(m, )](y, x, weight, bias, None, None, m, n, x.stride(0),
                                                            y.stride(0), eps, HAS_WEIGHT=True, HAS_BIAS=True,
                                                            BLOCK_N=block_n, SINGLE_PASS=single,
-                                                           INDEX_64=tw._needs_index_64(x),
+                                                           INDEX_64=tw._needs_index_64(x), BLOCK_TAIL=0,
                                                            num_warps=tw._row_num_warps(block_n, single))
         return y
 

@@ -212,7 +212,7 @@ def sum_dim(x, dim, splits=None, block_r=None, block_k=None, index_64=None):
 def _softmax_plan(m, n, t, single_pass_limit, backward):
     """The plan ops/csrc/ops/softmax.cpp makes (softmax.py's header): ("rows", block_m, block_n, warps),
     ("row", block_n, single_pass, warps), ("persistent", block_n, programs, warps) or
-    ("split", block_n, chunks, warps)."""
+    ("split", block_n, chunks, warps, reread)."""
     if n <= 256:
         block_n = triton.next_power_of_2(n)
         return ("rows", max(1, min(1024 // block_n, triton.next_power_of_2(m))), block_n, 4)
@@ -226,7 +226,10 @@ def _softmax_plan(m, n, t, single_pass_limit, backward):
     chunks = triton.cdiv(n, 4096)
     split_dtype = t.dtype != torch.float64 if backward else t.element_size() == 4
     if t.is_cuda and split_dtype and chunks <= 128 and m * chunks < 2**30:
-        return ("split", 4096, chunks, 4)
+        two_byte = t.element_size() == 2
+        if backward and chunks > (32 if two_byte else 48):
+            return ("split", 8192, triton.cdiv(n, 8192), 8, False)
+        return ("split", 4096, chunks, 4, backward and two_byte)
     if t.is_cuda and m < _num_sms(t.device):
         return ("row", 16384, False, 16)
     return ("row", 8192, False, 32) if t.element_size() == 2 else ("row", 4096, False, 16)
@@ -299,7 +302,7 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None):
         softmax_k.softmax_fwd_persistent_kernel[(programs, )](out, x2, m, n, x2.stride(0), out.stride(0), BLOCK_N=bn,
                                                               NUM_STAGES=3, INDEX_64=index_64, num_warps=warps)
     elif plan[0] == "split":
-        _, bn, chunks, warps = plan
+        _, bn, chunks, warps, _ = plan
         softmax_k.softmax_fwd_split_kernel[(m * chunks, )](out, x2, _split_sync(m, chunks, x.device), m, n, chunks,
                                                            x2.stride(0), out.stride(0), BLOCK_N=bn,
                                                            S_POW2=triton.next_power_of_2(chunks),
@@ -329,12 +332,12 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
                                                                  go2.stride(0), o2.stride(0), BLOCK_M=bm, BLOCK_N=bn,
                                                                  INDEX_64=index_64, num_warps=warps)
     elif plan[0] == "split":
-        _, bn, chunks, warps = plan
+        _, bn, chunks, warps, reread = plan
         softmax_k.softmax_bwd_split_kernel[(m * chunks, )](grad_in, go2, o2, _split_sync(m, chunks, out.device), m, n,
                                                            chunks, grad_in.stride(0), go2.stride(0), o2.stride(0),
                                                            BLOCK_N=bn, S_POW2=triton.next_power_of_2(chunks),
                                                            ALIGN=_split_alignment(n, grad_in, go2, o2),
-                                                           INDEX_64=index_64, num_warps=warps)
+                                                           INDEX_64=index_64, REREAD=reread, num_warps=warps)
     else:
         _, bn, single, warps = plan
         softmax_k.softmax_bwd_kernel[(m, )](grad_in, go2, o2, m, n, grad_in.stride(0), go2.stride(0), o2.stride(0),
@@ -381,11 +384,18 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
             y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
             HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=8 if bn <= 128 else 4)
         return
+    tail = 0
     if block_n is None and single_pass is None and x2.element_size() != 8 and n <= LAYER_NORM_FWD_SINGLE_PASS_LIMIT:
-        # layer_norm.cpp's plan_forward_rows: the row in registers, warps by element size.
+        # layer_norm.cpp's plan_forward_rows: the row in registers, warps by element size; 2-byte
+        # rows just past a power of two as that block plus a small tail block.
         block_n, single = triton.next_power_of_2(n), True
         if x2.element_size() == 2:
-            warps = 4 if block_n <= 2048 else 8 if block_n <= 16384 else 16
+            head = n if block_n == n else block_n // 2
+            tail = triton.next_power_of_2(n - head)
+            if head >= 4096 and n > head and tail <= (head // 2 if head == 8192 else head // 4):
+                block_n, warps = head, 8 if head == 8192 else 4
+            else:
+                tail, warps = 0, 4 if block_n <= 4096 else 8 if block_n <= 16384 else 16
         else:
             warps = 8 if block_n <= 2048 else 16 if block_n <= 8192 else 32
     else:
@@ -394,7 +404,7 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
     layer_norm_k.layer_norm_fwd_kernel[(m, )](y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps,
                                               HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
                                               BLOCK_N=block_n, SINGLE_PASS=single, INDEX_64=index_64,
-                                              num_warps=warps)
+                                              BLOCK_TAIL=tail, num_warps=warps)
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=True, block_n=None, index_64=None,

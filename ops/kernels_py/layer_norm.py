@@ -24,14 +24,17 @@ Choosing BLOCK_N / SINGLE_PASS / num_warps for the row kernels (fwd and bwd_dx)
     bwd_dx, and fwd of fp64 rows:
     if N <= 16384: BLOCK_N = next_pow2(N); SINGLE_PASS = True;  num_warps = min(16, max(1, BLOCK_N // 512))
     else:          BLOCK_N = 4096;         SINGLE_PASS = False; num_warps = 16
-    fwd of fp32/fp16/bf16 rows, N <= 32768: BLOCK_N = next_pow2(N); SINGLE_PASS = True;
-        2-byte x: num_warps = 4 (BLOCK_N <= 2048), 8 (<= 16384), 16 (32768)
+    fwd of fp32/fp16/bf16 rows, N <= 32768: BLOCK_N = next_pow2(N); SINGLE_PASS = True; BLOCK_TAIL = 0;
+        2-byte x: num_warps = 4 (BLOCK_N <= 4096), 8 (<= 16384), 16 (32768); except rows just past a
+                  power of two P >= 4096, which take BLOCK_N = P and BLOCK_TAIL = next_pow2(N - P) when
+                  BLOCK_TAIL <= P / 4 (P = 8192: P / 2), num_warps = 8 for P = 8192, else 4
+                  (4097..5120, 8193..12288, 16385..20480; measurements in layer_norm.cpp)
         4-byte x: num_warps = 8 (BLOCK_N <= 2048), 16 (<= 8192), 32 (16384, 32768)
     fwd, N > 32768 on CUDA, not fp64, cdiv(N, 4096) <= 128: layer_norm_fwd_long_kernel instead,
                    @triton.autotune over looped and split configs (above the kernel), keyed on N and
                    the row-count bucket.
-SINGLE_PASS=True requires N <= BLOCK_N (the row lives in registers); SINGLE_PASS=False works for
-any N >= 1. Forward, H200, 4096 rows, GB/s without / with mean and rstd stored (2026-11-23):
+SINGLE_PASS=True requires N <= BLOCK_N + BLOCK_TAIL (the row lives in registers); SINGLE_PASS=False
+works for any N >= 1 (BLOCK_TAIL = 0). Forward, H200, 4096 rows, GB/s without / with mean and rstd stored (2026-11-23):
     fp32  2048: 8 warps 3631 / 3591 (4 warps 3453 / 3499)     bf16  2048: 4 warps 2996 / 2873 (8: 2781 / 2720)
     fp32  4096: 16 warps 3822 / 3781 (8 warps 3687 / 3700)    bf16  4096: 8 warps 3387 / 3335 (4: 3328 / 3293)
     fp32 16384: 32 warps 4017 / 3528 (16 warps 3511 / 3540)   bf16 16384: 8 warps 3609 / 3666 (16: 3601 / 2421)
@@ -55,9 +58,11 @@ layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N,
     grid: (cdiv(M, BLOCK_M),).
 
 layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
-                      eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64)
+                      eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64, BLOCK_TAIL)
     y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), biased variance; also stores
     mean[m], rstd[m] unless mean_ptr / rstd_ptr are None (inference needs only y).  grid: (M,).
+    BLOCK_TAIL (SINGLE_PASS only; 0: none): columns [BLOCK_N, BLOCK_N + BLOCK_TAIL) in a second block,
+    so a row may be N <= BLOCK_N + BLOCK_TAIL with BLOCK_N < N (no lanes padding it to 2 * BLOCK_N).
     Variance: SINGLE_PASS sums (x - mean)^2 over the row held in registers (exact two-pass);
     the looped path runs Welford per lane and merges lanes with Chan's formula, so the row is
     read twice (statistics, then normalise), never E[x^2] - E[x]^2.
@@ -139,7 +144,7 @@ import triton.language as tl
 @triton.jit
 def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
                           eps: tl.float64, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr,
-                          SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr):
+                          SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr):
     row = tl.program_id(0)
     if INDEX_64:
         row = row.to(tl.int64)
@@ -153,16 +158,25 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
     if SINGLE_PASS:
         mask = cols < N
         x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
-        mean = tl.sum(x, axis=0) / N
+        total = tl.sum(x, axis=0)
+        if BLOCK_TAIL > 0:
+            # Columns past BLOCK_N in a second, smaller block instead of one block padded to the
+            # next power of two (5120 = 4096 + 1024 rather than 8192 lanes, 3/8 of them padding).
+            tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
+            tail_mask = tail_cols < N
+            x_tail = tl.load(x_row + tail_cols, mask=tail_mask, other=0.0).to(ACC)
+            total += tl.sum(x_tail, axis=0)
+        mean = total / N
         diff = tl.where(mask, x - mean, 0.0)
-        var = tl.sum(diff * diff, axis=0) / N
-        rstd = 1.0 / tl.sqrt(var + eps)
-        y = diff * rstd
-        if HAS_WEIGHT:
-            y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
-        if HAS_BIAS:
-            y = y + tl.load(b_ptr + cols, mask=mask, other=0.0).to(ACC)
-        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        squares = tl.sum(diff * diff, axis=0)
+        if BLOCK_TAIL > 0:
+            diff_tail = tl.where(tail_mask, x_tail - mean, 0.0)
+            squares += tl.sum(diff_tail * diff_tail, axis=0)
+        rstd = 1.0 / tl.sqrt(squares / N + eps)
+        _layer_norm_fwd_store(y_row, w_ptr, b_ptr, cols, mask, diff * rstd, HAS_WEIGHT, HAS_BIAS, ACC)
+        if BLOCK_TAIL > 0:
+            _layer_norm_fwd_store(y_row, w_ptr, b_ptr, tail_cols, tail_mask, diff_tail * rstd, HAS_WEIGHT, HAS_BIAS,
+                                  ACC)
     else:
         mean, rstd = _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N,
                                                 ACC)
@@ -171,6 +185,17 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
         tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
     if rstd_ptr is not None:
         tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _layer_norm_fwd_store(y_row, w_ptr, b_ptr, cols, mask, xhat, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                          ACC: tl.constexpr):
+    y = xhat
+    if HAS_WEIGHT:
+        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
+    if HAS_BIAS:
+        y = y + tl.load(b_ptr + cols, mask=mask, other=0.0).to(ACC)
+    tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
 
 
 @triton.jit

@@ -309,7 +309,7 @@ def compile_check():
          ["M", "N", "stride_grad_in_row", "stride_grad_out_row", "stride_out_row"], [], dict(BLOCK_N=4096), True, []),
         (L.layer_norm_fwd_kernel,
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
-         ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096), True,
+         ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=0), True,
          ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
         (L.layer_norm_bwd_dx_kernel,
          dict(dx_ptr="in", dy_ptr="in", x_ptr="in", w_ptr="in", mean_ptr="acc", rstd_ptr="acc"),

@@ -103,6 +103,27 @@ def test_forward_short_rows(device, ops, rows, cols):
         torch.testing.assert_close(rstd.double(), ref_rstd.reshape(rows), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_forward_tail_block(device, ops, dtype):
+    # 2-byte rows just past a power of two go as that block plus a tail block (layer_norm.cpp's
+    # plan_forward_rows): each side of each switch (4096 + 1..1024, 8192 + 1..4096, 16384 +
+    # 1..4096), a row count that is not a power of two, a strided view without weight, and the
+    # mean/rstd the training forward stores.
+    for cols in [2560, 4097, 5120, 5121, 8193, 12288, 12289, 16385, 20480, 20481]:
+        rows = 3
+        x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
+        check_forward(ops, x, normalized, w, b)
+        wide = random_tensor((rows, cols + 8), dtype, device)
+        check_forward(ops, wide[:, 8:], normalized, None, b)
+        poison_allocator(3 * x.numel(), dtype, x.device)
+        out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
+        ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(),
+                                                                       1e-5)
+        torch.testing.assert_close(out.double(), ref_out, **TOL[dtype])
+        torch.testing.assert_close(mean.double(), ref_mean.reshape(rows), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(rstd.double(), ref_rstd.reshape(rows), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True), (False, True, False),
                                   (False, False, True), (False, False, False)])
 def test_backward_output_masks(device, ops, mask):

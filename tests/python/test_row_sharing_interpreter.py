@@ -65,11 +65,13 @@ def _softmax_cases(torch, triton, sm, alignment):
         g[3] = 0.0
         out = ref.to(dtype)
         want = out.double() * (g.double() - (g.double() * out.double()).sum(-1, keepdim=True))
-        grad_in = torch.full((rows, n), float("nan"), dtype=dtype)
-        align = alignment(n, grad_in, g, out)
-        sm.softmax_bwd_split_kernel[(rows, )](grad_in, g, out, torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1,
-                                              grad_in.stride(0), g.stride(0), out.stride(0), block, 1, align, False)
-        errors[f"softmax bwd split {dtype} {rows}x{n} ALIGN {align}"] = _error(grad_in, want)
+        for reread in (False, True):  # the chunk held across the wait, or read again after it
+            grad_in = torch.full((rows, n), float("nan"), dtype=dtype)
+            align = alignment(n, grad_in, g, out)
+            sm.softmax_bwd_split_kernel[(rows, )](grad_in, g, out, torch.zeros(2 + rows, dtype=torch.int64), rows, n,
+                                                  1, grad_in.stride(0), g.stride(0), out.stride(0), block, 1, align,
+                                                  False, reread)
+            errors[f"softmax bwd split {dtype} {rows}x{n} ALIGN {align} REREAD {reread}"] = _error(grad_in, want)
     return errors
 
 
@@ -135,7 +137,7 @@ def test_row_sharing_kernels_one_program_a_row():
         raise AssertionError("a program waited forever: a published word read as not yet written") from exc
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(errors) == 32, sorted(errors)
+    assert len(errors) == 37, sorted(errors)
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5

@@ -96,6 +96,29 @@ def test_split_rows_cuda(ops):
 
 
 @requires_cuda
+def test_backward_split_switch_points_cuda(ops):
+    # The backward's split plans (softmax.cpp): 2-byte rows of up to 32 chunks of 4096 columns
+    # re-read their chunk after the wait, longer ones take 8192-column chunks with 8 warps; fp32
+    # switches to 8192-column chunks past 48. Each side of each switch, odd lengths (misaligned
+    # rows, ALIGN > 1, at both chunk sizes), a row count that is not a power of two, a strided view.
+    for dtype, n in [(torch.bfloat16, 32 * 4096), (torch.bfloat16, 32 * 4096 + 1), (torch.float16, 32 * 4096 - 3),
+                     (torch.float16, 33 * 4096), (torch.float32, 48 * 4096), (torch.float32, 48 * 4096 + 1),
+                     (torch.float32, 48 * 4096 - 1), (torch.bfloat16, 64 * 4096 - 7)]:
+        rows = 5
+        y = torch.softmax(random_tensor((rows, n), torch.float32, "cuda") * 4, -1).to(dtype)
+        g = random_tensor((rows, n), dtype, "cuda")
+        want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64).to(dtype)
+        poison_allocator(y.numel(), dtype, "cuda")
+        torch.testing.assert_close(ops.softmax_backward(g, y, -1, dtype), want, **TOL[dtype])
+    wide = random_tensor((3, 33 * 4096 + 64), torch.bfloat16, "cuda")
+    g_view = wide[:, 8:33 * 4096 + 8]  # rows 16-byte aligned, a row stride other than N
+    y = torch.softmax(random_tensor((3, 33 * 4096), torch.float32, "cuda"), -1).to(torch.bfloat16)
+    want = torch.ops.aten._softmax_backward_data(g_view.double(), y.double(), -1, torch.float64).to(torch.bfloat16)
+    poison_allocator(y.numel(), torch.bfloat16, "cuda")
+    torch.testing.assert_close(ops.softmax_backward(g_view, y, -1, torch.bfloat16), want, **TOL[torch.bfloat16])
+
+
+@requires_cuda
 def test_misaligned_long_rows_cuda(ops):
     # Rows whose length is not a multiple of 16 bytes (a 50257-token vocabulary): the split
     # kernels cut each row into a head, whole 16-byte vectors and a tail, and load and store the

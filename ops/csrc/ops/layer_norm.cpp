@@ -64,6 +64,7 @@ struct RowPlan {
   int64_t block_n;
   bool single_pass;
   int num_warps;
+  int64_t block_tail = 0;  // forward, single pass: columns past block_n in a second block (0: none)
 };
 
 // One program per row: the backward's dx kernel past the fused limit, and fp64 forwards.
@@ -81,18 +82,28 @@ RowPlan plan_rows(int64_t cols) {
 // ones of the same length (bf16 16384: 3.6 TB/s with 8, 2.4 with 16).
 constexpr int64_t kForwardSinglePassLimit = 32768;
 
+//
+// 2-byte rows just past a power of two take it as the block plus a small tail block rather than
+// a block padded to the next power of two. H200, bf16, no mean/rstd, TB/s (padded with the
+// warps before; head + tail, warps): 4608 3.12; 3.61 (4096 + 512, 4); 5120 3.33; 3.79
+// (4096 + 1024, 4); 12288 3.36; 3.45 (8192 + 4096, 8); 20480 2.45; 2.97 (16384 + 4096, 4); fp16
+// 5120 3.55; 3.89. Not taken where it measured no better: 6144 (3.78 padded, 4 warps; 3.67),
+// 9216 (2.95; 2.89), 10240 (3.09; 3.09); 4-byte rows gain nothing (fp32 5120: 4.11; 4.06).
+// 2-byte rows of up to 4096 columns run 4 warps (2560: 3.31 with 8, 3.79 with 4; 4096: 4.05, 4.01).
 RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   if (t.element_size() == 8 || cols > kForwardSinglePassLimit) {
     return plan_rows(cols);
   }
   const int64_t block = detail::next_power_of_2(cols);
-  int warps = 0;
-  if (t.element_size() == 2) {
-    warps = block <= 2048 ? 4 : block <= 16384 ? 8 : 16;
-  } else {
-    warps = block <= 2048 ? 8 : block <= 8192 ? 16 : 32;
+  if (t.element_size() != 2) {
+    return {block, true, block <= 2048 ? 8 : block <= 8192 ? 16 : 32};
   }
-  return {block, true, warps};
+  const int64_t head = block == cols ? cols : block / 2;
+  const int64_t tail = detail::next_power_of_2(cols - head);
+  if (head >= 4096 && cols > head && tail <= (head == 8192 ? head / 2 : head / 4)) {
+    return {head, true, head == 8192 ? 8 : 4, tail};
+  }
+  return {block, true, block <= 4096 ? 4 : block <= 16384 ? 8 : 16};
 }
 
 // Short rows forward: BLOCK_M rows per program (layer_norm_fwd_rows_kernel). H200, 4096 rows:
@@ -278,7 +289,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as the
   // double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten does).
   kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out, x, w, b, mean, rstd,
-         v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.block_n, plan.single_pass, index64);
+         v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.block_n, plan.single_pass, index64,
+         plan.block_tail);
   return {out, mean, rstd};
 }
 

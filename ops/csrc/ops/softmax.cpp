@@ -41,6 +41,7 @@ struct RowPlan {
   bool single_pass = true;  // OneProgramPerRow: the row stays in registers
   int64_t chunks = 1;      // SplitRows: programs per row
   int64_t programs = 1;    // Persistent: programs, each walking every programs-th row
+  bool reread = false;     // SplitRows, backward: read the chunk again after the wait (softmax.py)
   int num_warps = 4;
 };
 
@@ -93,8 +94,20 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t singl
   if (t.is_cuda() && split_dtype && chunks <= kMaxSplitChunks && rows * chunks < detail::kInt32Limit / 2) {
     plan.kind = RowPlan::Kind::SplitRows;
     plan.block_n = kSplitBlock;
-    plan.chunks = chunks;
-    plan.num_warps = 4;  // H100, 1088 x 128256 bf16 backward: 4096/4 2.83 TB/s, 8192/8 2.12
+    plan.num_warps = 4;
+    if (backward) {
+      // H200, one run, TB/s (4096/4 held, re-read; 8192/8 held), bf16: 50257 3.47, 3.64; 2.93,
+      // 128256 3.70, 3.77; 3.66, 151936 3.48, 3.60; 3.68, 262144 3.03, 3.14; 3.47. fp32 (4096/4 held,
+      // 8192/8 held): 151936 4.13, 4.04; 262144 3.68, 3.85; re-reading costs fp32 1-3%.
+      const bool two_byte = t.element_size() == 2;
+      if (chunks > (two_byte ? 32 : 48)) {
+        plan.block_n = 2 * kSplitBlock;  // fewer, larger chunks: less waiting per byte on long rows
+        plan.num_warps = 8;
+      } else {
+        plan.reread = two_byte;
+      }
+    }
+    plan.chunks = detail::ceil_div(cols, plan.block_n);
     return plan;
   }
   plan.single_pass = false;
@@ -295,7 +308,8 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
                    LaunchOptions{plan.num_warps}, grad_in_moved, g, y, detail::split_sync(yv.rows, plan.chunks, y),
                    yv.rows, cols, plan.chunks, cols, gv.row_stride, yv.row_stride, plan.block_n,
                    detail::next_power_of_2(plan.chunks),
-                   split_alignment(cols, {{grad_in_moved, cols}, {g, gv.row_stride}, {y, yv.row_stride}}), index64);
+                   split_alignment(cols, {{grad_in_moved, cols}, {g, gv.row_stride}, {y, yv.row_stride}}), index64,
+                   plan.reread);
       break;
     }
     case RowPlan::Kind::OneProgramPerRow: {
