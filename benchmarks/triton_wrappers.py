@@ -495,8 +495,12 @@ def _finish_column_sums(dw, db, dw_part, db_part, groups, n):
 
 def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64, shape):
     """layer_norm.cpp's fused backward (N <= 8192): one pass over dy and x, dw/db as per-program partials."""
-    bn = triton.next_power_of_2(n)
-    if x2.element_size() == 2:
+    bn, tail = triton.next_power_of_2(n), 0
+    if x2.element_size() != 8 and 4096 + 512 < n <= 4096 + 1024:
+        # 4096 columns plus a 1024-column tail (hidden size 5120)
+        bn, tail, bm = 4096, 1024, 1
+        warps, per_sm = (4, 2) if x2.element_size() == 2 else (16, 1)
+    elif x2.element_size() == 2:
         tile = 2048 if bn <= 1024 else 4096 if bn <= 2048 else 8192
         per_sm = 2 if 128 < bn <= 2048 else 1
     else:
@@ -504,8 +508,9 @@ def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
         per_sm = 2 if 128 < bn <= 512 else 1
         if x2.element_size() == 8:
             tile //= 2
-    tile = max(tile, bn)
-    bm = tile // bn
+    if not tail:
+        tile = max(tile, bn)
+        bm, warps = tile // bn, max(4, min(16, tile // 512))
     programs = min(per_sm * _num_sms(x2.device), triton.cdiv(m, bm))
     rows_per_program = triton.cdiv(triton.cdiv(m, programs), bm) * bm
     programs = triton.cdiv(m, rows_per_program)
@@ -513,7 +518,7 @@ def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
     layer_norm_k.layer_norm_bwd_fused_kernel[(programs, )](
         dx, dw_part, db_part, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0), x2.stride(0),
         rows_per_program, HAS_WEIGHT=weight is not None, COMPUTE_DX=True, COMPUTE_DW=compute_dw,
-        COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=max(4, min(16, tile // 512)))
+        COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, BLOCK_TAIL=tail, num_warps=warps)
     _finish_column_sums(dw, db, dw_part, db_part, programs, n)
     return dx.view(shape), dw, db
 

@@ -95,8 +95,9 @@ layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_p
 
 layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr,
                             rstd_ptr, M, N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
-                            HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
-    The whole backward in one pass over dy and x, for N <= BLOCK_N: program p takes rows
+                            HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64, BLOCK_TAIL)
+    The whole backward in one pass over dy and x, for N <= BLOCK_N + BLOCK_TAIL (BLOCK_TAIL: columns
+    past BLOCK_N in a [BLOCK_M, BLOCK_TAIL] tile beside each [BLOCK_M, BLOCK_N] one; 0: none): program p takes rows
     [p * rows_per_program, min((p + 1) * rows_per_program, M)) in [BLOCK_M, BLOCK_N] tiles, writes
     their dx and stores its sums of dy * xhat and dy to dw_partial[p, :] / db_partial[p, :]
     (contiguous [G, N], accumulator dtype; or dw/db themselves when G == 1). Any COMPUTE_* may be
@@ -109,7 +110,9 @@ Fused backward plan (N <= 8192; ops/csrc/ops/layer_norm.cpp)
       2-byte x: T = 2048 (BLOCK_N <= 1024), 4096 (2048), 8192 (4096, 8192); 2 per SM for 128 < BLOCK_N <= 2048
       4-byte x: T = 2048 (BLOCK_N <= 512), 4096 (1024, 2048), 8192 (4096, 8192); 2 per SM for 128 < BLOCK_N <= 512
       8-byte x: the 4-byte T halved
-    T = max(T, BLOCK_N); BLOCK_M = T // BLOCK_N; num_warps = clamp(T // 512, 4, 16)
+    T = max(T, BLOCK_N); BLOCK_M = T // BLOCK_N; num_warps = clamp(T // 512, 4, 16); BLOCK_TAIL = 0
+    except 4608 < N <= 5120, not fp64: BLOCK_N = 4096, BLOCK_TAIL = 1024, BLOCK_M = 1, 2-byte x: 4 warps,
+      2 per SM; 4-byte: 16 warps, 1 per SM (H200: +15-20% over the padded 8192-column tile)
     G = min(per_sm * SMs, cdiv(M, BLOCK_M)); rows_per_program = cdiv(cdiv(M, G), BLOCK_M) * BLOCK_M
     H200, 4096 rows, bytes = 3 * M * N * e (dx kernel + dw/db plan below in brackets): fp32 1024:
     3.0 TB/s [2.3]; fp32 8192: 3.6 [2.3]; bf16 8192: 3.3 [2.0]. At 16384 columns the fused tile
@@ -533,11 +536,13 @@ def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, 
                                 N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
                                 HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr, COMPUTE_DW: tl.constexpr,
                                 COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                                INDEX_64: tl.constexpr):
-    # Program p walks rows [p * rows_per_program, ...) in [BLOCK_M, BLOCK_N] tiles (N <= BLOCK_N):
-    # dx of each row, and its rows' dw/db sums kept in registers, stored once to partial[p, :].
-    # dy and x are read once for all three gradients. The next tile's loads are issued before
-    # this tile's reductions, so one program per SM keeps memory busy (H200: +10-30% for bf16).
+                                INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr):
+    # Program p walks rows [p * rows_per_program, ...) in [BLOCK_M, BLOCK_N] tiles (N <= BLOCK_N +
+    # BLOCK_TAIL; with BLOCK_TAIL > 0 a [BLOCK_M, BLOCK_TAIL] tile beside each takes the columns
+    # past BLOCK_N, as in the forward): dx of each row, and its rows' dw/db sums kept in registers,
+    # stored once to partial[p, :]. dy and x are read once for all three gradients. The next
+    # tile's loads are issued before this tile's reductions, so one program per SM keeps memory
+    # busy (H200: +10-30% for bf16).
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -551,11 +556,24 @@ def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, 
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    dy_tile, x_tile, mask = _bwd_tile_pointers(dy_ptr, x_ptr, row_begin + tl.arange(0, BLOCK_M), row_end, cols,
-                                               col_mask, stride_dy_row, stride_x_row)
+    first_rows = row_begin + tl.arange(0, BLOCK_M)
+    dy_tile, x_tile, mask = _bwd_tile_pointers(dy_ptr, x_ptr, first_rows, row_end, cols, col_mask, stride_dy_row,
+                                               stride_x_row)
     dy_next = tl.load(dy_tile, mask=mask, other=0.0)
     if NEEDS_X:
         x_next = tl.load(x_tile, mask=mask, other=0.0)
+    if BLOCK_TAIL > 0:
+        tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
+        tail_col_mask = tail_cols < N
+        if COMPUTE_DX and HAS_WEIGHT:
+            w_tail = tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)
+        dw_acc_tail = tl.zeros([BLOCK_M, BLOCK_TAIL], dtype=ACC)
+        db_acc_tail = tl.zeros([BLOCK_M, BLOCK_TAIL], dtype=ACC)
+        dy_tile, x_tile, first_tail_mask = _bwd_tile_pointers(dy_ptr, x_ptr, first_rows, row_end, tail_cols,
+                                                              tail_col_mask, stride_dy_row, stride_x_row)
+        dy_tail_next = tl.load(dy_tile, mask=first_tail_mask, other=0.0)
+        if NEEDS_X:
+            x_tail_next = tl.load(x_tile, mask=first_tail_mask, other=0.0)
     for r0 in range(row_begin, row_end, BLOCK_M):
         rows = r0 + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
@@ -567,28 +585,63 @@ def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, 
         if NEEDS_X:
             x = x_next.to(ACC)
             x_next = tl.load(x_tile, mask=next_mask, other=0.0)
+        if BLOCK_TAIL > 0:
+            tail_mask = row_mask[:, None] & tail_col_mask[None, :]
+            dy_tail = dy_tail_next.to(ACC)
+            dy_tile, x_tile, next_tail_mask = _bwd_tile_pointers(dy_ptr, x_ptr, rows + BLOCK_M, row_end, tail_cols,
+                                                                 tail_col_mask, stride_dy_row, stride_x_row)
+            dy_tail_next = tl.load(dy_tile, mask=next_tail_mask, other=0.0)
+            if NEEDS_X:
+                x_tail = x_tail_next.to(ACC)
+                x_tail_next = tl.load(x_tile, mask=next_tail_mask, other=0.0)
+        if NEEDS_X:
             mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)
             rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
             xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            if BLOCK_TAIL > 0:
+                xhat_tail = tl.where(tail_mask, (x_tail - mean[:, None]) * rstd[:, None], 0.0)
         if COMPUTE_DX:
             if HAS_WEIGHT:
                 g = dy * w[None, :]
             else:
                 g = dy
-            c1 = tl.sum(g * xhat, axis=1) / N
-            c2 = tl.sum(g, axis=1) / N
+            sum_gx = tl.sum(g * xhat, axis=1)
+            sum_g = tl.sum(g, axis=1)
+            if BLOCK_TAIL > 0:
+                if HAS_WEIGHT:
+                    g_tail = dy_tail * w_tail[None, :]
+                else:
+                    g_tail = dy_tail
+                sum_gx += tl.sum(g_tail * xhat_tail, axis=1)
+                sum_g += tl.sum(g_tail, axis=1)
+            c1 = sum_gx / N
+            c2 = sum_g / N
             dx = (g - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
             tl.store(dx_ptr + rows[:, None] * stride_dx_row + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            if BLOCK_TAIL > 0:
+                dx_tail = (g_tail - (xhat_tail * c1[:, None] + c2[:, None])) * rstd[:, None]
+                tl.store(dx_ptr + rows[:, None] * stride_dx_row + tail_cols[None, :],
+                         dx_tail.to(dx_ptr.dtype.element_ty), mask=tail_mask)
         if COMPUTE_DW:
             dw_acc += dy * xhat
+            if BLOCK_TAIL > 0:
+                dw_acc_tail += dy_tail * xhat_tail
         if COMPUTE_DB:
             db_acc += dy
+            if BLOCK_TAIL > 0:
+                db_acc_tail += dy_tail
     if COMPUTE_DW:
         tl.store(dw_partial_ptr + pid * N + cols, tl.sum(dw_acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
                  mask=col_mask)
+        if BLOCK_TAIL > 0:
+            tl.store(dw_partial_ptr + pid * N + tail_cols,
+                     tl.sum(dw_acc_tail, axis=0).to(dw_partial_ptr.dtype.element_ty), mask=tail_col_mask)
     if COMPUTE_DB:
         tl.store(db_partial_ptr + pid * N + cols, tl.sum(db_acc, axis=0).to(db_partial_ptr.dtype.element_ty),
                  mask=col_mask)
+        if BLOCK_TAIL > 0:
+            tl.store(db_partial_ptr + pid * N + tail_cols,
+                     tl.sum(db_acc_tail, axis=0).to(db_partial_ptr.dtype.element_ty), mask=tail_col_mask)
 
 
 # Long rows backward on CUDA (N > 8192, where the fused kernel's row and its dw/db sums no longer

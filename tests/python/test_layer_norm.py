@@ -150,6 +150,37 @@ def test_backward_output_masks(device, ops, mask):
                 torch.testing.assert_close(g.double(), e, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10 * scale)
 
 
+@pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True)])
+def test_backward_tail_tile(device, ops, mask):
+    # Rows of 4609..5120 columns (not fp64): the fused backward's 4096-column tile plus a
+    # 1024-column tail tile; each side of both switches, row counts that leave the last program
+    # short, with and without weight, only some gradients asked for, a strided input view.
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        for rows, cols, affine in [(37, 5120, True), (5, 4609, True), (9, 4608, False), (3, 5121, True)]:
+            x, _, w, b = make((rows, cols), (cols, ), dtype, device, (affine, affine))
+            if cols == 5120:
+                x = random_tensor((rows, cols + 16), dtype, device)[:, 16:] * 3 + 1  # a row stride
+            dy = random_tensor((rows, cols), dtype, device)
+            out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
+            poison_allocator(3 * x.numel(), dtype, x.device)
+            got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, list(mask))
+            xd = x.double()
+            ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(
+                xd, [cols], None if w is None else w.double(), None if b is None else b.double(), 1e-5)
+            want = torch.ops.aten.native_layer_norm_backward(dy.double(), xd, [cols], ref_mean, ref_rstd,
+                                                             None if w is None else w.double(),
+                                                             None if b is None else b.double(),
+                                                             [True, w is not None, b is not None])
+            tol = TOL[dtype]
+            for asked, g, e in zip(mask, got, want):
+                if not asked or e is None:  # not asked for, or no weight/bias to have a gradient
+                    assert g is None
+                    continue
+                assert g.dtype == dtype and g.shape == e.shape
+                scale = max(1.0, rows / 10)  # dw/db sum over rows
+                torch.testing.assert_close(g.double(), e, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10 * scale)
+
+
 def test_backward_many_rows_cuda(device, ops):
     if device != "cuda":
         pytest.skip("the large-M dw/db plan runs at CUDA size only (the interpreter would take minutes)")
