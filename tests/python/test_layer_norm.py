@@ -45,6 +45,17 @@ def check_backward(ops, x, normalized, w, b, eps=1e-5):
         torch.testing.assert_close(a.double(), e, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10 * scale)
 
 
+def check_forward_stats(ops, x, w, b, eps=1e-5):
+    # The training forward's output, mean and rstd against aten's in float64 (x: [rows, cols]).
+    rows, cols = x.shape
+    poison_allocator(3 * x.numel(), x.dtype, x.device)
+    out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, eps)
+    ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(), eps)
+    torch.testing.assert_close(out.double(), ref_out, **TOL[x.dtype])
+    torch.testing.assert_close(mean.double(), ref_mean.reshape(rows), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rstd.double(), ref_rstd.reshape(rows), rtol=1e-4, atol=1e-5)
+
+
 def columns(device):
     # One row in registers up to 32768 columns (fp64: 16384); past that the looped kernel (CPU,
     # fp64: 16385 ends in a partial step, 20480 in a full one) or, on CUDA, the autotuned one.
@@ -94,13 +105,7 @@ def test_forward_short_rows(device, ops, rows, cols):
         check_forward(ops, x, normalized, w, b)
         wide = random_tensor((rows, cols + 3), dtype, device)
         check_forward(ops, wide[:, 2:cols + 2], normalized, None, b)
-        poison_allocator(3 * x.numel(), dtype, x.device)
-        out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
-        ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(),
-                                                                       1e-5)
-        torch.testing.assert_close(out.double(), ref_out, **TOL[dtype])
-        torch.testing.assert_close(mean.double(), ref_mean.reshape(rows), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(rstd.double(), ref_rstd.reshape(rows), rtol=1e-4, atol=1e-5)
+        check_forward_stats(ops, x, w, b)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -115,13 +120,7 @@ def test_forward_tail_block(device, ops, dtype):
         check_forward(ops, x, normalized, w, b)
         wide = random_tensor((rows, cols + 8), dtype, device)
         check_forward(ops, wide[:, 8:], normalized, None, b)
-        poison_allocator(3 * x.numel(), dtype, x.device)
-        out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
-        ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(),
-                                                                       1e-5)
-        torch.testing.assert_close(out.double(), ref_out, **TOL[dtype])
-        torch.testing.assert_close(mean.double(), ref_mean.reshape(rows), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(rstd.double(), ref_rstd.reshape(rows), rtol=1e-4, atol=1e-5)
+        check_forward_stats(ops, x, w, b)
 
 
 @pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True), (False, True, False),
