@@ -395,8 +395,7 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
             if head >= 4096 and n > head and tail <= (head // 2 if head == 8192 else head // 4):
                 block_n, warps = head, 8 if head == 8192 else 4
             else:
-                padded_to_4096 = block_n == 4096 and n < block_n
-                tail, warps = 0, 4 if block_n <= 2048 or padded_to_4096 else 8 if block_n <= 16384 else 16
+                tail, warps = 0, 4 if block_n <= 4096 else 8 if block_n <= 16384 else 16
         else:
             warps = 8 if block_n <= 2048 else 16 if block_n <= 8192 else 32
     else:

@@ -25,10 +25,10 @@ Choosing BLOCK_N / SINGLE_PASS / num_warps for the row kernels (fwd and bwd_dx)
     if N <= 16384: BLOCK_N = next_pow2(N); SINGLE_PASS = True;  num_warps = min(16, max(1, BLOCK_N // 512))
     else:          BLOCK_N = 4096;         SINGLE_PASS = False; num_warps = 16
     fwd of fp32/fp16/bf16 rows, N <= 32768: BLOCK_N = next_pow2(N); SINGLE_PASS = True; BLOCK_TAIL = 0;
-        2-byte x: num_warps = 4 (BLOCK_N <= 2048, or 4096 with N < 4096), 8 (<= 16384), 16 (32768);
-                  except rows just past a power of two P >= 4096, which take BLOCK_N = P and
-                  BLOCK_TAIL = next_pow2(N - P) when BLOCK_TAIL <= P / 4 (P = 8192: P / 2), num_warps = 8
-                  for P = 8192, else 4 (4097..5120, 8193..12288, 16385..20480; measurements in layer_norm.cpp)
+        2-byte x: num_warps = 4 (BLOCK_N <= 4096), 8 (<= 16384), 16 (32768); except rows just past a
+                  power of two P >= 4096, which take BLOCK_N = P and BLOCK_TAIL = next_pow2(N - P) when
+                  BLOCK_TAIL <= P / 4 (P = 8192: P / 2), num_warps = 8 for P = 8192, else 4
+                  (4097..5120, 8193..12288, 16385..20480; measurements in layer_norm.cpp)
         4-byte x: num_warps = 8 (BLOCK_N <= 2048), 16 (<= 8192), 32 (16384, 32768)
     fwd, N > 32768 on CUDA, not fp64, cdiv(N, 4096) <= 128: layer_norm_fwd_long_kernel instead,
                    @triton.autotune over looped and split configs (above the kernel), keyed on N and

@@ -89,8 +89,7 @@ constexpr int64_t kForwardSinglePassLimit = 32768;
 // (4096 + 1024, 4); 12288 3.36; 3.45 (8192 + 4096, 8); 20480 2.45; 2.97 (16384 + 4096, 4); fp16
 // 5120 3.55; 3.89. Not taken where it measured no better: 6144 (3.78 padded, 4 warps; 3.67),
 // 9216 (2.95; 2.89), 10240 (3.09; 3.09); 4-byte rows gain nothing (fp32 5120: 4.11; 4.06).
-// 2-byte rows padded to a 4096-column block run 4 warps, rows that fill it 8 (2560: 3.31 with 8,
-// 3.79 with 4; 4096: 4.05 with 8, 4.01 with 4, and 1% on an H100 too).
+// 2-byte rows of up to 4096 columns run 4 warps (2560: 3.31 with 8, 3.79 with 4; 4096: 4.05, 4.01).
 RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   if (t.element_size() == 8 || cols > kForwardSinglePassLimit) {
     return plan_rows(cols);
@@ -104,8 +103,7 @@ RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   if (head >= 4096 && cols > head && tail <= (head == 8192 ? head / 2 : head / 4)) {
     return {head, true, head == 8192 ? 8 : 4, tail};
   }
-  const bool padded_to_4096 = block == 4096 && cols < block;
-  return {block, true, block <= 2048 || padded_to_4096 ? 4 : block <= 16384 ? 8 : 16};
+  return {block, true, block <= 4096 ? 4 : block <= 16384 ? 8 : 16};
 }
 
 // Short rows forward: BLOCK_M rows per program (layer_norm_fwd_rows_kernel). H200, 4096 rows:
