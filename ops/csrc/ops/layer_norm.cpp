@@ -82,7 +82,6 @@ RowPlan plan_rows(int64_t cols) {
 // ones of the same length (bf16 16384: 3.6 TB/s with 8, 2.4 with 16).
 constexpr int64_t kForwardSinglePassLimit = 32768;
 
-//
 // 2-byte rows just past a power of two take it as the block plus a small tail block rather than
 // a block padded to the next power of two. H200, bf16, no mean/rstd, TB/s (padded with the
 // warps before; head + tail, warps): 4608 3.12; 3.61 (4096 + 512, 4); 5120 3.33; 3.79
