@@ -395,7 +395,8 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
             if head >= 4096 and n > head and tail <= (head // 2 if head == 8192 else head // 4):
                 block_n, warps = head, 8 if head == 8192 else 4
             else:
-                tail, warps = 0, 4 if block_n <= 4096 else 8 if block_n <= 16384 else 16
+                padded_to_4096 = block_n == 4096 and n < block_n
+                tail, warps = 0, 4 if block_n <= 2048 or padded_to_4096 else 8 if block_n <= 16384 else 16
         else:
             warps = 8 if block_n <= 2048 else 16 if block_n <= 8192 else 32
     else:
@@ -525,7 +526,7 @@ def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
 
 def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64, shape):
     """layer_norm.cpp's long-row backward on CUDA (8192 < N <= 32 * 4096): teams of S = cdiv(N, 4096)
-    programs share rows, two programs per SM, the next row prefetched for 2-byte rows."""
+    programs share rows, two programs per SM, the row loop pipelined 3 stages deep."""
     chunks = triton.cdiv(n, 4096)
     teams = max(1, 2 * _num_sms(x2.device) // chunks)
     rows_per_team = triton.cdiv(m, min(teams, m))
@@ -536,7 +537,7 @@ def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
         rows_per_team, dx.stride(0),
         dy2.stride(0), x2.stride(0), HAS_WEIGHT=weight is not None, COMPUTE_DX=True, COMPUTE_DW=compute_dw,
         COMPUTE_DB=compute_db, BLOCK_N=4096, S_POW2=triton.next_power_of_2(chunks),
-        PREFETCH=x2.element_size() == 2, INDEX_64=index_64, num_warps=4)
+        STAGES=3, INDEX_64=index_64, num_warps=4)
     _finish_column_sums(dw, db, dw_part, db_part, teams, n)
     return dx.view(shape), dw, db
 

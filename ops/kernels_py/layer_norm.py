@@ -25,10 +25,10 @@ Choosing BLOCK_N / SINGLE_PASS / num_warps for the row kernels (fwd and bwd_dx)
     if N <= 16384: BLOCK_N = next_pow2(N); SINGLE_PASS = True;  num_warps = min(16, max(1, BLOCK_N // 512))
     else:          BLOCK_N = 4096;         SINGLE_PASS = False; num_warps = 16
     fwd of fp32/fp16/bf16 rows, N <= 32768: BLOCK_N = next_pow2(N); SINGLE_PASS = True; BLOCK_TAIL = 0;
-        2-byte x: num_warps = 4 (BLOCK_N <= 4096), 8 (<= 16384), 16 (32768); except rows just past a
-                  power of two P >= 4096, which take BLOCK_N = P and BLOCK_TAIL = next_pow2(N - P) when
-                  BLOCK_TAIL <= P / 4 (P = 8192: P / 2), num_warps = 8 for P = 8192, else 4
-                  (4097..5120, 8193..12288, 16385..20480; measurements in layer_norm.cpp)
+        2-byte x: num_warps = 4 (BLOCK_N <= 2048, or 4096 with N < 4096), 8 (<= 16384), 16 (32768);
+                  except rows just past a power of two P >= 4096, which take BLOCK_N = P and
+                  BLOCK_TAIL = next_pow2(N - P) when BLOCK_TAIL <= P / 4 (P = 8192: P / 2), num_warps = 8
+                  for P = 8192, else 4 (4097..5120, 8193..12288, 16385..20480; measurements in layer_norm.cpp)
         4-byte x: num_warps = 8 (BLOCK_N <= 2048), 16 (<= 8192), 32 (16384, 32768)
     fwd, N > 32768 on CUDA, not fp64, cdiv(N, 4096) <= 128: layer_norm_fwd_long_kernel instead,
                    @triton.autotune over looped and split configs (above the kernel), keyed on N and
@@ -122,7 +122,7 @@ Long-row backward on CUDA (8192 < N <= 32 * 4096, not fp64; ops/csrc/ops/layer_n
 -----------------------------------------------------------------------------------------
     layer_norm_bwd_team_kernel (above it: the protocol): BLOCK_N = 4096, S = cdiv(N, 4096) programs a
     team, num_warps = 4, 2 programs per SM: teams = max(1, 2 * SMs // S), rows split evenly;
-    PREFETCH for 2-byte rows; then layer_norm_bwd_dwdb_finalize_kernel over the teams' partials.
+    STAGES = 3; then layer_norm_bwd_dwdb_finalize_kernel over the teams' partials.
     Everything else past 8192 columns (CPU, fp64, longer rows) takes the dx kernel and the plan below.
 
 Weight/bias gradient plan (M rows, N columns > 8192, when the team kernel does not run)
@@ -652,20 +652,50 @@ def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, 
 # row. Each program keeps its columns' dw/db sums in registers
 # across the team's rows, stored once to dw_partial[team, :] / db_partial[team, :] (the finalize
 # kernel adds the teams up, or dw/db themselves when there is one team). dy and x are read once.
-# PREFETCH issues the next row's loads before waiting on this row's team.
+# STAGES > 1: Triton's pipeliner copies the next rows' dy and x into shared memory (STAGES - 1 rows
+# ahead) while this row waits on its team; the wait then spins in PTX (_wait_spin), since a loop
+# in the row loop's body keeps the pipeliner from taking it. STAGES = 1 (the interpreter, which
+# runs no PTX): _wait's loop, no copies ahead.
 #     sync      int64 [2 + M * S], ZEROED before each launch: sync[0] hands out tickets (a team is S
 #               consecutive tickets, so the team that waits on programs not yet started is the
 #               last one handed out, as in softmax.py's split kernels: room for S programs
 #               suffices), then the rows' words
 #     grid = (teams * S,). CUDA only (programs wait for each other).
 # H100, bf16 / fp32 10944 x 12288: 1.84 / 2.56 TB/s with a counter and separate partials -> 2.36 /
-# 2.78 with the one-word exchange.
+# 2.78 with the one-word exchange. H200, the kernel alone, bf16 / fp32 10944 x 12288: 2.79 / 3.59
+# TB/s with the next row loaded into registers (bf16) or nothing ahead (fp32) -> 3.38 / 3.88 with
+# STAGES = 3 (8192 x 16384: 2.77 / 3.54 -> 3.29 / 3.91); STAGES = 2: 2.53 / 3.65, 4: as 3.
+@triton.jit
+def _wait_spin(sync_ptr, row, S, S_POW2: tl.constexpr):
+    # _wait without a Triton loop. Each lane loads its chunk's word until every lane of its warp has
+    # a published (non-zero) one: vote.all keeps the branch warp-uniform. Lanes past S read the row's
+    # first word (a valid address) and count as done; their words are then replaced by 0.
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    slots = sync_ptr + 2 + row * S + tl.where(kmask, k, 0)
+    words = tl.inline_asm_elementwise(
+        """{
+        .reg .pred %pw, %pm;
+        setp.eq.s32 %pm, $2, 0;
+        SPIN:
+        ld.relaxed.gpu.global.b64 $0, [$1];
+        setp.ne.s64 %pw, $0, 0;
+        or.pred %pw, %pw, %pm;
+        vote.sync.all.pred %pw, %pw, -1;
+        @!%pw bra.uni SPIN;
+        }""", "=l,l,r", [slots, kmask.to(tl.int32)], dtype=tl.int64, is_pure=False, pack=1)
+    words = tl.where(kmask, words, 0)
+    hi = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    lo = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    return hi, lo, kmask
+
+
 @triton.jit
 def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
                                sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row,
                                stride_x_row, HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr,
                                COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_N: tl.constexpr,
-                               S_POW2: tl.constexpr, PREFETCH: tl.constexpr, INDEX_64: tl.constexpr):
+                               S_POW2: tl.constexpr, STAGES: tl.constexpr, INDEX_64: tl.constexpr):
     team, chunk = _ticket(sync_ptr, S)
     if INDEX_64:
         team = team.to(tl.int64)
@@ -677,16 +707,9 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
     row_end = tl.minimum(row_begin + rows_per_team, M)
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    if PREFETCH:
-        dy_next = tl.load(dy_ptr + row_begin * stride_dy_row + cols, mask=col_mask & (row_begin < row_end), other=0.0)
-        x_next = tl.load(x_ptr + row_begin * stride_x_row + cols, mask=col_mask & (row_begin < row_end), other=0.0)
-    for row in range(row_begin, row_end):
-        if PREFETCH:
-            dy = dy_next.to(tl.float32)
-            x = x_next.to(tl.float32)
-        else:
-            dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=col_mask, other=0.0).to(tl.float32)
-            x = tl.load(x_ptr + row * stride_x_row + cols, mask=col_mask, other=0.0).to(tl.float32)
+    for row in tl.range(row_begin, row_end, num_stages=STAGES):
+        dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=col_mask, other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + row * stride_x_row + cols, mask=col_mask, other=0.0).to(tl.float32)
         mean = tl.load(mean_ptr + row).to(tl.float32)
         rstd = tl.load(rstd_ptr + row).to(tl.float32)
         xhat = tl.where(col_mask, (x - mean) * rstd, 0.0)
@@ -696,12 +719,10 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
             else:
                 g = dy
             _publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0))
-        if PREFETCH:
-            nxt = row + 1
-            dy_next = tl.load(dy_ptr + nxt * stride_dy_row + cols, mask=col_mask & (nxt < row_end), other=0.0)
-            x_next = tl.load(x_ptr + nxt * stride_x_row + cols, mask=col_mask & (nxt < row_end), other=0.0)
-        if COMPUTE_DX:
-            sums_gx, sums_g, _ = _wait(sync_ptr, row, S, S_POW2)
+            if STAGES > 1:
+                sums_gx, sums_g, _ = _wait_spin(sync_ptr, row, S, S_POW2)
+            else:
+                sums_gx, sums_g, _ = _wait(sync_ptr, row, S, S_POW2)
             c1 = tl.sum(sums_gx, axis=0) / N
             c2 = tl.sum(sums_g, axis=0) / N
             dx = (g - (xhat * c1 + c2)) * rstd

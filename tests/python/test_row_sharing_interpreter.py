@@ -105,7 +105,7 @@ def _layer_norm_cases(torch, ln):
         db_part = torch.full((teams, n), float("nan"))
         ln.layer_norm_bwd_team_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32,
                                                  torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1, per_team, n, n,
-                                                 n, True, True, True, True, 4096, 1, dtype == torch.bfloat16, False)
+                                                 n, True, True, True, True, 4096, 1, 1, False)
         want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd, w.double(),
                                                          b.double(), [True, True, True])
         errors[f"layer_norm bwd team dx {dtype} {rows}x{n}"] = _error(dx, want[0])

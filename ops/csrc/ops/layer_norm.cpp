@@ -88,7 +88,8 @@ constexpr int64_t kForwardSinglePassLimit = 32768;
 // (4096 + 1024, 4); 12288 3.36; 3.45 (8192 + 4096, 8); 20480 2.45; 2.97 (16384 + 4096, 4); fp16
 // 5120 3.55; 3.89. Not taken where it measured no better: 6144 (3.78 padded, 4 warps; 3.67),
 // 9216 (2.95; 2.89), 10240 (3.09; 3.09); 4-byte rows gain nothing (fp32 5120: 4.11; 4.06).
-// 2-byte rows of up to 4096 columns run 4 warps (2560: 3.31 with 8, 3.79 with 4; 4096: 4.05, 4.01).
+// 2-byte rows padded to a 4096-column block run 4 warps, rows that fill it 8 (2560: 3.31 with 8,
+// 3.79 with 4; 4096: 4.05 with 8, 4.01 with 4, and 1% on an H100 too).
 RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   if (t.element_size() == 8 || cols > kForwardSinglePassLimit) {
     return plan_rows(cols);
@@ -102,7 +103,8 @@ RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   if (head >= 4096 && cols > head && tail <= (head == 8192 ? head / 2 : head / 4)) {
     return {head, true, head == 8192 ? 8 : 4, tail};
   }
-  return {block, true, block <= 4096 ? 4 : block <= 16384 ? 8 : 16};
+  const bool padded_to_4096 = block == 4096 && cols < block;
+  return {block, true, block <= 2048 || padded_to_4096 ? 4 : block <= 16384 ? 8 : 16};
 }
 
 // Short rows forward: BLOCK_M rows per program (layer_norm_fwd_rows_kernel). H200, 4096 rows:
@@ -164,19 +166,23 @@ FusedBackwardPlan plan_fused_backward(int64_t cols, const at::Tensor& t) {
 }
 
 // The long-row backward on CUDA (layer_norm_bwd_team_kernel): teams of `chunks` programs share
-// rows, each program owning 4096 columns, 4 warps, two programs per SM. Measured on an H100
-// (rows x 12288 and 16384 columns, 256 MiB a tensor, whole backward with the finalize, one-word
-// exchange): fp32 2.77-2.78 TB/s without prefetch (2.18-2.23 with), bf16 2.36-2.41 with prefetch
-// (2.11-2.21 without); 2048-column chunks with four programs per SM were slower (bf16 1.46-2.24,
-// fp32 2.07-2.49); the dx + dw/db kernels this replaces: 1.58-1.75 TB/s.
+// rows, each program owning 4096 columns, 4 warps, two programs per SM, the row loop pipelined 3
+// stages deep (the next two rows' dy and x copied into shared memory while a row waits on its team).
+// Measured on an H100 (rows x 12288 and 16384 columns, 256 MiB a tensor, whole backward with the
+// finalize, one-word exchange): 2048-column chunks with four programs per SM were slower (bf16
+// 1.46-2.24, fp32 2.07-2.49 TB/s); the dx + dw/db kernels this replaces: 1.58-1.75 TB/s. H200, the
+// kernel alone, bf16 / fp32, 10944 x 12288: 2.79 / 3.59 TB/s with the next row in registers (bf16)
+// or nothing ahead (fp32), 3.38 / 3.88 with 3 stages; 8192 x 16384: 2.77 / 3.54 -> 3.29 / 3.91.
+// 2 stages measured 2.53 / 3.65, 4 as 3; 8 warps or 2048-column chunks at 4 per SM 3-5% slower.
 constexpr int64_t kTeamMaxChunks = 32;
+constexpr int kTeamStages = 3;
 
 struct TeamBackwardPlan {
   int64_t block_n;
   int64_t chunks;
   int num_warps;
   int programs_per_sm;
-  bool prefetch;
+  int stages;
 };
 
 std::optional<TeamBackwardPlan> plan_team_backward(int64_t rows, int64_t cols, const at::Tensor& t) {
@@ -188,8 +194,7 @@ std::optional<TeamBackwardPlan> plan_team_backward(int64_t rows, int64_t cols, c
   if (chunks > kTeamMaxChunks || rows * chunks * 2 >= detail::kInt32Limit) {
     return std::nullopt;
   }
-  // 2-byte rows load half the bytes per row: the next row's loads hide the team's wait.
-  return TeamBackwardPlan{block_n, chunks, 4, 2, t.element_size() == 2};
+  return TeamBackwardPlan{block_n, chunks, 4, 2, kTeamStages};
 }
 
 // dw = sum over the `groups` rows of dw_partial [groups, cols] (db likewise), in one launch. Narrow
@@ -414,7 +419,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
                 dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c,
                 detail::split_sync(rows, team->chunks, input), rows, cols, team->chunks, rows_per_team, cols,
                 dyv.row_stride, xv.row_stride, w.defined(), dx.defined(), want_dw, want_db, team->block_n,
-                detail::next_power_of_2(team->chunks), team->prefetch, index64);
+                detail::next_power_of_2(team->chunks), team->stages, index64);
     sums.finish(stream, dw, db, cols);
     return {dx, dw, db};
   }
