@@ -191,12 +191,14 @@ def test_backward_many_rows_cuda(device, ops):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_backward_teams_cuda(ops, dtype):
     # Past 8192 columns on CUDA a team of programs shares each row (layer_norm_bwd_team_kernel:
-    # 4096-column chunks, up to 32; 2-byte rows prefetch the next row), exchanging the rows' sums;
+    # 4096-column chunks, up to 32; the row loop 3 stages deep), exchanging the rows' sums;
     # dw/db per team, then added up. Both sides of 8192 and of the 32-chunk limit,
     # chunk counts that are not powers of two, a ragged last chunk, odd row counts, one row (one
-    # team: dw/db stored directly), a row stride, no weight or bias.
+    # team: dw/db stored directly), teams of fewer rows than stages and of many (2001 rows: ~23 a
+    # team, the stages' buffers reused many times), a row stride, no weight or bias.
     limit = 4096 * 32
-    for rows, cols in [(37, 8192), (37, 8193), (300, 12288), (1, 16384), (129, 20000), (5, limit), (3, limit + 1)]:
+    for rows, cols in [(37, 8192), (37, 8193), (300, 12288), (2001, 12288), (1, 16384), (129, 20000), (5, limit),
+                       (3, limit + 1)]:
         check_backward(ops, *make((rows, cols), (cols, ), dtype, "cuda"))
     x, normalized, w, b = make((45, 12288 + 40), (12288, ), dtype, "cuda")
     check_backward(ops, x[:, 7:12288 + 7], normalized, w, b)
