@@ -139,10 +139,12 @@ MISS_NOTES = {
                  "bf16 products reach its speed (4.31 vs 4.32 TB/s) but round each product, unlike aten: not taken",
     "llm_softmax_copy": "bf16 rows of 128K-262K columns are split over programs that wait for their row's other "
                         "chunks; ncu: 62.5% occupancy (48 registers), DRAM ~64% busy. Tried: exp2 with an FMA "
-                        "(+5%), chunks held, re-read or kept in bf16, 2048-16384 columns, 2-16 warps",
+                        "(+5%), chunks held, re-read or kept in bf16, 2048-16384 columns, 2-16 warps, teams of "
+                        "chunk programs looping over rows, pipelined (slower: 4-24 teams fit)",
     "llm_layer_norm_fwd_copy": "bf16 12288: two 8-warp programs per SM (128 registers, 25% occupancy), DRAM "
                                "69-77% busy. Tried: 4/16 warps, maxnreg 64-96, an 8192 + 4096 two-block row, "
-                               "persistent programs loading the next row early, rows split over programs",
+                               "persistent programs loading the next row early (into registers: no gain; "
+                               "pipelined through shared memory: 0.845, not yet landed), rows split over programs",
     "llm_layer_norm_bwd_copy": "bf16 16384 (12288 passes): teams of 4 programs exchange row sums once a row while "
                                "the next 2 rows load into shared memory (3 stages: +19%); the team kernel alone "
                                "is 0.78x copy, its finalize and zeroed sync buffer cost the rest. 215 registers, "
