@@ -60,6 +60,31 @@ def _num_sms(device):
     return 4  # interpreter: keep the grids small, the split paths still get exercised
 
 
+_RESIDENT_PER_SM = {}
+
+
+def _resident_per_sm(kernel, args, options, **constexprs):
+    """TritonJitFunction::resident_programs_per_sm for a Python launch: the driver's occupancy of
+    the binary kernel[grid](*args, **constexprs, **options) runs (1 on CPU, the interpreter)."""
+    device = args[0].device
+    if device.type != "cuda":
+        return 1
+    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__, device.index,
+           tuple(a.dtype if isinstance(a, torch.Tensor) else type(a) for a in args),
+           tuple(sorted(constexprs.items())), tuple(sorted(options.items())))
+    if key not in _RESIDENT_PER_SM:
+        import ctypes
+        compiled = kernel.warmup(*args, grid=(1, ), **constexprs, **options)
+        compiled._init_handles()
+        programs = ctypes.c_int(0)
+        rc = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(programs), ctypes.c_void_p(compiled.function), ctypes.c_int(32 * options["num_warps"]),
+            ctypes.c_size_t(compiled.metadata.shared))
+        assert rc == 0, f"cuOccupancyMaxActiveBlocksPerMultiprocessor: CUresult {rc}"
+        _RESIDENT_PER_SM[key] = max(programs.value, 1)
+    return _RESIDENT_PER_SM[key]
+
+
 def _rows_view(x):
     """[M, N] view of x with contiguous columns (copy only if needed)."""
     n = x.shape[-1] if x.dim() > 0 else 1
@@ -351,9 +376,12 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
 LAYER_NORM_FWD_SINGLE_PASS_LIMIT = 32768  # layer_norm.cpp's kForwardSinglePassLimit (not fp64)
 
 
-def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pass=None, stats=True):
+def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pass=None, stats=True,
+               persistent=None):
     """Returns (y, mean, rstd); mean/rstd have aten's shape x.shape[:-1] + (1,). With stats=False
-    (inference, as tjit.layer_norm does) they are neither allocated nor stored, and are None."""
+    (inference, as tjit.layer_norm does) they are neither allocated nor stored, and are None.
+    persistent=(BLOCK_N, BLOCK_TAIL, programs) forces layer_norm_fwd_persistent_kernel with those
+    blocks and that grid (tests)."""
     x2 = _rows_view(x)
     m, n = x2.shape
     acc = _acc_dtype(x.dtype)
@@ -362,17 +390,34 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
     rstd = _empty((m, ), acc, x.device) if stats else None
     if index_64 is None:
         index_64 = _needs_index_64(x2)
-    if block_n is None and single_pass is None and _tuned_long_rows(m, n, x2, LAYER_NORM_FWD_SINGLE_PASS_LIMIT):
+    if (block_n is None and single_pass is None and persistent is None and
+            _tuned_long_rows(m, n, x2, LAYER_NORM_FWD_SINGLE_PASS_LIMIT)):
         grid, sync, bucket = _long_row_arguments(m, n, x.device)
         layer_norm_k.layer_norm_fwd_long_kernel[grid](y, x2, weight, bias, mean, rstd, sync, bucket, n,
                                                       x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
                                                       HAS_BIAS=bias is not None, INDEX_64=index_64)
+    elif persistent is not None:
+        head, tail, programs = persistent
+        layer_norm_k.layer_norm_fwd_persistent_kernel[(programs, )](
+            y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
+            HAS_BIAS=bias is not None, BLOCK_N=head, BLOCK_TAIL=tail, STAGES=2, INDEX_64=index_64, num_warps=4)
     else:
         _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single_pass, index_64)
     if not stats:
         return y.view(x.shape), None, None
     stat_shape = x.shape[:-1] + (1, )
     return y.view(x.shape), mean.view(stat_shape), rstd.view(stat_shape)
+
+
+def _persistent_forward_plan(n, x2):
+    """layer_norm.cpp's plan_persistent_forward: (head, tail, launch options), or None."""
+    if x2.element_size() != 2:
+        return None
+    for head in (4096, 8192):
+        if head < n <= head + (head // 2 if head == 8192 else head // 4):
+            options = dict(num_warps=4, maxnreg=168) if head == 8192 else dict(num_warps=4)
+            return head, triton.next_power_of_2(n - head), options
+    return None
 
 
 def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single_pass, index_64):
@@ -383,6 +428,17 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
         layer_norm_k.layer_norm_fwd_rows_kernel[(triton.cdiv(m, bm), )](
             y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
             HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=8 if bn <= 128 else 4)
+        return
+    persistent = _persistent_forward_plan(n, x2) if block_n is None and single_pass is None else None
+    if persistent is not None:
+        # layer_norm.cpp's persistent plan: as many programs as the GPU holds, the row loop pipelined.
+        head, tail, options = persistent
+        args = (y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps)
+        constexprs = dict(HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, BLOCK_N=head, BLOCK_TAIL=tail,
+                          STAGES=2, INDEX_64=index_64)
+        kernel = layer_norm_k.layer_norm_fwd_persistent_kernel
+        programs = min(m, _resident_per_sm(kernel, args, options, **constexprs) * _num_sms(x2.device))
+        kernel[(programs, )](*args, **constexprs, **options)
         return
     tail = 0
     if block_n is None and single_pass is None and x2.element_size() != 8 and n <= LAYER_NORM_FWD_SINGLE_PASS_LIMIT:

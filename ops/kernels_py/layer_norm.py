@@ -30,6 +30,9 @@ Choosing BLOCK_N / SINGLE_PASS / num_warps for the row kernels (fwd and bwd_dx)
                   BLOCK_TAIL = next_pow2(N - P) when BLOCK_TAIL <= P / 4 (P = 8192: P / 2), num_warps = 8
                   for P = 8192, else 4 (4097..5120, 8193..12288, 16385..20480; measurements in layer_norm.cpp)
         4-byte x: num_warps = 8 (BLOCK_N <= 2048), 16 (<= 8192), 32 (16384, 32768)
+    fwd of 2-byte rows of 4097..5120 and 8193..12288 columns: layer_norm_fwd_persistent_kernel instead,
+                   BLOCK_N = 4096 / 8192, BLOCK_TAIL = next_pow2(N - BLOCK_N), STAGES = 2, num_warps = 4,
+                   maxnreg = 168 for the 8192 head; grid = min(M, resident programs per SM x SMs)
     fwd, N > 32768 on CUDA, not fp64, cdiv(N, 4096) <= 128: layer_norm_fwd_long_kernel instead,
                    @triton.autotune over looped and split configs (above the kernel), keyed on N and
                    the row-count bucket.
@@ -66,6 +69,12 @@ layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stri
     Variance: SINGLE_PASS sums (x - mean)^2 over the row held in registers (exact two-pass);
     the looped path runs Welford per lane and merges lanes with Chan's formula, so the row is
     read twice (statistics, then normalise), never E[x^2] - E[x]^2.
+
+layer_norm_fwd_persistent_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row,
+                                 stride_y_row, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL, STAGES, INDEX_64)
+    layer_norm_fwd_kernel's single pass (N <= BLOCK_N + BLOCK_TAIL) for rows pid, pid + P, ... (P
+    programs), the row loop software-pipelined STAGES deep. grid: (P,), P = the programs the GPU holds
+    at once (see the kernel's comment).
 
 layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M, N, stride_dx_row,
                          stride_dy_row, stride_x_row, HAS_WEIGHT, BLOCK_N, SINGLE_PASS, INDEX_64)
@@ -156,30 +165,10 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
 
     x_row = x_ptr + row * stride_x_row
     y_row = y_ptr + row * stride_y_row
-    cols = tl.arange(0, BLOCK_N)
 
     if SINGLE_PASS:
-        mask = cols < N
-        x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
-        total = tl.sum(x, axis=0)
-        if BLOCK_TAIL > 0:
-            # Columns past BLOCK_N in a second, smaller block instead of one block padded to the
-            # next power of two (5120 = 4096 + 1024 rather than 8192 lanes, 3/8 of them padding).
-            tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
-            tail_mask = tail_cols < N
-            x_tail = tl.load(x_row + tail_cols, mask=tail_mask, other=0.0).to(ACC)
-            total += tl.sum(x_tail, axis=0)
-        mean = total / N
-        diff = tl.where(mask, x - mean, 0.0)
-        squares = tl.sum(diff * diff, axis=0)
-        if BLOCK_TAIL > 0:
-            diff_tail = tl.where(tail_mask, x_tail - mean, 0.0)
-            squares += tl.sum(diff_tail * diff_tail, axis=0)
-        rstd = 1.0 / tl.sqrt(squares / N + eps)
-        _layer_norm_fwd_store(y_row, w_ptr, b_ptr, cols, mask, diff * rstd, HAS_WEIGHT, HAS_BIAS, ACC)
-        if BLOCK_TAIL > 0:
-            _layer_norm_fwd_store(y_row, w_ptr, b_ptr, tail_cols, tail_mask, diff_tail * rstd, HAS_WEIGHT, HAS_BIAS,
-                                  ACC)
+        mean, rstd = _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL,
+                                         ACC)
     else:
         mean, rstd = _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N,
                                                 ACC)
@@ -188,6 +177,62 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
         tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
     if rstd_ptr is not None:
         tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+
+
+# Persistent forward for 2-byte rows of hidden sizes just past 4096 and 8192 (4097..5120,
+# 8193..12288 columns): `grid` programs, each taking rows pid, pid + grid, ... Triton's pipeliner
+# copies the next row (STAGES - 1 rows ahead) into shared memory while this one is reduced and
+# stored, which a program a row cannot do. The grid must be the programs the GPU holds at once
+# (TritonJitFunction::resident_programs_per_sm x SMs): more leave a second wave, fewer are placed
+# unevenly (H200, bf16 5120, 6 resident: 3 a SM 3.07 TB/s, 6 a SM 3.84). Any dtype; fp64 rows
+# accumulate in fp64, the others in fp32.
+@triton.jit
+def layer_norm_fwd_persistent_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row,
+                                     stride_y_row, eps: tl.float64, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                                     BLOCK_N: tl.constexpr, BLOCK_TAIL: tl.constexpr, STAGES: tl.constexpr,
+                                     INDEX_64: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    eps = tl.full((), eps, ACC)
+    for r in tl.range(tl.program_id(0), M, tl.num_programs(0), num_stages=STAGES):
+        if INDEX_64:
+            row = tl.full((), r, tl.int64)  # not r.to: the interpreter's loop index is a Python int
+        else:
+            row = r
+        mean, rstd = _layer_norm_fwd_row(y_ptr + row * stride_y_row, x_ptr + row * stride_x_row, w_ptr, b_ptr, N, eps,
+                                         HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL, ACC)
+        if mean_ptr is not None:
+            tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
+        if rstd_ptr is not None:
+            tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                        BLOCK_N: tl.constexpr, BLOCK_TAIL: tl.constexpr, ACC: tl.constexpr):
+    # One row held in registers (N <= BLOCK_N + BLOCK_TAIL), normalised and stored; returns (mean, rstd).
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
+    total = tl.sum(x, axis=0)
+    if BLOCK_TAIL > 0:
+        # Columns past BLOCK_N in a second, smaller block instead of one block padded to the
+        # next power of two (5120 = 4096 + 1024 rather than 8192 lanes, 3/8 of them padding).
+        tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
+        tail_mask = tail_cols < N
+        x_tail = tl.load(x_row + tail_cols, mask=tail_mask, other=0.0).to(ACC)
+        total += tl.sum(x_tail, axis=0)
+    mean = total / N
+    diff = tl.where(mask, x - mean, 0.0)
+    squares = tl.sum(diff * diff, axis=0)
+    if BLOCK_TAIL > 0:
+        diff_tail = tl.where(tail_mask, x_tail - mean, 0.0)
+        squares += tl.sum(diff_tail * diff_tail, axis=0)
+    rstd = 1.0 / tl.sqrt(squares / N + eps)
+    _layer_norm_fwd_store(y_row, w_ptr, b_ptr, cols, mask, diff * rstd, HAS_WEIGHT, HAS_BIAS, ACC)
+    if BLOCK_TAIL > 0:
+        _layer_norm_fwd_store(y_row, w_ptr, b_ptr, tail_cols, tail_mask, diff_tail * rstd, HAS_WEIGHT, HAS_BIAS,
+                              ACC)
+    return mean, rstd
 
 
 @triton.jit
@@ -283,6 +328,15 @@ def _publish(sync_ptr, row, chunk, S, hi, lo):
 
 
 @triton.jit
+def _unpack_words(words, kmask):
+    # The published words' two fp32 halves; lanes past the row's chunks (kmask False) give 0.0.
+    words = tl.where(kmask, words, 0)
+    hi = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    lo = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    return hi, lo
+
+
+@triton.jit
 def _wait(sync_ptr, row, S, S_POW2: tl.constexpr):
     k = tl.arange(0, S_POW2)
     kmask = k < S
@@ -290,9 +344,7 @@ def _wait(sync_ptr, row, S, S_POW2: tl.constexpr):
     words = tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
     while tl.sum((words == 0).to(tl.int32), axis=0) > 0:
         words = tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
-    words = tl.where(kmask, words, 0)
-    hi = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
-    lo = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    hi, lo = _unpack_words(words, kmask)
     return hi, lo, kmask
 
 
@@ -669,7 +721,7 @@ def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, 
 def _wait_spin(sync_ptr, row, S, S_POW2: tl.constexpr):
     # _wait without a Triton loop. Each lane loads its chunk's word until every lane of its warp has
     # a published (non-zero) one: vote.all keeps the branch warp-uniform. Lanes past S read the row's
-    # first word (a valid address) and count as done; their words are then replaced by 0.
+    # first word (a valid address) and count as done; _unpack_words gives them 0.
     k = tl.arange(0, S_POW2)
     kmask = k < S
     slots = sync_ptr + 2 + row * S + tl.where(kmask, k, 0)
@@ -684,9 +736,7 @@ def _wait_spin(sync_ptr, row, S, S_POW2: tl.constexpr):
         vote.sync.all.pred %pw, %pw, -1;
         @!%pw bra.uni SPIN;
         }""", "=l,l,r", [slots, kmask.to(tl.int32)], dtype=tl.int64, is_pure=False, pack=1)
-    words = tl.where(kmask, words, 0)
-    hi = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
-    lo = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    hi, lo = _unpack_words(words, kmask)
     return hi, lo, kmask
 
 

@@ -285,6 +285,44 @@ TEST(CudaLaunch, SharedMemoryAbove48KiB) {
   EXPECT_TRUE(at::allclose(out, at::matmul(x, x), 1e-2, 1e-2));
 }
 
+// resident_programs_per_sm: the driver's occupancy of the binary the same launch runs. Warps cap
+// scale_kernel (few registers, no shared memory): twice the warps, half the programs; a kernel
+// with more than 48 KiB of shared memory fits fewer. The query loads the launch's binary, so the launch after it compiles nothing.
+TEST(CudaLaunch, ResidentProgramsPerSm) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = at::randn({2048}, at::kCUDA);
+  at::Tensor out = at::empty({2048}, at::kCUDA);
+  const auto resident = [&](int warps) {
+    return fn.resident_programs_per_sm(LaunchOptions{warps}, x, out, int64_t{2048}, 2.0f, int64_t{512});
+  };
+  const int with8 = resident(8);
+  const int with16 = resident(16);
+  EXPECT_GE(with16, 1);
+  EXPECT_EQ(with8, 2 * with16) << "8 warps: " << with8 << ", 16 warps: " << with16;
+  const size_t before = binaries(fn);
+  fn(stream_of(x), Grid(4), LaunchOptions{8}, x, out, int64_t{2048}, 2.0f, int64_t{512});
+  EXPECT_EQ(binaries(fn), before) << "the launch after the query compiled again";
+  synchronize(out);
+  EXPECT_TRUE(at::allclose(out, x * 2.0));
+
+  auto& big = TritonJitFunction::get_instance(test_kernels(), "big_shared_kernel");
+  const at::Tensor square = at::randn({128, 128}, at::kCUDA);
+  at::Tensor product = at::empty({128, 128}, at::kCUDA);
+  const LaunchOptions big_options{8, 1};
+  const int big_resident = big.resident_programs_per_sm(big_options, square, product, int64_t{128});
+  EXPECT_GE(big_resident, 1);
+  EXPECT_LT(big_resident, with8) << "shared memory did not limit big_shared_kernel";
+}
+
+// CPU tensors run one program at a time through Triton's interpreter.
+TEST(Launch, ResidentProgramsPerSmOnCpuIsOne) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = at::randn({64});
+  at::Tensor out = at::empty({64});
+  EXPECT_EQ(fn.resident_programs_per_sm(LaunchOptions{4}, x, out, int64_t{64}, 2.0f, int64_t{64}), 1);
+}
+
 TEST(CudaLaunch, DriverErrorNamesKernel) {
   TJIT_SKIP_WITHOUT_CUDA();
   auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");

@@ -171,7 +171,11 @@ def layer_norm_cases(W, dt, dev, m, n, tag, x=None, eps=1e-5, tol=None):
         wt = w if wb in ("wb", "w") else None
         bs = b if wb == "wb" else None
         ref = torch.ops.aten.native_layer_norm(x64, [n], None if wt is None else w64, None if bs is None else b64, eps)
-        for mode, kw in (("default", {}), ("looped,i64", loop)):
+        # Persistent: 3 programs walk the rows; the head block half the row (a power of two), the
+        # rest in the tail block.
+        head = max(1, triton.next_power_of_2(n) // 2)
+        persistent = dict(persistent=(head, triton.next_power_of_2(max(1, n - head)), 3), index_64=True)
+        for mode, kw in (("default", {}), ("looped,i64", loop), ("persistent,i64", persistent)):
             if wb == "w" and mode == "default":
                 continue  # weight-only needs one path, not two
 
@@ -310,6 +314,10 @@ def compile_check():
         (L.layer_norm_fwd_kernel,
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=0), True,
+         ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
+        (L.layer_norm_fwd_persistent_kernel,
+         dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
+         ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=1024, STAGES=2), False,
          ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
         (L.layer_norm_bwd_dx_kernel,
          dict(dx_ptr="in", dy_ptr="in", x_ptr="in", w_ptr="in", mean_ptr="acc", rstd_ptr="acc"),

@@ -111,9 +111,9 @@ def test_forward_short_rows(device, ops, rows, cols):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_forward_tail_block(device, ops, dtype):
     # 2-byte rows just past a power of two go as that block plus a tail block (layer_norm.cpp's
-    # plan_forward_rows): each side of each switch (4096 + 1..1024, 8192 + 1..4096, 16384 +
-    # 1..4096), a row count that is not a power of two, a strided view without weight, and the
-    # mean/rstd the training forward stores.
+    # plan_forward_rows, and for 4096 + 1..1024 and 8192 + 1..4096 its persistent plan): each side
+    # of each switch (16384 + 1..4096 too), a row count that is not a power of two, a strided view
+    # without weight, and the mean/rstd the training forward stores.
     for cols in [2560, 4097, 5120, 5121, 8193, 12288, 12289, 16385, 20480, 20481]:
         rows = 3
         x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
@@ -121,6 +121,22 @@ def test_forward_tail_block(device, ops, dtype):
         wide = random_tensor((rows, cols + 8), dtype, device)
         check_forward(ops, wide[:, 8:], normalized, None, b)
         check_forward_stats(ops, x, w, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_forward_persistent(device, ops, dtype):
+    # 2-byte rows of 4097..5120 and 8193..12288 columns: as many programs as the GPU holds (CPU: 4)
+    # walk the rows (layer_norm.cpp's plan_persistent_forward). Fewer rows than programs, and so
+    # many that each program's pipelined loop takes several (CUDA: up to 7 programs of 132 SMs),
+    # inside and just outside both ranges, a row stride, and mean/rstd.
+    many = 7001 if device == "cuda" else 11
+    for rows, cols in [(many, 4097), (5, 5120), (many, 5120), (3, 5121), (many, 8193), (7, 9216), (many, 12288),
+                       (2, 12289), (many, 4096), (many, 8192)]:
+        x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
+        check_forward(ops, x, normalized, w, b)
+        check_forward_stats(ops, x, w, b)
+        wide = random_tensor((rows, cols + 8), dtype, device)
+        check_forward(ops, wide[:, 8:], normalized, None, None)
 
 
 @pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True), (False, True, False),

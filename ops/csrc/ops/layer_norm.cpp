@@ -100,11 +100,41 @@ RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   }
   const int64_t head = block == cols ? cols : block / 2;
   const int64_t tail = detail::next_power_of_2(cols - head);
+  // (Heads of 4096 and 8192 columns with their tails go to the persistent plan first.)
   if (head >= 4096 && cols > head && tail <= (head == 8192 ? head / 2 : head / 4)) {
     return {head, true, head == 8192 ? 8 : 4, tail};
   }
   const bool padded_to_4096 = block == 4096 && cols < block;
   return {block, true, block <= 2048 || padded_to_4096 ? 4 : block <= 16384 ? 8 : 16};
+}
+
+// 2-byte rows of 4097..5120 and 8193..12288 columns (hidden sizes 5120 and 12288; the head plus
+// tail blocks of plan_forward_rows) run persistent programs whose row loop Triton pipelines
+// (layer_norm_fwd_persistent_kernel), as many as the GPU holds at once. H200, bf16, rows x N with
+// 256 MiB a tensor, TB/s (one program a row, as plan_forward_rows; persistent, 4 warps, 2 stages):
+// 4608 3.32; 3.78, 5120 3.55; 3.84, 9216 2.83; 3.67, 10240 3.06; 3.74, 12288 3.46; 3.84 (fp16
+// 3.41; 3.82). 8192-column heads cap registers at 168 so three programs fit an SM (bf16 12288
+// compiles to 254 otherwise: two, 3.52). Not taken where one program a row measured faster:
+// 7168 (3.96; 3.81 at best), 16384 (3.90; 3.81), 20480 (2.98; 2.67); 4-byte rows are at 0.97x copy.
+struct PersistentForwardPlan {
+  int64_t block_n;
+  int64_t block_tail;
+  int num_warps;
+  int stages;
+  int maxnreg;
+};
+
+std::optional<PersistentForwardPlan> plan_persistent_forward(int64_t cols, const at::Tensor& t) {
+  if (t.element_size() != 2) {
+    return std::nullopt;
+  }
+  for (const int64_t head : {int64_t{4096}, int64_t{8192}}) {
+    const int64_t tail_limit = head == 8192 ? head / 2 : head / 4;
+    if (cols > head && cols <= head + tail_limit) {
+      return PersistentForwardPlan{head, detail::next_power_of_2(cols - head), 4, 2, head == 8192 ? 168 : 0};
+    }
+  }
+  return std::nullopt;
 }
 
 // Short rows forward: BLOCK_M rows per program (layer_norm_fwd_rows_kernel). H200, 4096 rows:
@@ -298,6 +328,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     rows_kernel(stream, Grid(detail::blocks_for(v.rows, plan.block_m, kOp)), LaunchOptions{plan.num_warps}, out, x, w,
                 b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.block_m,
                 plan.block_n, index64);
+    return {out, mean, rstd};
+  }
+  if (const auto persistent = plan_persistent_forward(cols, x)) {
+    static auto& persistent_kernel =
+        TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_persistent_kernel");
+    LaunchOptions options{persistent->num_warps};
+    options.maxnreg = persistent->maxnreg;
+    const auto with_arguments = [&](const auto& call) {
+      return call(out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(),
+                  persistent->block_n, persistent->block_tail, persistent->stages, index64);
+    };
+    const int per_sm = with_arguments(
+        [&](const auto&... args) { return persistent_kernel.resident_programs_per_sm(options, args...); });
+    const int64_t programs =
+        std::min<int64_t>(v.rows, int64_t{std::max(per_sm, 1)} * detail::planning_multiprocessors(x));
+    with_arguments([&](const auto&... args) {
+      persistent_kernel(stream, Grid(static_cast<uint32_t>(programs)), options, args...);
+    });
     return {out, mean, rstd};
   }
   const RowPlan plan = plan_forward_rows(cols, x);

@@ -166,6 +166,21 @@ void configure_function(const CachedKernel& k, const CompiledKernel& compiled, i
   }
 }
 
+// Programs of k's function that one SM holds at once with its warps and dynamic shared memory
+// (registers and the function's static shared memory the driver knows). Per program, not per
+// cluster.
+int resident_programs(const CachedKernel& k, const CompiledKernel& compiled) {
+  const auto& cu = detail::cuda_driver();
+  detail::check_cuda(cu.cuCtxPushCurrent(k.context), "cuCtxPushCurrent", k.description);
+  int programs = 0;
+  const CUresult result = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &programs, k.function, 32 * compiled.num_warps, static_cast<size_t>(compiled.shared_memory));
+  CUcontext ignored = nullptr;
+  cu.cuCtxPopCurrent(&ignored);
+  detail::check_cuda(result, "cuOccupancyMaxActiveBlocksPerMultiprocessor", k.description);
+  return programs;
+}
+
 // Scratch memory a kernel asks for (grid * num_ctas * size bytes), from torch's allocator for
 // the device, which keeps it stream-ordered on the device's current torch stream.
 c10::DataPtr allocate_scratch(int64_t size, const Grid& grid, int num_ctas, int device) {
@@ -384,20 +399,8 @@ Specialization TritonJitFunction::specialization_of(const detail::ArgumentPackBa
   return spec;
 }
 
-void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& options,
-                               detail::ArgumentPackBase& pack) const {
-  pack.complete();
-  if (pack.has_device() && pack.device().is_cpu()) {
-    launch_interpreted(grid, options, pack);
-    return;
-  }
-  TORCH_CHECK(!pack.has_device() || pack.device().is_cuda(), "tjit: kernel ", function_name_,
-              " got tensors on ", pack.device(), "; tjit launches on CUDA devices and CPU (interpreter)");
-  if (grid.size() == 0) {
-    return;  // nothing to run; Python Triton launches nothing either
-  }
-  const int device = pack.has_device() ? pack.device().index() : detail::current_cuda_device();
-
+CachedKernel& TritonJitFunction::loaded_kernel(detail::ArgumentPackBase& pack, int device,
+                                               const LaunchOptions& options) const {
   uint64_t* key = pack.mutable_key();
   key[0] = static_cast<uint64_t>(device);
   key[1] = detail::launch_options_word(options);
@@ -411,6 +414,35 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
     }
     impl_->last_launched.store(k, std::memory_order_release);
   }
+  return *k;
+}
+
+int TritonJitFunction::resident_programs_per_sm_packed(const LaunchOptions& options,
+                                                       detail::ArgumentPackBase& pack) const {
+  pack.complete();
+  if (pack.has_device() && pack.device().is_cpu()) {
+    return 1;
+  }
+  TORCH_CHECK(!pack.has_device() || pack.device().is_cuda(), "tjit: kernel ", function_name_,
+              " got tensors on ", pack.device(), "; tjit launches on CUDA devices and CPU (interpreter)");
+  const int device = pack.has_device() ? pack.device().index() : detail::current_cuda_device();
+  return loaded_kernel(pack, device, options).resident_per_sm;
+}
+
+void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& options,
+                               detail::ArgumentPackBase& pack) const {
+  pack.complete();
+  if (pack.has_device() && pack.device().is_cpu()) {
+    launch_interpreted(grid, options, pack);
+    return;
+  }
+  TORCH_CHECK(!pack.has_device() || pack.device().is_cuda(), "tjit: kernel ", function_name_,
+              " got tensors on ", pack.device(), "; tjit launches on CUDA devices and CPU (interpreter)");
+  if (grid.size() == 0) {
+    return;  // nothing to run; Python Triton launches nothing either
+  }
+  const int device = pack.has_device() ? pack.device().index() : detail::current_cuda_device();
+  const CachedKernel* k = &loaded_kernel(pack, device, options);
 
   // Triton kernels take two scratch pointers after the arguments (global, profile). Those of
   // Triton 3.4 take only the first: cuLaunchKernel reads as many parameters as the kernel's image
@@ -517,6 +549,7 @@ CachedKernel& TritonJitFunction::compile_and_load(uint64_t hash, const detail::A
   }
   detail::note_launched_specialization(impl_->signature, spec, options);
   configure_function(k, compiled, device);
+  k.resident_per_sm = resident_programs(k, compiled);
   compiled.binary = std::string();  // loaded; no need to keep the bytes
   k.meta = std::move(compiled);
   if (origin == Origin::Compiled && detail::compile_logging_enabled()) {

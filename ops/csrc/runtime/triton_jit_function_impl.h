@@ -46,6 +46,7 @@ struct detail::CachedKernel {
   CUfunction function = nullptr;
   CompiledKernel meta;  // binary dropped after loading
   std::string description;  // for error messages
+  int resident_per_sm = 0;  // programs an SM holds at once (the driver's occupancy), set at load
 
   bool has_key(const uint64_t* words, size_t n) const {
     return key.size() == n && std::memcmp(key.data(), words, n * sizeof(uint64_t)) == 0;

@@ -44,6 +44,7 @@ CudaDriver open_driver() {
   TJIT_RESOLVE(cuFuncSetCacheConfig);
   TJIT_RESOLVE(cuLaunchKernel);
   TJIT_RESOLVE(cuLaunchKernelEx);
+  TJIT_RESOLVE(cuOccupancyMaxActiveBlocksPerMultiprocessor);
   TJIT_RESOLVE(cuEventCreate);
   TJIT_RESOLVE(cuEventDestroy);
   TJIT_RESOLVE(cuEventRecord);

@@ -28,6 +28,8 @@ struct CudaDriver {
   decltype(&::cuFuncSetCacheConfig) cuFuncSetCacheConfig = nullptr;
   decltype(&::cuLaunchKernel) cuLaunchKernel = nullptr;
   decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
+  // How many programs of a function an SM holds at once (persistent kernels' grids).
+  decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor) cuOccupancyMaxActiveBlocksPerMultiprocessor = nullptr;
   // Autotuning: timing with events, resets between timed runs, graph-capture check.
   decltype(&::cuEventCreate) cuEventCreate = nullptr;
   decltype(&::cuEventDestroy) cuEventDestroy = nullptr;

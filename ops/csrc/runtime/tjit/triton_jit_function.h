@@ -59,6 +59,19 @@ class TritonJitFunction {
     launch(stream, grid, options, pack);
   }
 
+  // How many programs of the binary that this launch (options and arguments as for operator())
+  // runs one SM holds at once: the driver's occupancy for its warps, registers and shared memory.
+  // A persistent kernel's grid is this times tjit::multiprocessor_count, so that all its programs
+  // are resident from the start and share the work evenly (more programs leave a second wave;
+  // fewer may be placed unevenly). Compiles or loads the binary as the launch would, which then
+  // finds it loaded. CPU tensors (the interpreter) give 1.
+  template <typename... Args>
+  int resident_programs_per_sm(const LaunchOptions& options, const Args&... args) const {
+    detail::ArgumentPack<detail::kPackSlots<Args...>> pack(params_, function_name_.c_str());
+    (detail::add_argument(pack, args), ...);
+    return resident_programs_per_sm_packed(options, pack);
+  }
+
   // Calls the kernel as Python calls `kernel[grid](*args)`, for kernels under @triton.autotune
   // and @triton.heuristics (tjit/autotune.h) as for plain ones. `args` are the parameters that no
   // config and no heuristic sets, in order; `grid` is a Grid or a callable taking
@@ -167,6 +180,11 @@ class TritonJitFunction {
 
   void launch(Stream stream, Grid grid, const LaunchOptions& options,
               detail::ArgumentPackBase& pack) const;
+  int resident_programs_per_sm_packed(const LaunchOptions& options, detail::ArgumentPackBase& pack) const;
+  // The loaded binary for a completed pack on a CUDA device: the last one launched, else the
+  // cache's, else compiled (or read from a bundle or the store) and loaded.
+  detail::CachedKernel& loaded_kernel(detail::ArgumentPackBase& pack, int device,
+                                      const LaunchOptions& options) const;
   // Launch: choose the config (tuning a new key) and launch; Tune: choose it without launching;
   // Lookup: only a choice made before or stored (-1 when there is none).
   enum class RunMode { Launch, Tune, Lookup };
