@@ -443,13 +443,13 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
     tail = 0
     if block_n is None and single_pass is None and x2.element_size() != 8 and n <= LAYER_NORM_FWD_SINGLE_PASS_LIMIT:
         # layer_norm.cpp's plan_forward_rows: the row in registers, warps by element size; 2-byte
-        # rows just past a power of two as that block plus a small tail block.
+        # rows just past 16384 as that block plus a small tail block.
         block_n, single = triton.next_power_of_2(n), True
         if x2.element_size() == 2:
             head = n if block_n == n else block_n // 2
             tail = triton.next_power_of_2(n - head)
-            if head >= 4096 and n > head and tail <= (head // 2 if head == 8192 else head // 4):
-                block_n, warps = head, 8 if head == 8192 else 4
+            if head == 16384 and n > head and tail <= head // 4:  # 4096/8192 heads: the persistent plan
+                block_n, warps = head, 4
             else:
                 padded_to_4096 = block_n == 4096 and n < block_n
                 tail, warps = 0, 4 if block_n <= 2048 or padded_to_4096 else 8 if block_n <= 16384 else 16

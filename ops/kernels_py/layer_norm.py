@@ -26,13 +26,12 @@ Choosing BLOCK_N / SINGLE_PASS / num_warps for the row kernels (fwd and bwd_dx)
     else:          BLOCK_N = 4096;         SINGLE_PASS = False; num_warps = 16
     fwd of fp32/fp16/bf16 rows, N <= 32768: BLOCK_N = next_pow2(N); SINGLE_PASS = True; BLOCK_TAIL = 0;
         2-byte x: num_warps = 4 (BLOCK_N <= 2048, or 4096 with N < 4096), 8 (<= 16384), 16 (32768);
-                  except rows just past a power of two P >= 4096, which take BLOCK_N = P and
-                  BLOCK_TAIL = next_pow2(N - P) when BLOCK_TAIL <= P / 4 (P = 8192: P / 2), num_warps = 8
-                  for P = 8192, else 4 (4097..5120, 8193..12288, 16385..20480; measurements in layer_norm.cpp)
+                  except rows of 16385..20480 columns: BLOCK_N = 16384, BLOCK_TAIL = next_pow2(N - 16384),
+                  num_warps = 4 (measurements in layer_norm.cpp)
         4-byte x: num_warps = 8 (BLOCK_N <= 2048), 16 (<= 8192), 32 (16384, 32768)
     fwd of 2-byte rows of 4097..5120 and 8193..12288 columns: layer_norm_fwd_persistent_kernel instead,
-                   BLOCK_N = 4096 / 8192, BLOCK_TAIL = next_pow2(N - BLOCK_N), STAGES = 2, num_warps = 4,
-                   maxnreg = 168 for the 8192 head; grid = min(M, resident programs per SM x SMs)
+                   BLOCK_N = P = 4096 / 8192, BLOCK_TAIL = next_pow2(N - P), STAGES = 2, num_warps = 4,
+                   maxnreg = 168 for P = 8192; grid = min(M, resident programs per SM x SMs)
     fwd, N > 32768 on CUDA, not fp64, cdiv(N, 4096) <= 128: layer_norm_fwd_long_kernel instead,
                    @triton.autotune over looped and split configs (above the kernel), keyed on N and
                    the row-count bucket.

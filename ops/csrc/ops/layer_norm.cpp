@@ -87,7 +87,8 @@ constexpr int64_t kForwardSinglePassLimit = 32768;
 // warps before; head + tail, warps): 4608 3.12; 3.61 (4096 + 512, 4); 5120 3.33; 3.79
 // (4096 + 1024, 4); 12288 3.36; 3.45 (8192 + 4096, 8); 20480 2.45; 2.97 (16384 + 4096, 4); fp16
 // 5120 3.55; 3.89. Not taken where it measured no better: 6144 (3.78 padded, 4 warps; 3.67),
-// 9216 (2.95; 2.89), 10240 (3.09; 3.09); 4-byte rows gain nothing (fp32 5120: 4.11; 4.06).
+// 9216 (2.95; 2.89), 10240 (3.09; 3.09); 4-byte rows gain nothing (fp32 5120: 4.11; 4.06). The
+// persistent plan below now takes the same blocks past 4096 and 8192 (5120: 3.84, 12288: 3.84).
 // 2-byte rows padded to a 4096-column block run 4 warps, rows that fill it 8 (2560: 3.31 with 8,
 // 3.79 with 4; 4096: 4.05 with 8, 4.01 with 4, and 1% on an H100 too).
 RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
@@ -100,9 +101,9 @@ RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   }
   const int64_t head = block == cols ? cols : block / 2;
   const int64_t tail = detail::next_power_of_2(cols - head);
-  // (Heads of 4096 and 8192 columns with their tails go to the persistent plan first.)
-  if (head >= 4096 && cols > head && tail <= (head == 8192 ? head / 2 : head / 4)) {
-    return {head, true, head == 8192 ? 8 : 4, tail};
+  // Heads of 4096 and 8192 columns (4097..5120, 8193..12288) take plan_persistent_forward instead.
+  if (head == 16384 && cols > head && tail <= head / 4) {
+    return {head, true, 4, tail};
   }
   const bool padded_to_4096 = block == 4096 && cols < block;
   return {block, true, block <= 2048 || padded_to_4096 ? 4 : block <= 16384 ? 8 : 16};

@@ -181,6 +181,14 @@ int resident_programs(const CachedKernel& k, const CompiledKernel& compiled) {
   return programs;
 }
 
+// The CUDA device a completed pack that is not on the CPU launches on: its tensors', else the
+// current context's. Throws for tensors on any other device.
+int cuda_device_of(const detail::ArgumentPackBase& pack, const std::string& function_name) {
+  TORCH_CHECK(!pack.has_device() || pack.device().is_cuda(), "tjit: kernel ", function_name, " got tensors on ",
+              pack.device(), "; tjit launches on CUDA devices and CPU (interpreter)");
+  return pack.has_device() ? pack.device().index() : detail::current_cuda_device();
+}
+
 // Scratch memory a kernel asks for (grid * num_ctas * size bytes), from torch's allocator for
 // the device, which keeps it stream-ordered on the device's current torch stream.
 c10::DataPtr allocate_scratch(int64_t size, const Grid& grid, int num_ctas, int device) {
@@ -423,10 +431,7 @@ int TritonJitFunction::resident_programs_per_sm_packed(const LaunchOptions& opti
   if (pack.has_device() && pack.device().is_cpu()) {
     return 1;
   }
-  TORCH_CHECK(!pack.has_device() || pack.device().is_cuda(), "tjit: kernel ", function_name_,
-              " got tensors on ", pack.device(), "; tjit launches on CUDA devices and CPU (interpreter)");
-  const int device = pack.has_device() ? pack.device().index() : detail::current_cuda_device();
-  return loaded_kernel(pack, device, options).resident_per_sm;
+  return loaded_kernel(pack, cuda_device_of(pack, function_name_), options).resident_per_sm;
 }
 
 void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& options,
@@ -436,12 +441,10 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
     launch_interpreted(grid, options, pack);
     return;
   }
-  TORCH_CHECK(!pack.has_device() || pack.device().is_cuda(), "tjit: kernel ", function_name_,
-              " got tensors on ", pack.device(), "; tjit launches on CUDA devices and CPU (interpreter)");
+  const int device = cuda_device_of(pack, function_name_);
   if (grid.size() == 0) {
     return;  // nothing to run; Python Triton launches nothing either
   }
-  const int device = pack.has_device() ? pack.device().index() : detail::current_cuda_device();
   const CachedKernel* k = &loaded_kernel(pack, device, options);
 
   // Triton kernels take two scratch pointers after the arguments (global, profile). Those of
