@@ -69,7 +69,7 @@ def _resident_per_sm(kernel, args, options, **constexprs):
     device = args[0].device
     if device.type != "cuda":
         return 1
-    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__, device.index,
+    key = (kernel.fn.__name__, device.index,
            tuple(a.dtype if isinstance(a, torch.Tensor) else type(a) for a in args),
            tuple(sorted(constexprs.items())), tuple(sorted(options.items())))
     if key not in _RESIDENT_PER_SM:
@@ -398,9 +398,8 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
                                                       HAS_BIAS=bias is not None, INDEX_64=index_64)
     elif persistent is not None:
         head, tail, programs = persistent
-        layer_norm_k.layer_norm_fwd_persistent_kernel[(programs, )](
-            y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps, HAS_WEIGHT=weight is not None,
-            HAS_BIAS=bias is not None, BLOCK_N=head, BLOCK_TAIL=tail, STAGES=2, INDEX_64=index_64, num_warps=4)
+        _layer_norm_persistent(x2, y, weight, bias, mean, rstd, m, n, eps, index_64, head, tail, dict(num_warps=4),
+                               programs)
     else:
         _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single_pass, index_64)
     if not stats:
@@ -420,6 +419,18 @@ def _persistent_forward_plan(n, x2):
     return None
 
 
+def _layer_norm_persistent(x2, y, weight, bias, mean, rstd, m, n, eps, index_64, head, tail, options, programs=None):
+    """layer_norm_fwd_persistent_kernel, 2 stages; by default as many programs as the GPU holds
+    (layer_norm.cpp's persistent plan), the row loop pipelined."""
+    args = (y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps)
+    constexprs = dict(HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, BLOCK_N=head, BLOCK_TAIL=tail,
+                      STAGES=2, INDEX_64=index_64)
+    kernel = layer_norm_k.layer_norm_fwd_persistent_kernel
+    if programs is None:
+        programs = min(m, _resident_per_sm(kernel, args, options, **constexprs) * _num_sms(x2.device))
+    kernel[(programs, )](*args, **constexprs, **options)
+
+
 def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single_pass, index_64):
     if block_n is None and single_pass is None and n <= 1024:
         # layer_norm.cpp's short-row plan: several rows per program.
@@ -431,14 +442,7 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
         return
     persistent = _persistent_forward_plan(n, x2) if block_n is None and single_pass is None else None
     if persistent is not None:
-        # layer_norm.cpp's persistent plan: as many programs as the GPU holds, the row loop pipelined.
-        head, tail, options = persistent
-        args = (y, x2, weight, bias, mean, rstd, m, n, x2.stride(0), y.stride(0), eps)
-        constexprs = dict(HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, BLOCK_N=head, BLOCK_TAIL=tail,
-                          STAGES=2, INDEX_64=index_64)
-        kernel = layer_norm_k.layer_norm_fwd_persistent_kernel
-        programs = min(m, _resident_per_sm(kernel, args, options, **constexprs) * _num_sms(x2.device))
-        kernel[(programs, )](*args, **constexprs, **options)
+        _layer_norm_persistent(x2, y, weight, bias, mean, rstd, m, n, eps, index_64, *persistent)
         return
     tail = 0
     if block_n is None and single_pass is None and x2.element_size() != 8 and n <= LAYER_NORM_FWD_SINGLE_PASS_LIMIT:
