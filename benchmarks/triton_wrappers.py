@@ -586,7 +586,11 @@ def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
 
 def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64, shape):
     """layer_norm.cpp's long-row backward on CUDA (8192 < N <= 32 * 4096): teams of S = cdiv(N, 4096)
-    programs share rows, two programs per SM, the row loop pipelined 3 stages deep."""
+    programs share rows, two programs per SM, the row loop pipelined 3 stages deep; 2-byte rows of up
+    to 32 * 2048 columns: the lag kernel's teams of S = cdiv(N, 2048), as many programs as an SM holds."""
+    if x2.element_size() == 2 and triton.cdiv(n, 2048) <= 32:
+        return _layer_norm_backward_team_lag(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64,
+                                             shape)
     chunks = triton.cdiv(n, 4096)
     teams = max(1, 2 * _num_sms(x2.device) // chunks)
     rows_per_team = triton.cdiv(m, min(teams, m))
@@ -598,6 +602,32 @@ def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
         dy2.stride(0), x2.stride(0), HAS_WEIGHT=weight is not None, COMPUTE_DX=True, COMPUTE_DW=compute_dw,
         COMPUTE_DB=compute_db, BLOCK_N=4096, S_POW2=triton.next_power_of_2(chunks),
         STAGES=3, INDEX_64=index_64, num_warps=4)
+    _finish_column_sums(dw, db, dw_part, db_part, teams, n)
+    return dx.view(shape), dw, db
+
+
+def _layer_norm_backward_team_lag(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64, shape):
+    """layer_norm.cpp's backward for 2-byte rows of 8192 < N <= 32 * 2048 on CUDA: teams of S = cdiv(N, 2048)
+    programs (layer_norm_bwd_team_lag_kernel), as many as the GPU holds (the occupancy asked with mean standing
+    in for the partial sums, as layer_norm.cpp does)."""
+    chunks = triton.cdiv(n, 2048)
+    sync = _split_sync(m, chunks, x2.device)
+
+    def args(dw_part, db_part, rows_per_team):
+        return (dx, dw_part, db_part, dy2, x2, weight, mean, rstd, sync, m, n, chunks, rows_per_team, dx.stride(0),
+                dy2.stride(0), x2.stride(0))
+    constexprs = dict(HAS_WEIGHT=weight is not None, COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db, BLOCK_N=2048,
+                      S_POW2=triton.next_power_of_2(chunks), STAGES=2, INDEX_64=index_64)
+    options = {"num_warps": 4, "maxnreg": 128}
+    programs_per_sm = _resident_per_sm(layer_norm_k.layer_norm_bwd_team_lag_kernel,
+                                       args(mean if compute_dw else None, mean if compute_db else None, 1), options,
+                                       **constexprs)
+    teams = max(1, programs_per_sm * _num_sms(x2.device) // chunks)
+    rows_per_team = triton.cdiv(m, min(teams, m))
+    teams = triton.cdiv(m, rows_per_team)
+    dw, db, dw_part, db_part = _column_sum_buffers(weight, x2, n, teams, compute_dw, compute_db)
+    layer_norm_k.layer_norm_bwd_team_lag_kernel[(teams * chunks, )](*args(dw_part, db_part, rows_per_team),
+                                                                    **constexprs, **options)
     _finish_column_sums(dw, db, dw_part, db_part, teams, n)
     return dx.view(shape), dw, db
 

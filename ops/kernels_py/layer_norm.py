@@ -128,9 +128,14 @@ Fused backward plan (N <= 8192; ops/csrc/ops/layer_norm.cpp)
 
 Long-row backward on CUDA (8192 < N <= 32 * 4096, not fp64; ops/csrc/ops/layer_norm.cpp)
 -----------------------------------------------------------------------------------------
-    layer_norm_bwd_team_kernel (above it: the protocol): BLOCK_N = 4096, S = cdiv(N, 4096) programs a
-    team, num_warps = 4, 2 programs per SM: teams = max(1, 2 * SMs // S), rows split evenly;
-    STAGES = 3; then layer_norm_bwd_dwdb_finalize_kernel over the teams' partials.
+    fp16/bf16 with dx wanted, N <= 32 * 2048: layer_norm_bwd_team_lag_kernel (above it: why), BLOCK_N =
+    2048, S = cdiv(N, 2048) programs a team, num_warps = 4, maxnreg = 128, STAGES = 2; teams =
+    max(1, P * SMs // S) with P the programs an SM holds (TritonJitFunction::resident_programs_per_sm;
+    4 on an H100), rows split evenly.
+    otherwise: layer_norm_bwd_team_kernel (above it: the protocol), BLOCK_N = 4096, S = cdiv(N, 4096)
+    programs a team, num_warps = 4, 2 programs per SM: teams = max(1, 2 * SMs // S), rows split evenly;
+    STAGES = 3.
+    Then layer_norm_bwd_dwdb_finalize_kernel over the teams' partials.
     Everything else past 8192 columns (CPU, fp64, longer rows) takes the dx kernel and the plan below.
 
 Weight/bias gradient plan (M rows, N columns > 8192, when the team kernel does not run)
@@ -166,8 +171,10 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
     y_row = y_ptr + row * stride_y_row
 
     if SINGLE_PASS:
+        # Weight and bias load with the row when a thread's share of them is small (rows of up to
+        # 8192 columns take 8-32 warps): as the load before the reductions' barriers, not after.
         mean, rstd = _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL,
-                                         ACC)
+                                         ACC, BLOCK_N + BLOCK_TAIL <= 8192)
     else:
         mean, rstd = _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N,
                                                 ACC)
@@ -198,7 +205,7 @@ def layer_norm_fwd_persistent_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_
         else:
             row = r
         mean, rstd = _layer_norm_fwd_row(y_ptr + row * stride_y_row, x_ptr + row * stride_x_row, w_ptr, b_ptr, N, eps,
-                                         HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL, ACC)
+                                         HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL, ACC, False)
         if mean_ptr is not None:
             tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
         if rstd_ptr is not None:
@@ -207,17 +214,28 @@ def layer_norm_fwd_persistent_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_
 
 @triton.jit
 def _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                        BLOCK_N: tl.constexpr, BLOCK_TAIL: tl.constexpr, ACC: tl.constexpr):
+                        BLOCK_N: tl.constexpr, BLOCK_TAIL: tl.constexpr, ACC: tl.constexpr, PRELOAD: tl.constexpr):
     # One row held in registers (N <= BLOCK_N + BLOCK_TAIL), normalised and stored; returns (mean, rstd).
+    # PRELOAD: weight and bias are loaded with x, so their latency overlaps x's instead of following
+    # the reductions (their barriers keep the compiler from hoisting the loads), at the cost of their
+    # registers through the reductions. H100, one program a row, TB/s (after; before; Liger-Kernel,
+    # which loads them first): fp32 16384 x 8192 3.014; 3.002; 3.012, 65536 x 2048 3.002; 2.990;
+    # 3.002, bf16 32768 x 4096 2.986; 2.966; 2.984; bf16 8192 x 16384 (8 warps, 64 columns a thread)
+    # 2.295; 2.946; 2.310: not for long rows or the persistent kernel's 4-warp programs.
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
+    if BLOCK_TAIL > 0:
+        tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
+        tail_mask = tail_cols < N
+    if PRELOAD:
+        w, b = _layer_norm_affine(w_ptr, b_ptr, cols, mask, HAS_WEIGHT, HAS_BIAS, ACC)
+        if BLOCK_TAIL > 0:
+            w_tail, b_tail = _layer_norm_affine(w_ptr, b_ptr, tail_cols, tail_mask, HAS_WEIGHT, HAS_BIAS, ACC)
     x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
     total = tl.sum(x, axis=0)
     if BLOCK_TAIL > 0:
         # Columns past BLOCK_N in a second, smaller block instead of one block padded to the
         # next power of two (5120 = 4096 + 1024 rather than 8192 lanes, 3/8 of them padding).
-        tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
-        tail_mask = tail_cols < N
         x_tail = tl.load(x_row + tail_cols, mask=tail_mask, other=0.0).to(ACC)
         total += tl.sum(x_tail, axis=0)
     mean = total / N
@@ -227,21 +245,36 @@ def _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: tl.const
         diff_tail = tl.where(tail_mask, x_tail - mean, 0.0)
         squares += tl.sum(diff_tail * diff_tail, axis=0)
     rstd = 1.0 / tl.sqrt(squares / N + eps)
-    _layer_norm_fwd_store(y_row, w_ptr, b_ptr, cols, mask, diff * rstd, HAS_WEIGHT, HAS_BIAS, ACC)
+    if not PRELOAD:
+        w, b = _layer_norm_affine(w_ptr, b_ptr, cols, mask, HAS_WEIGHT, HAS_BIAS, ACC)
+    _layer_norm_fwd_store(y_row, w, b, cols, mask, diff * rstd, HAS_WEIGHT, HAS_BIAS)
     if BLOCK_TAIL > 0:
-        _layer_norm_fwd_store(y_row, w_ptr, b_ptr, tail_cols, tail_mask, diff_tail * rstd, HAS_WEIGHT, HAS_BIAS,
-                              ACC)
+        if not PRELOAD:
+            w_tail, b_tail = _layer_norm_affine(w_ptr, b_ptr, tail_cols, tail_mask, HAS_WEIGHT, HAS_BIAS, ACC)
+        _layer_norm_fwd_store(y_row, w_tail, b_tail, tail_cols, tail_mask, diff_tail * rstd, HAS_WEIGHT, HAS_BIAS)
     return mean, rstd
 
 
 @triton.jit
-def _layer_norm_fwd_store(y_row, w_ptr, b_ptr, cols, mask, xhat, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                          ACC: tl.constexpr):
+def _layer_norm_affine(w_ptr, b_ptr, cols, mask, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       ACC: tl.constexpr):
+    # The weight and bias at `cols` (1 and 0 where absent; _layer_norm_fwd_store then skips them).
+    w = 1.0
+    b = 0.0
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
+    if HAS_BIAS:
+        b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(ACC)
+    return w, b
+
+
+@triton.jit
+def _layer_norm_fwd_store(y_row, w, b, cols, mask, xhat, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr):
     y = xhat
     if HAS_WEIGHT:
-        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
+        y = y * w
     if HAS_BIAS:
-        y = y + tl.load(b_ptr + cols, mask=mask, other=0.0).to(ACC)
+        y = y + b
     tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
 
 
@@ -780,6 +813,124 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
             dw_acc += dy * xhat
         if COMPUTE_DB:
             db_acc += dy
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_partial_ptr + team * N + cols, db_acc.to(db_partial_ptr.dtype.element_ty), mask=col_mask)
+
+
+# The team backward with the exchange off the critical path, for 2-byte rows when dx is wanted.
+# In layer_norm_bwd_team_kernel a row's dx waits for the team's words, which takes an L2 round trip
+# or more every row; at 8 warps an SM those waits leave the memory system idle (H100, bf16
+# 8192 x 16384, ncu: DRAM 76% busy, the warps mostly stalled on the words). Here iteration i
+# publishes row i's sums and adds row i to dw/db, then writes dx of row i - 1, whose words every
+# member published an iteration before: they were loaded at the top of the iteration
+# (_peek_words) and are polled again only if one is still missing (_settle_words). Row i - 1's dy
+# and x are loaded a second time (the pipeliner copies them with row i's; L2 hits, DRAM traffic
+# unchanged), so no row's values live across a wait: 2048-column chunks fit 128 registers, four
+# 4-warp programs an SM. The protocol, sync and grid are layer_norm_bwd_team_kernel's; every
+# member publishes row i before it waits on row i - 1, so a team never waits on itself.
+# H100, bf16, the kernel alone, TB/s (layer_norm_bwd_team_kernel 4096/4, 2 an SM, 3 stages; this,
+# 2048/4, maxnreg 128, 4 an SM, 2 stages): 8192 x 16384 2.56; 2.63, 10944 x 12288 2.57; 2.65,
+# 14592 x 9216 2.33; 2.55, 4096 x 32768 2.49; 2.64 (DRAM 76% -> 79% busy). fp32 rows gain
+# nothing (16384: 2.74; 2.70 at 3 an SM, the most their shared memory holds) and keep the other.
+@triton.jit
+def _peek_words(sync_ptr, row, S, S_POW2: tl.constexpr):
+    # The row's words as they are now (0: not published yet), without waiting for the load.
+    k = tl.arange(0, S_POW2)
+    slots = sync_ptr + 2 + row * S + tl.where(k < S, k, 0)
+    return tl.inline_asm_elementwise("ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l", [slots], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _settle_words(sync_ptr, row, S, words, S_POW2: tl.constexpr):
+    # _wait_spin, starting from words peeked earlier: polls again only while a lane of the warp
+    # still has 0.
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    slots = sync_ptr + 2 + row * S + tl.where(kmask, k, 0)
+    words = tl.inline_asm_elementwise(
+        """{
+        .reg .pred %pw, %pm;
+        mov.b64 $0, $3;
+        setp.eq.s32 %pm, $2, 0;
+        CHECK:
+        setp.ne.s64 %pw, $0, 0;
+        or.pred %pw, %pw, %pm;
+        vote.sync.all.pred %pw, %pw, -1;
+        @%pw bra.uni DONE;
+        ld.relaxed.gpu.global.b64 $0, [$1];
+        bra.uni CHECK;
+        DONE:
+        }""", "=l,l,r,l", [slots, kmask.to(tl.int32), words], dtype=tl.int64, is_pure=False, pack=1)
+    return _unpack_words(words, kmask)
+
+
+@triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
+def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
+                                   sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
+                                   HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
+                                   BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, STAGES: tl.constexpr,
+                                   INDEX_64: tl.constexpr):
+    team, chunk = _ticket(sync_ptr, S)
+    if INDEX_64:
+        team = team.to(tl.int64)
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    row_begin = team * rows_per_team
+    row_end = tl.minimum(row_begin + rows_per_team, M)
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
+        # Row i (none on the last iteration): its sums published, its dy and xhat added to dw/db.
+        row = tl.minimum(i, row_end - 1)
+        now = i < row_end
+        # Row i - 1 (none on the first iteration): its dx.
+        prev = tl.maximum(i - 1, row_begin)
+        after_first = i > row_begin
+        if STAGES > 1:
+            words = _peek_words(sync_ptr, prev, S, S_POW2)
+        mask = col_mask & now
+        dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(mean_ptr + row).to(tl.float32)
+        rstd = tl.load(rstd_ptr + row).to(tl.float32)
+        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        if HAS_WEIGHT:
+            g = dy * w
+        else:
+            g = dy
+        if now:
+            _publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0))
+        if COMPUTE_DW:
+            dw_acc += dy * xhat
+        if COMPUTE_DB:
+            db_acc += dy
+        prev_mask = col_mask & after_first
+        # Read for the second time: L2 may drop them now.
+        dy_prev = tl.load(dy_ptr + prev * stride_dy_row + cols, mask=prev_mask, other=0.0,
+                          eviction_policy="evict_first").to(tl.float32)
+        x_prev = tl.load(x_ptr + prev * stride_x_row + cols, mask=prev_mask, other=0.0,
+                         eviction_policy="evict_first").to(tl.float32)
+        mean_prev = tl.load(mean_ptr + prev).to(tl.float32)
+        rstd_prev = tl.load(rstd_ptr + prev).to(tl.float32)
+        if after_first:
+            if STAGES > 1:
+                sums_gx, sums_g = _settle_words(sync_ptr, prev, S, words, S_POW2)
+            else:
+                sums_gx, sums_g, _ = _wait(sync_ptr, prev, S, S_POW2)
+            c1 = tl.sum(sums_gx, axis=0) / N
+            c2 = tl.sum(sums_g, axis=0) / N
+            xhat_prev = (x_prev - mean_prev) * rstd_prev
+            if HAS_WEIGHT:
+                g_prev = dy_prev * w
+            else:
+                g_prev = dy_prev
+            dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
+            tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
     if COMPUTE_DW:
         tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
     if COMPUTE_DB:

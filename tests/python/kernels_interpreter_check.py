@@ -292,7 +292,8 @@ def compile_check():
     target = GPUTarget("cuda", 90, 32)
     R, S, L = W.reduce_k, W.softmax_k, W.layer_norm_k
 
-    # (kernel, pointer args -> "in"/"acc" (element type of the tested pointer or the accumulator),
+    # (kernel, pointer args -> "in"/"acc" (element type of the tested pointer or the accumulator) or a
+    #  fixed element type ("i64"),
     #  int args, float args, fixed constexprs, has SINGLE_PASS, optional pointers (None in the spec-1 variant))
     kernels = [
         (R.sum_rows_kernel, dict(in_ptr="in", out_ptr="in"), ["M", "N", "stride_in_row"], [],
@@ -322,6 +323,16 @@ def compile_check():
         (L.layer_norm_bwd_dx_kernel,
          dict(dx_ptr="in", dy_ptr="in", x_ptr="in", w_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_dx_row", "stride_dy_row", "stride_x_row"], [], dict(BLOCK_N=4096), True, ["w_ptr"]),
+        (L.layer_norm_bwd_team_kernel,
+         dict(dx_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in",
+              mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
+         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
+         dict(COMPUTE_DX=True, BLOCK_N=4096, S_POW2=4, STAGES=3), False, ["w_ptr", "db_partial_ptr"]),
+        (L.layer_norm_bwd_team_lag_kernel,
+         dict(dx_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in",
+              mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
+         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
+         dict(BLOCK_N=2048, S_POW2=8, STAGES=2), False, ["w_ptr", "db_partial_ptr"]),
         (L.layer_norm_bwd_dwdb_kernel,
          dict(dw_ptr="in", db_ptr="in", dy_ptr="in", x_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_dy_row", "stride_x_row"], [], dict(BLOCK_M=32, BLOCK_N=128), False, ["dw_ptr", "x_ptr"]),
@@ -354,7 +365,7 @@ def compile_check():
                 if spec1 and name in optional:
                     sig[name], consts[name] = "constexpr", None
                 else:
-                    sig[name] = "*" + (pdt if kind == "in" else acc)
+                    sig[name] = "*" + {"in": pdt, "acc": acc}.get(kind, kind)
             for name in ints:
                 if spec1:
                     sig[name], consts[name] = "constexpr", 1

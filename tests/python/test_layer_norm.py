@@ -208,13 +208,15 @@ def test_backward_many_rows_cuda(device, ops):
 def test_backward_teams_cuda(ops, dtype):
     # Past 8192 columns on CUDA a team of programs shares each row (layer_norm_bwd_team_kernel:
     # 4096-column chunks, up to 32; the row loop 3 stages deep), exchanging the rows' sums;
-    # dw/db per team, then added up. Both sides of 8192 and of the 32-chunk limit,
-    # chunk counts that are not powers of two, a ragged last chunk, odd row counts, one row (one
-    # team: dw/db stored directly), teams of fewer rows than stages and of many (2001 rows: ~23 a
-    # team, the stages' buffers reused many times), a row stride, no weight or bias.
+    # dw/db per team, then added up. fp16/bf16 rows of up to 32 2048-column chunks take
+    # layer_norm_bwd_team_lag_kernel (dx one row after the row's sums). Both sides of 8192, of the
+    # lag kernel's 65536 and of the 32-chunk limit, chunk counts that are not powers of two, a
+    # ragged last chunk, odd row counts, one row (one team: dw/db stored directly, and for the lag
+    # kernel a loop of one row and one dx), teams of fewer rows than stages and of many (2001 rows:
+    # ~23 a team, the stages' buffers reused many times), a row stride, no weight or bias.
     limit = 4096 * 32
-    for rows, cols in [(37, 8192), (37, 8193), (300, 12288), (2001, 12288), (1, 16384), (129, 20000), (5, limit),
-                       (3, limit + 1)]:
+    for rows, cols in [(37, 8192), (37, 8193), (300, 12288), (2001, 12288), (1, 16384), (129, 20000), (7, 65536),
+                       (7, 65537), (5, limit), (3, limit + 1)]:
         check_backward(ops, *make((rows, cols), (cols, ), dtype, "cuda"))
     x, normalized, w, b = make((45, 12288 + 40), (12288, ), dtype, "cuda")
     check_backward(ops, x[:, 7:12288 + 7], normalized, w, b)
@@ -223,35 +225,39 @@ def test_backward_teams_cuda(ops, dtype):
 
 
 @requires_cuda
-def test_backward_teams_zero_sums_cuda(ops):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backward_teams_zero_sums_cuda(ops, dtype):
     # A row's programs exchange their chunk sums as one word that is 0 until written, so a sum of
     # exactly +0.0 must still count as written: rows of dy that are zero (whole rows and one chunk),
-    # and a zero weight chunk, give sums of +0.0.
+    # and a zero weight chunk, give sums of +0.0 (fp32: the team kernel; bf16: the lag kernel).
     rows, cols = 41, 12288
-    x, _, w, b = make((rows, cols), (cols, ), torch.float32, "cuda")
+    x, _, w, b = make((rows, cols), (cols, ), dtype, "cuda")
     w[4096:8192] = 0.0
-    dy = random_tensor((rows, cols), torch.float32, "cuda")
+    dy = random_tensor((rows, cols), dtype, "cuda")
     dy[3] = 0.0
     dy[7, :4096] = 0.0
     out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
-    poison_allocator(3 * x.numel(), torch.float32, x.device)
+    poison_allocator(3 * x.numel(), dtype, x.device)
     got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, [True, True, True])
     _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(), 1e-5)
     want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [cols], ref_mean, ref_rstd, w.double(),
                                                      b.double(), [True, True, True])
+    tol = dict(rtol=1e-3, atol=1e-3) if dtype == torch.float32 else TOL[dtype]
     for g, e in zip(got, want):
-        torch.testing.assert_close(g.double(), e, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(g.double(), e, **tol)
 
 
 @requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("mask", [(True, False, False), (False, True, True), (False, True, False), (True, True, False)])
-def test_backward_teams_output_masks_cuda(ops, mask):
-    # The team kernel computes only what the mask asks for (without dx its programs exchange nothing).
+def test_backward_teams_output_masks_cuda(ops, mask, dtype):
+    # The team kernels compute only what the mask asks for (without dx its programs exchange
+    # nothing; bf16 with dx: the lag kernel, without: the team kernel).
     rows, cols = 70, 12000
-    x, _, w, b = make((rows, cols), (cols, ), torch.float32, "cuda")
-    dy = random_tensor((rows, cols), torch.float32, "cuda")
+    x, _, w, b = make((rows, cols), (cols, ), dtype, "cuda")
+    dy = random_tensor((rows, cols), dtype, "cuda")
     out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
-    poison_allocator(3 * x.numel(), torch.float32, x.device)
+    poison_allocator(3 * x.numel(), dtype, x.device)
     got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, list(mask))
     _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(), 1e-5)
     want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [cols], ref_mean, ref_rstd, w.double(),
@@ -260,7 +266,8 @@ def test_backward_teams_output_masks_cuda(ops, mask):
         if not asked:
             assert g is None
             continue
-        torch.testing.assert_close(g.double(), e, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(g.double(), e, **(dict(rtol=1e-3, atol=1e-3) if dtype == torch.float32 else
+                                                     TOL[dtype]))
 
 
 def test_stats_and_backward_op(device, ops):

@@ -1,5 +1,5 @@
 """The kernels whose programs share a row (softmax.py's split kernels and autotuned long-row
-forward, layer_norm.py's long-row forward and team backward) under Triton's interpreter, on CPU.
+forward, layer_norm.py's long-row forward and team backwards) under Triton's interpreter, on CPU.
 
 The operators launch them only on CUDA: their programs wait for each other, and the interpreter
 runs programs one at a time, so a row of several chunks would wait forever. With ONE program a
@@ -111,6 +111,27 @@ def _layer_norm_cases(torch, ln):
         errors[f"layer_norm bwd team dx {dtype} {rows}x{n}"] = _error(dx, want[0])
         errors[f"layer_norm bwd team dw {dtype} {rows}x{n}"] = _error(dw_part.sum(0), want[1])
         errors[f"layer_norm bwd team db {dtype} {rows}x{n}"] = _error(db_part.sum(0), want[2])
+        # the lag team backward (dx one row after the row's sums), teams of one program likewise: with
+        # the weight and every sum, and without the weight or dw
+        dx = torch.full((rows, n), float("nan"), dtype=dtype)
+        dw_part = torch.full((teams, n), float("nan"))
+        db_part = torch.full((teams, n), float("nan"))
+        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32,
+                                                     torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1, per_team,
+                                                     n, n, n, True, True, True, 4096, 1, 1, False)
+        errors[f"layer_norm bwd team lag dx {dtype} {rows}x{n}"] = _error(dx, want[0])
+        errors[f"layer_norm bwd team lag dw {dtype} {rows}x{n}"] = _error(dw_part.sum(0), want[1])
+        errors[f"layer_norm bwd team lag db {dtype} {rows}x{n}"] = _error(db_part.sum(0), want[2])
+        dx = torch.full((rows, n), float("nan"), dtype=dtype)
+        db_part = torch.full((teams, n), float("nan"))
+        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, None, db_part, dy, x, None, mean32, rstd32,
+                                                     torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1, per_team,
+                                                     n, n, n, False, False, True, 4096, 1, 1, False)
+        want_dx = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd, None,
+                                                            None, [True, False, False])[0]
+        errors[f"layer_norm bwd team lag no weight dx {dtype} {rows}x{n}"] = _error(dx, want_dx)
+        errors[f"layer_norm bwd team lag no weight db {dtype} {rows}x{n}"] = _error(db_part.sum(0),
+                                                                                    dy.double().sum(0))
     return errors
 
 
@@ -137,7 +158,7 @@ def test_row_sharing_kernels_one_program_a_row():
         raise AssertionError("a program waited forever: a published word read as not yet written") from exc
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(errors) == 37, sorted(errors)
+    assert len(errors) == 52, sorted(errors)
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5

@@ -205,6 +205,9 @@ FusedBackwardPlan plan_fused_backward(int64_t cols, const at::Tensor& t) {
 // kernel alone, bf16 / fp32, 10944 x 12288: 2.79 / 3.59 TB/s with the next row in registers (bf16)
 // or nothing ahead (fp32), 3.38 / 3.88 with 3 stages; 8192 x 16384: 2.77 / 3.54 -> 3.29 / 3.91.
 // 2 stages measured 2.53 / 3.65, 4 as 3; 8 warps or 2048-column chunks at 4 per SM 3-5% slower.
+// 2-byte rows that want dx take layer_norm_bwd_team_lag_kernel instead (its comment has the
+// measurements): a row's dx one iteration after its sums, 2048-column chunks capped at 128
+// registers, as many programs as an SM holds (programs_per_sm 0: ask the driver), 2 stages.
 constexpr int64_t kTeamMaxChunks = 32;
 constexpr int kTeamStages = 3;
 
@@ -212,13 +215,22 @@ struct TeamBackwardPlan {
   int64_t block_n;
   int64_t chunks;
   int num_warps;
-  int programs_per_sm;
+  int programs_per_sm;  // 0: TritonJitFunction::resident_programs_per_sm
   int stages;
+  bool lag = false;  // layer_norm_bwd_team_lag_kernel
+  int maxnreg = 0;
 };
 
-std::optional<TeamBackwardPlan> plan_team_backward(int64_t rows, int64_t cols, const at::Tensor& t) {
+std::optional<TeamBackwardPlan> plan_team_backward(int64_t rows, int64_t cols, const at::Tensor& t, bool want_dx) {
   if (!t.is_cuda() || t.scalar_type() == at::kDouble || cols <= kFusedBackwardLimit) {
     return std::nullopt;  // the team's programs wait for each other: only CUDA runs them at once
+  }
+  if (want_dx && t.element_size() == 2) {
+    constexpr int64_t lag_block_n = 2048;
+    const int64_t chunks = detail::ceil_div(cols, lag_block_n);
+    if (chunks <= kTeamMaxChunks && rows * chunks * 2 < detail::kInt32Limit) {
+      return TeamBackwardPlan{lag_block_n, chunks, 4, 0, 2, true, 128};
+    }
   }
   constexpr int64_t block_n = 4096;
   const int64_t chunks = detail::ceil_div(cols, block_n);
@@ -457,18 +469,49 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     sums.finish(stream, dw, db, cols);
     return {dx, dw, db};
   }
-  if (const auto team = plan_team_backward(rows, cols, input)) {
+  if (const auto team = plan_team_backward(rows, cols, input, dx.defined())) {
     const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
-    const int64_t capacity = std::max<int64_t>(1, int64_t{team->programs_per_sm} * sms / team->chunks);
-    const int64_t rows_per_team = detail::ceil_div(rows, std::min(capacity, rows));
-    const int64_t teams = detail::ceil_div(rows, rows_per_team);
+    const at::Tensor sync = detail::split_sync(rows, team->chunks, input);
+    // Rows split evenly over as many teams as run at once.
+    const auto teams_for = [&](int64_t per_sm) {
+      const int64_t capacity = std::max<int64_t>(1, per_sm * sms / team->chunks);
+      const int64_t rows_per_team = detail::ceil_div(rows, std::min(capacity, rows));
+      return std::pair{detail::ceil_div(rows, rows_per_team), rows_per_team};
+    };
+    if (team->lag) {
+      static auto& lag_kernel = TritonJitFunction::get_instance(file, "layer_norm_bwd_team_lag_kernel");
+      LaunchOptions options{team->num_warps};
+      options.maxnreg = team->maxnreg;
+      const auto with_arguments = [&](const at::Tensor& dw_partial, const at::Tensor& db_partial, int64_t per_team,
+                                      const auto& call) {
+        return call(dx, dw_partial, db_partial, dy, x, w, mean_c, rstd_c, sync, rows, cols, team->chunks, per_team,
+                    cols, dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, team->block_n,
+                    detail::next_power_of_2(team->chunks), team->stages, index64);
+      };
+      // The team count follows the occupancy, and the partial sums' buffers the team count, so the
+      // occupancy is asked of the same binary with mean_c (fp32, like the buffers) standing in for
+      // them; the kernel does not specialise on rows_per_team. (One team stores into dw/db
+      // directly, a binary of its own.)
+      const int per_sm = with_arguments(want_dw ? mean_c : at::Tensor(), want_db ? mean_c : at::Tensor(), 1,
+                                        [&](const auto&... args) {
+                                          return lag_kernel.resident_programs_per_sm(options, args...);
+                                        });
+      const auto [teams, rows_per_team] = teams_for(std::max(per_sm, 1));
+      const ColumnSums sums(dw, db, teams, cols, partial_options);
+      with_arguments(sums.dw_partial, sums.db_partial, rows_per_team, [&](const auto&... args) {
+        lag_kernel(stream, Grid(detail::blocks_for(teams * team->chunks, 1, kBackwardOp)), options, args...);
+        return 0;
+      });
+      sums.finish(stream, dw, db, cols);
+      return {dx, dw, db};
+    }
+    const auto [teams, rows_per_team] = teams_for(team->programs_per_sm);
     const ColumnSums sums(dw, db, teams, cols, partial_options);
     static auto& team_kernel = TritonJitFunction::get_instance(file, "layer_norm_bwd_team_kernel");
     team_kernel(stream, Grid(detail::blocks_for(teams * team->chunks, 1, kBackwardOp)), LaunchOptions{team->num_warps},
-                dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c,
-                detail::split_sync(rows, team->chunks, input), rows, cols, team->chunks, rows_per_team, cols,
-                dyv.row_stride, xv.row_stride, w.defined(), dx.defined(), want_dw, want_db, team->block_n,
-                detail::next_power_of_2(team->chunks), team->stages, index64);
+                dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c, sync, rows, cols, team->chunks,
+                rows_per_team, cols, dyv.row_stride, xv.row_stride, w.defined(), dx.defined(), want_dw, want_db,
+                team->block_n, detail::next_power_of_2(team->chunks), team->stages, index64);
     sums.finish(stream, dw, db, cols);
     return {dx, dw, db};
   }
