@@ -408,9 +408,32 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
     return y.view(x.shape), mean.view(stat_shape), rstd.view(stat_shape)
 
 
+def _memory_bandwidth_gbps(device):
+    """tjit::memory_bandwidth_gbps: the peak DRAM bandwidth of a CUDA device (two transfers a memory
+    clock over the bus width), read from the driver; 0 for any other device."""
+    if device.type != "cuda":
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _MEMORY_GBPS:
+        import ctypes
+        cuda = ctypes.CDLL("libcuda.so.1")
+        dev, clock_khz, bus_bits = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+        assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), index) == 0
+        for out, attribute in ((clock_khz, 36), (bus_bits, 37)):  # CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, ..._BUS_WIDTH
+            assert cuda.cuDeviceGetAttribute(ctypes.byref(out), attribute, dev) == 0
+        _MEMORY_GBPS[index] = clock_khz.value * bus_bits.value // 4_000_000
+    return _MEMORY_GBPS[index]
+
+
+_MEMORY_GBPS = {}
+
+
 def _persistent_forward_plan(n, x2):
-    """layer_norm.cpp's plan_persistent_forward: (head, tail, launch options), or None."""
+    """layer_norm.cpp's plan_persistent_forward: (head, tail, launch options), or None; only where the
+    memory wants more in flight than one program a row keeps (>= 30 GB/s an SM: the H200, not the H100)."""
     if x2.element_size() != 2:
+        return None
+    if x2.is_cuda and _memory_bandwidth_gbps(x2.device) < 30 * _num_sms(x2.device):
         return None
     for head in (4096, 8192):
         if head < n <= head + (head // 2 if head == 8192 else head // 4):
@@ -447,13 +470,13 @@ def _layer_norm_rows(x2, y, weight, bias, mean, rstd, m, n, eps, block_n, single
     tail = 0
     if block_n is None and single_pass is None and x2.element_size() != 8 and n <= LAYER_NORM_FWD_SINGLE_PASS_LIMIT:
         # layer_norm.cpp's plan_forward_rows: the row in registers, warps by element size; 2-byte
-        # rows just past 16384 as that block plus a small tail block.
+        # rows just past 4096, 8192 and 16384 as that block plus a small tail block.
         block_n, single = triton.next_power_of_2(n), True
         if x2.element_size() == 2:
             head = n if block_n == n else block_n // 2
             tail = triton.next_power_of_2(n - head)
-            if head == 16384 and n > head and tail <= head // 4:  # 4096/8192 heads: the persistent plan
-                block_n, warps = head, 4
+            if head >= 4096 and n > head and tail <= (head // 2 if head == 8192 else head // 4):
+                block_n, warps = head, 8 if head == 8192 else 4
             else:
                 padded_to_4096 = block_n == 4096 and n < block_n
                 tail, warps = 0, 4 if block_n <= 2048 or padded_to_4096 else 8 if block_n <= 16384 else 16

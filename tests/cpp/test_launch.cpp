@@ -5,6 +5,7 @@
 #include "test_helpers.h"
 
 #include <tjit/current_stream.h>
+#include <tjit/device_properties.h>
 #include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
@@ -314,6 +315,20 @@ TEST(CudaLaunch, ResidentProgramsPerSm) {
   EXPECT_GE(big_resident, 1);
   EXPECT_LT(big_resident, with8) << "shared memory did not limit big_shared_kernel";
 }
+
+// Peak DRAM bandwidth from the driver's memory clock and bus width, which plans weigh against the
+// SM count: between a laptop's ~100 GB/s and a B200's ~8000 (the H100 SXM reads 3352, the H200
+// 4800), and 0 for a CPU.
+TEST(CudaLaunch, MemoryBandwidthOfTheDevice) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  const c10::Device gpu(c10::kCUDA, 0);
+  const int gbps = tjit::memory_bandwidth_gbps(gpu);
+  EXPECT_GE(gbps, 100);
+  EXPECT_LE(gbps, 20000);
+  EXPECT_EQ(tjit::memory_bandwidth_gbps(gpu), gbps);
+}
+
+TEST(Launch, MemoryBandwidthOfCpuIsZero) { EXPECT_EQ(tjit::memory_bandwidth_gbps(c10::Device(c10::kCPU)), 0); }
 
 // CPU tensors run one program at a time through Triton's interpreter.
 TEST(Launch, ResidentProgramsPerSmOnCpuIsOne) {

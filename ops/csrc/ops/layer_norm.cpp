@@ -8,6 +8,7 @@
 #include "operator_impls.h"
 
 #include <tjit/current_stream.h>
+#include <tjit/device_properties.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -88,7 +89,8 @@ constexpr int64_t kForwardSinglePassLimit = 32768;
 // (4096 + 1024, 4); 12288 3.36; 3.45 (8192 + 4096, 8); 20480 2.45; 2.97 (16384 + 4096, 4); fp16
 // 5120 3.55; 3.89. Not taken where it measured no better: 6144 (3.78 padded, 4 warps; 3.67),
 // 9216 (2.95; 2.89), 10240 (3.09; 3.09); 4-byte rows gain nothing (fp32 5120: 4.11; 4.06). The
-// persistent plan below now takes the same blocks past 4096 and 8192 (5120: 3.84, 12288: 3.84).
+// persistent plan below takes the same blocks past 4096 and 8192 on GPUs whose memory wants it
+// (H200 5120: 3.84, 12288: 3.84).
 // 2-byte rows padded to a 4096-column block run 4 warps, rows that fill it 8 (2560: 3.31 with 8,
 // 3.79 with 4; 4096: 4.05 with 8, 4.01 with 4, and 1% on an H100 too).
 RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
@@ -101,9 +103,9 @@ RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   }
   const int64_t head = block == cols ? cols : block / 2;
   const int64_t tail = detail::next_power_of_2(cols - head);
-  // Heads of 4096 and 8192 columns (4097..5120, 8193..12288) take plan_persistent_forward instead.
-  if (head == 16384 && cols > head && tail <= head / 4) {
-    return {head, true, 4, tail};
+  // (Where the memory wants it, plan_persistent_forward takes the 4096- and 8192-column heads first.)
+  if (head >= 4096 && cols > head && tail <= (head == 8192 ? head / 2 : head / 4)) {
+    return {head, true, head == 8192 ? 8 : 4, tail};
   }
   const bool padded_to_4096 = block == 4096 && cols < block;
   return {block, true, block <= 2048 || padded_to_4096 ? 4 : block <= 16384 ? 8 : 16};
@@ -125,8 +127,23 @@ struct PersistentForwardPlan {
   int maxnreg;
 };
 
+// The persistent forward pays where the memory wants more bytes in flight per SM than one program
+// a row keeps: the H200 (4.9 TB/s peak over 132 SMs, 37 GB/s an SM) gained as above; the H100
+// (3.35 TB/s, 25 GB/s an SM) reaches 0.96-0.98x copy with one program a row and lost with it (bf16
+// 26240 x 5120 2.95 -> 2.66 TB/s, 10944 x 12288 2.88 -> 2.70). CPU tensors take it (the
+// interpreter runs either; tests cover both).
+constexpr int kPersistentForwardMinGbpsPerSm = 30;
+
+bool memory_wants_persistent_forward(const at::Tensor& t) {
+  if (!t.is_cuda()) {
+    return true;
+  }
+  return int64_t{memory_bandwidth_gbps(t.device())} >=
+         int64_t{kPersistentForwardMinGbpsPerSm} * multiprocessor_count(t.device());
+}
+
 std::optional<PersistentForwardPlan> plan_persistent_forward(int64_t cols, const at::Tensor& t) {
-  if (t.element_size() != 2) {
+  if (t.element_size() != 2 || !memory_wants_persistent_forward(t)) {
     return std::nullopt;
   }
   for (const int64_t head : {int64_t{4096}, int64_t{8192}}) {

@@ -51,6 +51,18 @@ int multiprocessor_count(const c10::Device& device) {
                               [index] { return device_attribute(index, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT); });
 }
 
+int memory_bandwidth_gbps(const c10::Device& device) {
+  if (!device.is_cuda()) {
+    return 0;
+  }
+  const int index = device.has_index() ? device.index() : 0;
+  return cached_per_device<2>(index, [index] {
+    const int64_t clock_khz = device_attribute(index, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+    const int64_t bus_bits = device_attribute(index, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+    return static_cast<int>(clock_khz * bus_bits / 4'000'000);  // 2 * kHz * 1e3 * bits / 8 / 1e9
+  });
+}
+
 bool dependent_launch_supported(const c10::Device& device) {
   if (!device.is_cuda()) {
     return false;
