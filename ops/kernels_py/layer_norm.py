@@ -172,10 +172,9 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
 
     if SINGLE_PASS:
         # Weight and bias load with the row when a thread's share of them is small: one block of up
-        # to 16384 4-byte or 8192 2-byte/8-byte columns (16-32 a thread with plan_forward_rows'
-        # warps), not the tail blocks' 4-warp programs (measurements in _layer_norm_fwd_row).
-        PRELOAD: tl.constexpr = (BLOCK_TAIL == 0) and (BLOCK_N <= (16384 if x_ptr.dtype.element_ty.primitive_bitwidth
-                                                                    == 32 else 8192))
+        # to 8192 columns (8-32 a thread with plan_forward_rows' warps), not the tail blocks' 4-warp
+        # programs (measurements in _layer_norm_fwd_row).
+        PRELOAD: tl.constexpr = (BLOCK_TAIL == 0) and (BLOCK_N <= 8192)
         mean, rstd = _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL,
                                          ACC, PRELOAD)
     else:
@@ -223,10 +222,11 @@ def _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: tl.const
     # the reductions (their barriers keep the compiler from hoisting the loads), at the cost of their
     # registers through the reductions. H100, one program a row, TB/s (PRELOAD; not; Liger-Kernel,
     # which loads them first): fp32 16384 x 8192 3.014; 3.002; 3.012, 65536 x 2048 3.002; 2.990;
-    # 3.002, 13120 x 5120 2.91; 2.87, 5504 x 12288 (32 warps) 2.86; 2.81, bf16 32768 x 4096 2.986;
-    # 2.966; 2.984, 16384 x 8192 2.99; 2.96, 18752 x 7168 2.94; 2.96. Not where a thread holds more:
-    # bf16 8192 x 16384 (8 warps, 64 columns a thread) 2.295; 2.946; 2.310, the 4-warp tail blocks
-    # (5120: 2.57; 2.95, 12288: 2.34; 2.85), the persistent kernel.
+    # 3.002, 13120 x 5120 2.91; 2.87, bf16 32768 x 4096 2.986; 2.966; 2.984, 16384 x 8192 2.99;
+    # 2.96, 18752 x 7168 2.94; 2.96. Not where a thread holds more: bf16 8192 x 16384 (8 warps, 64
+    # columns a thread) 2.295; 2.946; 2.310, the 4-warp tail blocks (5120: 2.57; 2.95, 12288: 2.34;
+    # 2.85), the persistent kernel; nor fp32 16384-column blocks (32 warps), which gained at 5504 x
+    # 12288 (2.86; 2.81) but lost in the LLM benchmark's 10944 x 12288 (2.92; 2.99).
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
     if BLOCK_TAIL > 0:
