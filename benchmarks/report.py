@@ -135,13 +135,17 @@ LLM_TARGETS = {"llm_peers": (("aten", ) + PEERS, _LLM_PASSES),
 # (issue 23; measured on an H200, where these rows miss and the H100's pass). Shown when it misses.
 MISS_NOTES = {
     "llm_peers": "within 1.5%: fp32 layer_norm fwd 65536x2048 and 16384x8192 (0.99x copy, Liger-Kernel 1.00x; "
-                 "persistent pipelined programs measured slower for fp32 at 2048-12288) and bf16 softmax bwd "
-                 "4224x32000 (one program a row at 0.99-1.01x copy; 8/16/32 warps measured, 16 best). Liger's bf16 "
-                 "products reach its speed (4.31 vs 4.32 TB/s) but round each product, unlike aten: not taken",
+                 "persistent pipelined programs measured slower for fp32 at 2048-12288; weight and bias now load "
+                 "with the row as Liger's do: 1.00x Liger on the H100, not yet run on the H200) and bf16 softmax "
+                 "bwd 4224x32000 (one program a row at 0.99-1.01x copy; 8/16/32 warps measured, 16 best). "
+                 "Liger's bf16 products reach its speed (4.31 vs 4.32 TB/s) but round each product, unlike aten: "
+                 "not taken",
     "llm_softmax_copy": "bf16 rows of 128K-262K columns are split over programs that wait for their row's other "
                         "chunks; ncu: 62.5% occupancy (48 registers), DRAM ~64% busy. Tried: exp2 with an FMA "
                         "(+5%), chunks held, re-read or kept in bf16, 2048-16384 columns, 2-16 warps, teams of "
-                        "chunk programs looping over rows, pipelined (slower: 4-24 teams fit)",
+                        "chunk programs looping over rows, pipelined (slower: 4-24 teams fit), persistent "
+                        "programs taking chunk tickets that publish chunk t and write chunk t - LAG read again "
+                        "from L2, so nothing waits (H100: 2.21-2.31 vs 2.58 TB/s split)",
     "llm_layer_norm_fwd_copy": "bf16 12288: persistent programs, as many as the GPU holds (3 a SM at 168 "
                                "registers), the row loop pipelined 2 stages (0.81 -> 0.86 on the H200). Tried: one "
                                "program a row at 4/8/16 warps, maxnreg 64-96, rows split over programs",
@@ -150,7 +154,10 @@ MISS_NOTES = {
                                "the team kernel 250-255 of the op's 258 us (0.75x copy alone), the finalize 5.5 us, "
                                "the sync buffer's memset 1 us; the finalize with PDL or 2-4x the programs gained "
                                "nothing. 215 registers, two 4-warp programs per SM. Tried: 3 per SM (maxnreg 168), "
-                               "2-4 stages, 8 warps, 2048-column chunks at 3-6 per SM, w re-read, dx one row late",
+                               "2-4 stages, 8 warps, 2048-column chunks at 3-6 per SM, w re-read. Since: dx one "
+                               "iteration after the row's sums with the row read again, nothing held across the "
+                               "wait, 2048-column chunks at 128 registers, 4 per SM (ncu on the H100: DRAM 76% -> "
+                               "79% busy; H100 0.82 -> 0.86x copy): not yet run on the H200",
 }
 
 
