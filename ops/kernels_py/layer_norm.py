@@ -778,20 +778,51 @@ def _wait_spin(sync_ptr, row, S, S_POW2: tl.constexpr):
 
 
 @triton.jit
-def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
-                               sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row,
-                               stride_x_row, HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr,
-                               COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_N: tl.constexpr,
-                               S_POW2: tl.constexpr, STAGES: tl.constexpr, INDEX_64: tl.constexpr):
+def _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr,
+                 INDEX_64: tl.constexpr):
+    # A team program's ticket, its columns and their weight (1.0 without one), and its team's rows
+    # [row_begin, row_end).
     team, chunk = _ticket(sync_ptr, S)
     if INDEX_64:
         team = team.to(tl.int64)
     cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
+    w = 1.0
     if HAS_WEIGHT:
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     row_begin = team * rows_per_team
     row_end = tl.minimum(row_begin + rows_per_team, M)
+    return team, chunk, cols, col_mask, w, row_begin, row_end
+
+
+@triton.jit
+def _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, mask, stride_dy_row, stride_x_row):
+    # A row's dy and xhat (0 where masked) at `cols`, and its rstd.
+    dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.load(mean_ptr + row).to(tl.float32)
+    rstd = tl.load(rstd_ptr + row).to(tl.float32)
+    return dy, tl.where(mask, (x - mean) * rstd, 0.0), rstd
+
+
+@triton.jit
+def _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc,
+                     COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr):
+    # The program's columns of its team's row of the dw/db partial sums.
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_partial_ptr + team * N + cols, db_acc.to(db_partial_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
+                               sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row,
+                               stride_x_row, HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr,
+                               COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_N: tl.constexpr,
+                               S_POW2: tl.constexpr, STAGES: tl.constexpr, INDEX_64: tl.constexpr):
+    team, chunk, cols, col_mask, w, row_begin, row_end = _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team,
+                                                                      HAS_WEIGHT, BLOCK_N, INDEX_64)
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for row in tl.range(row_begin, row_end, num_stages=STAGES):
@@ -818,10 +849,7 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
             dw_acc += dy * xhat
         if COMPUTE_DB:
             db_acc += dy
-    if COMPUTE_DW:
-        tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
-    if COMPUTE_DB:
-        tl.store(db_partial_ptr + team * N + cols, db_acc.to(db_partial_ptr.dtype.element_ty), mask=col_mask)
+    _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
 
 
 # The team backward with the exchange off the critical path, for 2-byte rows when dx is wanted.
@@ -878,15 +906,8 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
                                    HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
                                    BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, STAGES: tl.constexpr,
                                    INDEX_64: tl.constexpr):
-    team, chunk = _ticket(sync_ptr, S)
-    if INDEX_64:
-        team = team.to(tl.int64)
-    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    if HAS_WEIGHT:
-        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-    row_begin = team * rows_per_team
-    row_end = tl.minimum(row_begin + rows_per_team, M)
+    team, chunk, cols, col_mask, w, row_begin, row_end = _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team,
+                                                                      HAS_WEIGHT, BLOCK_N, INDEX_64)
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
@@ -898,12 +919,8 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
         after_first = i > row_begin
         if STAGES > 1:
             words = _peek_words(sync_ptr, prev, S, S_POW2)
-        mask = col_mask & now
-        dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-        x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.load(mean_ptr + row).to(tl.float32)
-        rstd = tl.load(rstd_ptr + row).to(tl.float32)
-        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask & now, stride_dy_row,
+                                stride_x_row)
         if HAS_WEIGHT:
             g = dy * w
         else:
@@ -936,7 +953,4 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
                 g_prev = dy_prev
             dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
             tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
-    if COMPUTE_DW:
-        tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
-    if COMPUTE_DB:
-        tl.store(db_partial_ptr + team * N + cols, db_acc.to(db_partial_ptr.dtype.element_ty), mask=col_mask)
+    _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
