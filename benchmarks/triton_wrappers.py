@@ -408,6 +408,9 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
     return y.view(x.shape), mean.view(stat_shape), rstd.view(stat_shape)
 
 
+_MEMORY_GBPS = {}
+
+
 def _memory_bandwidth_gbps(device):
     """tjit::memory_bandwidth_gbps: the peak DRAM bandwidth of a CUDA device (two transfers a memory
     clock over the bus width), read from the driver; 0 for any other device."""
@@ -423,9 +426,6 @@ def _memory_bandwidth_gbps(device):
             assert cuda.cuDeviceGetAttribute(ctypes.byref(out), attribute, dev) == 0
         _MEMORY_GBPS[index] = clock_khz.value * bus_bits.value // 4_000_000
     return _MEMORY_GBPS[index]
-
-
-_MEMORY_GBPS = {}
 
 
 def _persistent_forward_plan(n, x2):
@@ -607,6 +607,14 @@ def _layer_norm_backward_fused(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
     return dx.view(shape), dw, db
 
 
+def _team_split(m, chunks, programs_per_sm, device):
+    """(teams, rows_per_team): m rows split evenly over as many teams of `chunks` programs as run at
+    once (layer_norm.cpp's teams_for)."""
+    teams = max(1, programs_per_sm * _num_sms(device) // chunks)
+    rows_per_team = triton.cdiv(m, min(teams, m))
+    return triton.cdiv(m, rows_per_team), rows_per_team
+
+
 def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64, shape):
     """layer_norm.cpp's long-row backward on CUDA (8192 < N <= 32 * 4096): teams of S = cdiv(N, 4096)
     programs share rows, two programs per SM, the row loop pipelined 3 stages deep; 2-byte rows of up
@@ -615,9 +623,7 @@ def _layer_norm_backward_teams(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw
         return _layer_norm_backward_team_lag(dx, dy2, x2, weight, mean, rstd, m, n, compute_dw, compute_db, index_64,
                                              shape)
     chunks = triton.cdiv(n, 4096)
-    teams = max(1, 2 * _num_sms(x2.device) // chunks)
-    rows_per_team = triton.cdiv(m, min(teams, m))
-    teams = triton.cdiv(m, rows_per_team)
+    teams, rows_per_team = _team_split(m, chunks, 2, x2.device)
     dw, db, dw_part, db_part = _column_sum_buffers(weight, x2, n, teams, compute_dw, compute_db)
     layer_norm_k.layer_norm_bwd_team_kernel[(teams * chunks, )](
         dx, dw_part, db_part, dy2, x2, weight, mean, rstd, _split_sync(m, chunks, x2.device), m, n, chunks,
@@ -645,9 +651,7 @@ def _layer_norm_backward_team_lag(dx, dy2, x2, weight, mean, rstd, m, n, compute
     programs_per_sm = _resident_per_sm(layer_norm_k.layer_norm_bwd_team_lag_kernel,
                                        args(mean if compute_dw else None, mean if compute_db else None, 1), options,
                                        **constexprs)
-    teams = max(1, programs_per_sm * _num_sms(x2.device) // chunks)
-    rows_per_team = triton.cdiv(m, min(teams, m))
-    teams = triton.cdiv(m, rows_per_team)
+    teams, rows_per_team = _team_split(m, chunks, programs_per_sm, x2.device)
     dw, db, dw_part, db_part = _column_sum_buffers(weight, x2, n, teams, compute_dw, compute_db)
     layer_norm_k.layer_norm_bwd_team_lag_kernel[(teams * chunks, )](*args(dw_part, db_part, rows_per_team),
                                                                     **constexprs, **options)

@@ -143,12 +143,12 @@ bool memory_wants_persistent_forward(const at::Tensor& t) {
 }
 
 std::optional<PersistentForwardPlan> plan_persistent_forward(int64_t cols, const at::Tensor& t) {
-  if (t.element_size() != 2 || !memory_wants_persistent_forward(t)) {
+  if (t.element_size() != 2) {
     return std::nullopt;
   }
   for (const int64_t head : {int64_t{4096}, int64_t{8192}}) {
     const int64_t tail_limit = head == 8192 ? head / 2 : head / 4;
-    if (cols > head && cols <= head + tail_limit) {
+    if (cols > head && cols <= head + tail_limit && memory_wants_persistent_forward(t)) {
       return PersistentForwardPlan{head, detail::next_power_of_2(cols - head), 4, 2, head == 8192 ? 168 : 0};
     }
   }
@@ -224,7 +224,7 @@ FusedBackwardPlan plan_fused_backward(int64_t cols, const at::Tensor& t) {
 // 2 stages measured 2.53 / 3.65, 4 as 3; 8 warps or 2048-column chunks at 4 per SM 3-5% slower.
 // 2-byte rows that want dx take layer_norm_bwd_team_lag_kernel instead (its comment has the
 // measurements): a row's dx one iteration after its sums, 2048-column chunks capped at 128
-// registers, as many programs as an SM holds (programs_per_sm 0: ask the driver), 2 stages.
+// registers, as many programs as an SM holds (the driver's occupancy), 2 stages.
 constexpr int64_t kTeamMaxChunks = 32;
 constexpr int kTeamStages = 3;
 
@@ -232,7 +232,7 @@ struct TeamBackwardPlan {
   int64_t block_n;
   int64_t chunks;
   int num_warps;
-  int programs_per_sm;  // 0: TritonJitFunction::resident_programs_per_sm
+  int programs_per_sm;  // the team kernel's (the lag kernel asks resident_programs_per_sm)
   int stages;
   bool lag = false;  // layer_norm_bwd_team_lag_kernel
   int maxnreg = 0;
