@@ -174,7 +174,11 @@ def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None, strided=None)
                                                             **_pdl_kwargs(pdl))
     else:
         if chunk is None:
-            splits = max(1, min(triton.cdiv(n, block_n), 4 * _num_sms(x.device) // max(m, 1)))
+            # sum.cpp: up to 4 chunk programs an SM; 2-byte rows up to 16 while a chunk keeps 8 blocks.
+            splits = 4 * _num_sms(x.device) // max(m, 1)
+            if x.element_size() == 2:
+                splits = max(splits, min(16 * _num_sms(x.device) // max(m, 1), triton.cdiv(n, block_n) // 8))
+            splits = max(1, min(triton.cdiv(n, block_n), splits))
             chunk = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
         splits = triton.cdiv(n, chunk)
         partial = _empty((m, splits), _acc_dtype(x.dtype), x.device)

@@ -81,12 +81,14 @@ Recommended plans
   launch), one sum_rows_kernel launch with M=1, N=T (H200, 2^16 fp32: one program 38 GB/s, two
   stages 93 GB/s). Otherwise two stages, both launched with PDL where the device has it:
   fp32: S = min(cdiv(T, 4096), 8*SMs) programs of sum_partial_strided_kernel; fp16/bf16/fp64:
-  S = min(cdiv(T, BLOCK_N), 4*SMs), chunk = cdiv(cdiv(T, S), BLOCK_N) * BLOCK_N, S = cdiv(T, chunk)
-  programs of sum_partial_kernel; then sum_rows_kernel on the [1, S] partial buffer (one program,
+  S = min(cdiv(T, BLOCK_N), 4*SMs), for fp16/bf16 raised to min(16*SMs, cdiv(T, BLOCK_N) // 8) when
+  that is more (chunks of at least 8 blocks, more programs than fit at once: H100, bf16 2^28
+  3.05 -> 3.09 TB/s), chunk = cdiv(cdiv(T, S), BLOCK_N) * BLOCK_N, S = cdiv(T, chunk) programs of
+  sum_partial_kernel; then sum_rows_kernel on the [1, S] partial buffer (one program,
   writes the output dtype).
 * Sum over the last dim of [M, N]: M >= 2x SMs -> sum_rows_kernel (N >= 512) or
   sum_rows_blocked_kernel (N < 512); few long rows (M < 2x SMs, N past the one-program bound above)
-  -> the two-stage plan with S = min(cdiv(N, BLOCK_N), (8 or 4)*SMs / M) programs per row.
+  -> the two-stage plan with S = min(cdiv(N, BLOCK_N), (8 or 4, or up to 16)*SMs / M) programs per row.
 * Sum over a middle/first dim: sum_mid_kernel, with sum_mid_split_kernel first when it has too few
   programs (see above).
 Measured with these plans on an H200, fp32, from Python (2026-11-22; torch in brackets): full sum

@@ -74,6 +74,11 @@ def test_two_stage_switch_points_cuda(ops):
     for dtype in FLOATS:
         for n in (8191, 8192, 8193, 16384, 16385, 4096 * 3 + 1, 4096 * 8 * sms - 1, 4096 * 8 * sms + 4097):
             check_sum(ops, random_tensor((n, ), dtype, "cuda"))
+    # 2-byte chunks: 4 programs per SM until chunks of 8 blocks of 8192 give more, at most 16 per SM.
+    for dtype in (torch.float16, torch.bfloat16):
+        for n in (8192 * 32 * sms - 1, 8192 * 32 * sms + 8193, 8192 * 128 * sms + 1):
+            check_sum(ops, random_tensor((n, ), dtype, "cuda"))
+    check_sum(ops, random_tensor((3, 8192 * 8 * (16 * sms // 3) + 5), torch.bfloat16, "cuda"), [1])
     # Few long rows (fewer than 2 per SM): each row in parts; many rows: one program per row.
     for rows in (1, 5, 2 * sms - 1, 2 * sms):
         for dtype in (torch.float32, torch.bfloat16):
@@ -89,6 +94,9 @@ def test_two_stage_switch_points_cpu(ops):
     for dtype in FLOATS:
         for n in (16384, 16385, 4096 * 32 + 1):
             check_sum(ops, random_tensor((n, ), dtype, "cpu"))
+    # 2-byte chunks past 8 blocks at 4 programs per SM: more programs, at most 16 per SM.
+    for n in (8192 * 32 * 4 + 8193, 8192 * 128 * 4 + 1):
+        check_sum(ops, random_tensor((n, ), torch.bfloat16, "cpu"))
     for rows in (1, 7, 8):
         check_sum(ops, random_tensor((rows, 16385), torch.float32, "cpu"), [1])
     check_sum(ops, random_tensor((3, 20000), torch.bfloat16, "cpu")[:, 7:16400], [1])
