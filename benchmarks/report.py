@@ -137,7 +137,8 @@ MISS_NOTES = {
     "llm_peers": "within 1.5%: fp32 layer_norm fwd 65536x2048 and 16384x8192 (0.99x copy, Liger-Kernel 1.00x; "
                  "persistent pipelined programs measured slower for fp32 at 2048-12288; weight and bias now load "
                  "with the row as Liger's do: 1.00x Liger on the H100, not yet run on the H200) and bf16 softmax "
-                 "bwd 4224x32000 (one program a row at 0.99-1.01x copy; 8/16/32 warps measured, 16 best). "
+                 "bwd 4224x32000 (one program a row at 0.99-1.01x copy; 8/16/32 warps measured, 16 best; H100: "
+                 "rows split in 4 chunks 3.02 vs 3.00 TB/s, Liger 3.04; looped re-read 1.8-2.7, 2 chunks 2.2-2.5). "
                  "Liger's bf16 products reach its speed (4.31 vs 4.32 TB/s) but round each product, unlike aten: "
                  "not taken",
     "llm_softmax_copy": "bf16 rows of 128K-262K columns are split over programs that wait for their row's other "
@@ -145,7 +146,8 @@ MISS_NOTES = {
                         "(+5%), chunks held, re-read or kept in bf16, 2048-16384 columns, 2-16 warps, teams of "
                         "chunk programs looping over rows, pipelined (slower: 4-24 teams fit), persistent "
                         "programs taking chunk tickets that publish chunk t and write chunk t - LAG read again "
-                        "from L2, so nothing waits (H100: 2.21-2.31 vs 2.58 TB/s split)",
+                        "from L2, so nothing waits (H100: 2.21-2.31 vs 2.58 TB/s split); more programs an SM through "
+                        "maxnreg (40 registers: 14-18 spilled, -25% on the H100)",
     "llm_layer_norm_fwd_copy": "bf16 12288: persistent programs, as many as the GPU holds (3 a SM at 168 "
                                "registers), the row loop pipelined 2 stages (0.81 -> 0.86 on the H200). Tried: one "
                                "program a row at 4/8/16 warps, maxnreg 64-96, rows split over programs",
