@@ -74,7 +74,9 @@ def test_two_stage_switch_points_cuda(ops):
     for dtype in FLOATS:
         for n in (8191, 8192, 8193, 16384, 16385, 4096 * 3 + 1, 4096 * 8 * sms - 1, 4096 * 8 * sms + 4097):
             check_sum(ops, random_tensor((n, ), dtype, "cuda"))
-    # 2-byte chunks: 4 programs per SM until chunks of 8 blocks of 8192 give more, at most 16 per SM.
+    # 2-byte chunks: 4 programs per SM until chunks of 8 blocks of 8192 give more, at most 16 per SM
+    # (near that bound still 4 per SM, past the cap 16, and 3 rows sharing the SMs; the exact switch
+    # points are the CPU test's, the same arithmetic at 4 SMs).
     for dtype in (torch.float16, torch.bfloat16):
         for n in (8192 * 32 * sms - 1, 8192 * 32 * sms + 8193, 8192 * 128 * sms + 1):
             check_sum(ops, random_tensor((n, ), dtype, "cuda"))
@@ -94,8 +96,9 @@ def test_two_stage_switch_points_cpu(ops):
     for dtype in FLOATS:
         for n in (16384, 16385, 4096 * 32 + 1):
             check_sum(ops, random_tensor((n, ), dtype, "cpu"))
-    # 2-byte chunks past 8 blocks at 4 programs per SM: more programs, at most 16 per SM.
-    for n in (8192 * 32 * 4 + 8193, 8192 * 128 * 4 + 1):
+    # 2-byte chunks: 16 programs (4 per SM) up to 135 blocks of 8192; 17 from the 136th (blocks // 8);
+    # at most 64 (16 per SM) past 8 blocks each.
+    for n in (8192 * 135, 8192 * 135 + 1, 8192 * 128 * 4 + 1):
         check_sum(ops, random_tensor((n, ), torch.bfloat16, "cpu"))
     for rows in (1, 7, 8):
         check_sum(ops, random_tensor((rows, 16385), torch.float32, "cpu"), [1])
