@@ -96,8 +96,8 @@ def test_two_stage_switch_points_cpu(ops):
     for dtype in FLOATS:
         for n in (16384, 16385, 4096 * 32 + 1):
             check_sum(ops, random_tensor((n, ), dtype, "cpu"))
-    # 2-byte chunks: 16 programs (4 per SM) up to 135 blocks of 8192; 17 from the 136th (blocks // 8);
-    # at most 64 (16 per SM) past 8 blocks each.
+    # 2-byte chunks: at most 16 programs (4 per SM) up to 135 blocks of 8192 (there 15 chunks of 9
+    # blocks); from 136 blocks, blocks // 8 (17 chunks of 8); at most 64 (16 per SM).
     for n in (8192 * 135, 8192 * 135 + 1, 8192 * 128 * 4 + 1):
         check_sum(ops, random_tensor((n, ), torch.bfloat16, "cpu"))
     for rows in (1, 7, 8):
