@@ -796,10 +796,10 @@ def _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team, HAS_WEIGHT: tl.constex
 
 
 @triton.jit
-def _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, mask, stride_dy_row, stride_x_row):
-    # A row's dy and xhat (0 where masked) at `cols`, and its rstd.
-    dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0).to(tl.float32)
+def _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, mask, stride_dy_row, stride_x_row, EVICT: tl.constexpr):
+    # A row's dy and xhat (0 where masked) at `cols`, and its rstd; EVICT is the loads' L2 hint.
+    dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+    x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
     mean = tl.load(mean_ptr + row).to(tl.float32)
     rstd = tl.load(rstd_ptr + row).to(tl.float32)
     return dy, tl.where(mask, (x - mean) * rstd, 0.0), rstd
@@ -826,11 +826,8 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for row in tl.range(row_begin, row_end, num_stages=STAGES):
-        dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=col_mask, other=0.0).to(tl.float32)
-        x = tl.load(x_ptr + row * stride_x_row + cols, mask=col_mask, other=0.0).to(tl.float32)
-        mean = tl.load(mean_ptr + row).to(tl.float32)
-        rstd = tl.load(rstd_ptr + row).to(tl.float32)
-        xhat = tl.where(col_mask, (x - mean) * rstd, 0.0)
+        dy, xhat, rstd = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask, stride_dy_row, stride_x_row,
+                                   "")
         if COMPUTE_DX:
             if HAS_WEIGHT:
                 g = dy * w
@@ -920,7 +917,7 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
         if STAGES > 1:
             words = _peek_words(sync_ptr, prev, S, S_POW2)
         dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask & now, stride_dy_row,
-                                stride_x_row)
+                                stride_x_row, "")
         if HAS_WEIGHT:
             g = dy * w
         else:
@@ -933,20 +930,15 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
             db_acc += dy
         prev_mask = col_mask & after_first
         # Read for the second time: L2 may drop them now.
-        dy_prev = tl.load(dy_ptr + prev * stride_dy_row + cols, mask=prev_mask, other=0.0,
-                          eviction_policy="evict_first").to(tl.float32)
-        x_prev = tl.load(x_ptr + prev * stride_x_row + cols, mask=prev_mask, other=0.0,
-                         eviction_policy="evict_first").to(tl.float32)
-        mean_prev = tl.load(mean_ptr + prev).to(tl.float32)
-        rstd_prev = tl.load(rstd_ptr + prev).to(tl.float32)
+        dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
+                                                  stride_dy_row, stride_x_row, "evict_first")
         if after_first:
             if STAGES > 1:
                 sums_gx, sums_g = _settle_words(sync_ptr, prev, S, words, S_POW2)
             else:
-                sums_gx, sums_g, _ = _wait(sync_ptr, prev, S, S_POW2)
+                sums_gx, sums_g, _chunk_mask = _wait(sync_ptr, prev, S, S_POW2)
             c1 = tl.sum(sums_gx, axis=0) / N
             c2 = tl.sum(sums_g, axis=0) / N
-            xhat_prev = (x_prev - mean_prev) * rstd_prev
             if HAS_WEIGHT:
                 g_prev = dy_prev * w
             else:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check every tjit Triton kernel (ops/kernels_py/) against torch, without a GPU.
 
-Not a pytest file: run it directly.
+Not a pytest file: run it directly (test_kernels_compile.py runs part 2 in the suite).
 
     TRITON_INTERPRET=1 python3 tests/python/kernels_interpreter_check.py     # CPU, interpreter
     python3 tests/python/kernels_interpreter_check.py --device cuda          # compiled, on a GPU
@@ -333,6 +333,11 @@ def compile_check():
               mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
          ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
          dict(BLOCK_N=2048, S_POW2=8, STAGES=2), False, ["w_ptr", "db_partial_ptr"]),
+        (L.layer_norm_bwd_team_lag_kernel,  # STAGES=1: no pipelining, _wait instead of the peeked words
+         dict(dx_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in",
+              mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
+         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
+         dict(BLOCK_N=2048, S_POW2=8, STAGES=1), False, ["w_ptr", "db_partial_ptr"]),
         (L.layer_norm_bwd_dwdb_kernel,
          dict(dw_ptr="in", db_ptr="in", dy_ptr="in", x_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_dy_row", "stride_x_row"], [], dict(BLOCK_M=32, BLOCK_N=128), False, ["dw_ptr", "x_ptr"]),
@@ -389,6 +394,7 @@ def compile_check():
                 if sig[name].startswith("*") or (div16 and sig[name] in ("i32", "i64") and name != "M"):
                     attrs[(i, )] = [["tt.divisibility", 16]]
             label = (f"compile sm_90 {fn.__name__} *{pdt}" + (f" SINGLE_PASS={single}" if has_single else "") +
+                     (f" STAGES={fixed['STAGES']}" if "STAGES" in fixed else "") +
                      f" INDEX_64={idx64}" + (" ints=1,None ptrs" if spec1 else ""))
             t0 = time.time()
             try:

@@ -45,6 +45,40 @@ def check_backward(ops, x, normalized, w, b, eps=1e-5):
         torch.testing.assert_close(a.double(), e, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10 * scale)
 
 
+def backward_against_double(ops, x, dy, w, b, mask):
+    """tjit's layer_norm_backward over the last dim (its outputs' memory poisoned first) and aten's
+    in float64 with float64 statistics: (got, want), want holding None where w or b is None."""
+    cols = x.shape[-1]
+    _, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
+    poison_allocator(3 * x.numel(), x.dtype, x.device)
+    got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, list(mask))
+    xd, wd, bd = (None if t is None else t.double() for t in (x, w, b))
+    _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(xd, [cols], wd, bd, 1e-5)
+    want = torch.ops.aten.native_layer_norm_backward(dy.double(), xd, [cols], ref_mean, ref_rstd, wd, bd,
+                                                     [True, w is not None, b is not None])
+    return got, want
+
+
+def assert_gradients(got, want, mask, dtype, tol):
+    # Each gradient asked for (and with a weight/bias to have one) against float64; None otherwise.
+    for asked, g, e in zip(mask, got, want):
+        if not asked or e is None:
+            assert g is None
+            continue
+        assert g.dtype == dtype and g.shape == e.shape
+        torch.testing.assert_close(g.double(), e, **tol)
+
+
+def summed_tol(dtype, rows):
+    # dw/db sum over rows: the fused backward's checks allow 10x TOL, and more absolute error with rows.
+    return dict(rtol=TOL[dtype]["rtol"] * 10, atol=TOL[dtype]["atol"] * 10 * max(1.0, rows / 10))
+
+
+def team_tol(dtype):
+    # Rows shared by a team (past 8192 columns): fp32 to 1e-3, 2-byte types to TOL.
+    return dict(rtol=1e-3, atol=1e-3) if dtype == torch.float32 else TOL[dtype]
+
+
 def check_forward_stats(ops, x, w, b, eps=1e-5):
     # The training forward's output, mean and rstd against aten's in float64 (x: [rows, cols]).
     rows, cols = x.shape
@@ -151,21 +185,8 @@ def test_backward_output_masks(device, ops, mask):
         for rows, cols in [(37, 100), (1, 300), (70, 2000)]:
             x, _, w, b = make((rows, cols), (cols, ), dtype, device)
             dy = random_tensor((rows, cols), dtype, device)
-            out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
-            poison_allocator(3 * x.numel(), dtype, x.device)
-            got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, list(mask))
-            ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(),
-                                                                           1e-5)
-            want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [cols], ref_mean, ref_rstd,
-                                                             w.double(), b.double(), [True, True, True])
-            tol = TOL[dtype]
-            for asked, g, e in zip(mask, got, want):
-                if not asked:
-                    assert g is None
-                    continue
-                assert g.dtype == dtype and g.shape == e.shape
-                scale = max(1.0, rows / 10)  # dw/db sum over rows
-                torch.testing.assert_close(g.double(), e, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10 * scale)
+            got, want = backward_against_double(ops, x, dy, w, b, mask)
+            assert_gradients(got, want, mask, dtype, summed_tol(dtype, rows))
 
 
 @pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True)])
@@ -179,24 +200,8 @@ def test_backward_tail_tile(device, ops, mask):
             if cols == 5120:
                 x = random_tensor((rows, cols + 16), dtype, device)[:, 16:] * 3 + 1  # a row stride
             dy = random_tensor((rows, cols), dtype, device)
-            out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
-            poison_allocator(3 * x.numel(), dtype, x.device)
-            got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, list(mask))
-            xd = x.double()
-            ref_out, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(
-                xd, [cols], None if w is None else w.double(), None if b is None else b.double(), 1e-5)
-            want = torch.ops.aten.native_layer_norm_backward(dy.double(), xd, [cols], ref_mean, ref_rstd,
-                                                             None if w is None else w.double(),
-                                                             None if b is None else b.double(),
-                                                             [True, w is not None, b is not None])
-            tol = TOL[dtype]
-            for asked, g, e in zip(mask, got, want):
-                if not asked or e is None:  # not asked for, or no weight/bias to have a gradient
-                    assert g is None
-                    continue
-                assert g.dtype == dtype and g.shape == e.shape
-                scale = max(1.0, rows / 10)  # dw/db sum over rows
-                torch.testing.assert_close(g.double(), e, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10 * scale)
+            got, want = backward_against_double(ops, x, dy, w, b, mask)
+            assert_gradients(got, want, mask, dtype, summed_tol(dtype, rows))
 
 
 def test_backward_many_rows_cuda(device, ops):
@@ -239,15 +244,8 @@ def test_backward_teams_zero_sums_cuda(ops, dtype):
     dy = random_tensor((rows, cols), dtype, "cuda")
     dy[3] = 0.0
     dy[7, :4096] = 0.0
-    out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
-    poison_allocator(3 * x.numel(), dtype, x.device)
-    got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, [True, True, True])
-    _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(), 1e-5)
-    want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [cols], ref_mean, ref_rstd, w.double(),
-                                                     b.double(), [True, True, True])
-    tol = dict(rtol=1e-3, atol=1e-3) if dtype == torch.float32 else TOL[dtype]
-    for g, e in zip(got, want):
-        torch.testing.assert_close(g.double(), e, **tol)
+    got, want = backward_against_double(ops, x, dy, w, b, (True, True, True))
+    assert_gradients(got, want, (True, True, True), dtype, team_tol(dtype))
 
 
 @requires_cuda
@@ -259,18 +257,8 @@ def test_backward_teams_output_masks_cuda(ops, mask, dtype):
     rows, cols = 70, 12000
     x, _, w, b = make((rows, cols), (cols, ), dtype, "cuda")
     dy = random_tensor((rows, cols), dtype, "cuda")
-    out, mean, rstd = ops.layer_norm_forward(x, [cols], w, b, 1e-5)
-    poison_allocator(3 * x.numel(), dtype, x.device)
-    got = ops.layer_norm_backward(dy, x, [cols], mean, rstd, w, b, list(mask))
-    _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(), 1e-5)
-    want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [cols], ref_mean, ref_rstd, w.double(),
-                                                     b.double(), [True, True, True])
-    for asked, g, e in zip(mask, got, want):
-        if not asked:
-            assert g is None
-            continue
-        torch.testing.assert_close(g.double(), e, **(dict(rtol=1e-3, atol=1e-3) if dtype == torch.float32 else
-                                                     TOL[dtype]))
+    got, want = backward_against_double(ops, x, dy, w, b, mask)
+    assert_gradients(got, want, mask, dtype, team_tol(dtype))
 
 
 def test_stats_and_backward_op(device, ops):

@@ -74,11 +74,11 @@ def test_two_stage_switch_points_cuda(ops):
     for dtype in FLOATS:
         for n in (8191, 8192, 8193, 16384, 16385, 4096 * 3 + 1, 4096 * 8 * sms - 1, 4096 * 8 * sms + 4097):
             check_sum(ops, random_tensor((n, ), dtype, "cuda"))
-    # 2-byte chunks: 4 programs per SM until chunks of 8 blocks of 8192 give more, at most 16 per SM
-    # (near that bound still 4 per SM, past the cap 16, and 3 rows sharing the SMs; the exact switch
-    # points are the CPU test's, the same arithmetic at 4 SMs).
+    # 2-byte chunks: 4 programs per SM until chunks of 8 blocks of 8192 give more, at most 16 per SM:
+    # one row of 32 * sms + 7 blocks still takes 4 per SM, one more block (32 * sms + 8) takes
+    # blocks // 8 programs; past the cap 16 per SM, and 3 rows sharing the SMs.
     for dtype in (torch.float16, torch.bfloat16):
-        for n in (8192 * 32 * sms - 1, 8192 * 32 * sms + 8193, 8192 * 128 * sms + 1):
+        for n in (8192 * 32 * sms - 1, 8192 * (32 * sms + 7), 8192 * (32 * sms + 7) + 1, 8192 * 128 * sms + 1):
             check_sum(ops, random_tensor((n, ), dtype, "cuda"))
     check_sum(ops, random_tensor((3, 8192 * 8 * (16 * sms // 3) + 5), torch.bfloat16, "cuda"), [1])
     # Few long rows (fewer than 2 per SM): each row in parts; many rows: one program per row.
