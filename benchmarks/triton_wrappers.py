@@ -366,7 +366,8 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
                                                            chunks, grad_in.stride(0), go2.stride(0), o2.stride(0),
                                                            BLOCK_N=bn, S_POW2=triton.next_power_of_2(chunks),
                                                            ALIGN=_split_alignment(n, grad_in, go2, o2),
-                                                           INDEX_64=index_64, REREAD=reread, num_warps=warps)
+                                                           INDEX_64=index_64, REREAD=reread, num_warps=warps,
+                                                           maxnreg=80 if bn == 8192 else None)
     else:
         _, bn, single, warps = plan
         softmax_k.softmax_bwd_kernel[(m, )](grad_in, go2, o2, m, n, grad_in.stride(0), go2.stride(0), o2.stride(0),

@@ -241,19 +241,26 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
 # chunk in registers, so the row is read once (the looped kernels read it twice, and once a row
 # no longer fits L2 next to the other rows in flight, the second read comes from memory).
 # Programs exchange per-chunk statistics through one workspace:
-#     sync      int64 [2 + M * S], ZEROED before each launch: sync[0] hands out tickets;
+#     sync      int64 [2 + M * S], ZEROED before each launch (sync[0] and sync[1] are not used):
 #               sync[2 + m * S + c] is chunk c's word for row m: its two fp32 statistics (forward:
 #               chunk max and sum of exp; backward: chunk dot, twice) packed into one 64-bit word,
-#               written with one atomic exchange, and 0 until then.
+#               written with one compare-and-swap from 0, and 0 until then.
 # A program publishes its word, then polls its row's S words until none is 0: the data is the
 # flag, so there is no counter, no release fence and no second read (H100, 1088 x 128256 bf16
 # forward, 4096/4: 2.20 TB/s with a counter and separate partials -> 2.80).
-# A program's (row, chunk) comes from its ticket (the order programs start), not from its
-# program id: every ticket below the largest taken belongs to a program that is running or done,
-# so the programs a row waits for are always running or able to start, given room on the GPU for
-# S programs at once (the wrapper keeps S <= 128). CUDA only: Triton's interpreter runs programs
-# one after another, and the first wait would never end (with one program a row nothing waits:
-# tests/python/test_row_sharing_interpreter.py runs these kernels that way on CPU).
+# Program p takes chunk p % S of row p // S, so it loads at once. The GPU does not promise to start
+# programs in id order, so a row's chunk may belong to a program that cannot start until others
+# finish; after HELP_AFTER polls (normally never reached: a sibling publishes within microseconds)
+# a waiting program reads each missing chunk itself, publishes its word, then reads its own chunk
+# again. Whichever word reaches a slot first is the one every program of the row reads, so all of
+# them normalise with the same numbers. No wait depends on a program starting, given room on the
+# GPU for one program (the wrapper keeps S <= 128). (Programs used to take (row, chunk) from an
+# atomic ticket, which is safe only given room for S programs and costs a round trip to L2 before
+# the first load: H100, bf16, forward 512 x 262144 2.81 -> 2.87 TB/s, 33 x 262144 2.39 -> 2.64;
+# backward 8192/8 at 80 registers 2.89 -> 2.95, 896 x 151936 2.94 -> 2.99.) Triton's interpreter
+# runs programs one after another, so there every row waits HELP_AFTER polls once and is helped:
+# tests/python/test_row_sharing_interpreter.py runs these kernels that way on CPU; the operators
+# launch them on CUDA only.
 #     grid = (M * S,); BLOCK_N = 4096, num_warps = 4, S_POW2 = next_pow2(S)
 #
 # ALIGN: 1, or the elements in 16 bytes when rows start off 16-byte boundaries (a 50257-column
@@ -267,35 +274,102 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
 # backward 2.14 -> 2.55).
 
 
+# Polls a waiting program makes before it computes a missing chunk's word itself, and the columns it
+# takes at a time then.
+HELP_AFTER = tl.constexpr(4096)
+HELP_BLOCK = tl.constexpr(512)
+
+
 @triton.jit
-def _ticket(sync_ptr, S):
-    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
-    return (ticket // S).to(tl.int32), (ticket % S).to(tl.int32)
+def _row_and_chunk(S, INDEX_64: tl.constexpr):
+    # Program p takes chunk p % S of row p // S.
+    pid = tl.program_id(0)
+    row = pid // S
+    if INDEX_64:
+        row = row.to(tl.int64)
+    return row, pid % S
 
 
 @triton.jit
 def _publish(sync_ptr, row, chunk, S, hi, lo):
-    # +0.0 in the high half goes as -0.0 (the same in every sum), so no published word is 0.
+    # The chunk's word, unless one is there already (a helper's: see _wait). +0.0 in the high half
+    # goes as -0.0 (the same in every sum), so no published word is 0.
     h = hi.to(tl.int32, bitcast=True)
     h = tl.where(h == 0, -2147483648, h)
     word = (h.to(tl.int64) << 32) | (lo.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
-    tl.atomic_xchg(sync_ptr + 2 + row * S + chunk, word, sem="relaxed")
+    tl.atomic_cas(sync_ptr + 2 + row * S + chunk, tl.full((), 0, tl.int64), word, sem="relaxed")
 
 
 @triton.jit
-def _wait(sync_ptr, row, S, S_POW2: tl.constexpr):
-    # Every chunk's two statistics for the row once all S are published (0.0 past S), read
-    # through L2 (atomics), and the mask of the chunks.
+def _poll(slots, kmask):
+    # The row's words through L2 (atomics); 1 past S.
+    return tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
+
+
+@triton.jit
+def _wait(sync_ptr, row, S, S_POW2: tl.constexpr, POLLS: tl.constexpr):
+    # Every chunk's two statistics for the row once all S are published (0.0 past S), the mask of
+    # the chunks, and whether all were there: polls until they are, or POLLS times (0: no limit).
     k = tl.arange(0, S_POW2)
     kmask = k < S
     slots = sync_ptr + 2 + row * S + k
-    words = tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
-    while tl.sum((words == 0).to(tl.int32), axis=0) > 0:
-        words = tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
+    words = _poll(slots, kmask)
+    polls = 1
+    while (tl.sum((words == 0).to(tl.int32), axis=0) > 0) & (polls != POLLS):
+        words = _poll(slots, kmask)
+        polls += 1
+    complete = tl.sum((words == 0).to(tl.int32), axis=0) == 0
     words = tl.where(kmask, words, 0)
     hi = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
     lo = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
-    return hi, lo, kmask
+    return hi, lo, kmask, complete
+
+
+@triton.jit
+def _help(sync_ptr, row, S, a_row, b_row, offset, N, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
+          FORWARD: tl.constexpr):
+    # Publishes the word of every chunk of the row still missing.
+    for c in tl.range(0, S, num_stages=1):
+        if tl.atomic_add(sync_ptr + 2 + row * S + c, 0, sem="relaxed") == 0:
+            hi, lo = _chunk_word(a_row, b_row, c, S, offset, N, BLOCK_N, ALIGN, FORWARD)
+            _publish(sync_ptr, row, c, S, hi, lo)
+
+
+@triton.jit
+def _chunk_word(a_row, b_row, chunk, S, offset, N, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
+                FORWARD: tl.constexpr):
+    # The two statistics chunk `chunk`'s own program publishes (forward: the chunk's max and sum
+    # of exp(x - max); backward: its dot of grad_out and out, twice), equal up to rounding, read
+    # HELP_BLOCK columns at a time.
+    head, n_vec, edge_cols, edge_mask = _row_parts(offset, N, chunk == S - 1, ALIGN)
+    a_vec = _vectors(a_row, head, ALIGN)
+    b_vec = _vectors(b_row, head, ALIGN)
+    begin = chunk * BLOCK_N
+    end = tl.minimum(begin + BLOCK_N, n_vec)
+    cols = tl.arange(0, HELP_BLOCK)
+    if FORWARD:
+        x_edge = tl.load(a_row + edge_cols, mask=edge_mask, other=float("-inf")).to(tl.float32)
+        m = tl.max(x_edge, axis=0)
+        for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+            c = start + cols
+            m = tl.maximum(m, tl.max(tl.load(a_vec + c, mask=c < end, other=float("-inf")).to(tl.float32), axis=0))
+        shift = tl.where(m == float("-inf"), 0.0, m) * LOG2E
+        total = tl.sum(tl.math.exp2(x_edge * LOG2E - shift), axis=0)
+        for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+            c = start + cols
+            x = tl.load(a_vec + c, mask=c < end, other=float("-inf")).to(tl.float32)
+            total += tl.sum(tl.math.exp2(x * LOG2E - shift), axis=0)
+        return m, total
+    else:
+        go_edge = tl.load(a_row + edge_cols, mask=edge_mask, other=0.0).to(tl.float32)
+        o_edge = tl.load(b_row + edge_cols, mask=edge_mask, other=0.0).to(tl.float32)
+        dot = tl.sum(go_edge * o_edge, axis=0)
+        for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+            c = start + cols
+            go = tl.load(a_vec + c, mask=c < end, other=0.0).to(tl.float32)
+            o = tl.load(b_vec + c, mask=c < end, other=0.0).to(tl.float32)
+            dot += tl.sum(go * o, axis=0)
+        return dot, dot
 
 
 @triton.jit
@@ -358,9 +432,7 @@ def softmax_fwd_split_kernel(out_ptr, in_ptr, sync_ptr, M, N, S, stride_in_row, 
 def _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_out_row, BLOCK_N: tl.constexpr,
                        S_POW2: tl.constexpr, ALIGN: tl.constexpr, INDEX_64: tl.constexpr):
     # One program's BLOCK_N-column chunk of a row shared by S programs (S <= S_POW2).
-    row, chunk = _ticket(sync_ptr, S)
-    if INDEX_64:
-        row = row.to(tl.int64)
+    row, chunk = _row_and_chunk(S, INDEX_64)
     in_row = in_ptr + row * stride_in_row
     out_row = out_ptr + row * stride_out_row
     head, n_vec, edge_cols, edge_mask = _row_parts(row * stride_in_row, N, chunk == S - 1, ALIGN)
@@ -377,7 +449,16 @@ def _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_ou
     _publish(sync_ptr, row, chunk, S, m, tl.sum(e, axis=0) + tl.sum(e_edge, axis=0))
     # Every chunk's (max, sum), merged in chunk order on every program of the row, so all of them
     # normalise with the same numbers.
-    ms, ss, kmask = _wait(sync_ptr, row, S, S_POW2)
+    ms, ss, kmask, complete = _wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
+    if not complete:
+        # Rare: a chunk's program may not have started. Publish what is missing, then read this
+        # chunk again (its e is not held across the help, which would cost registers on every path).
+        _help(sync_ptr, row, S, in_row, in_row, row * stride_in_row, N, BLOCK_N, ALIGN, True)
+        ms, ss, kmask, complete = _wait(sync_ptr, row, S, S_POW2, 0)
+        x = _load_chunk(_vectors(in_row, head, ALIGN), chunk, n_vec, float("-inf"), BLOCK_N, "")
+        x_edge = tl.load(in_row + edge_cols, mask=edge_mask, other=float("-inf")).to(tl.float32)
+        e = tl.math.exp2(x * LOG2E - shift)
+        e_edge = tl.math.exp2(x_edge * LOG2E - shift)
     ms = tl.where(kmask, ms, float("-inf"))
     row_max = tl.max(ms, axis=0)
     total = tl.sum(tl.where(kmask, ss * tl.exp(ms - row_max), 0.0), axis=0)
@@ -428,9 +509,7 @@ def softmax_fwd_long_kernel(out_ptr, in_ptr, sync_ptr, M_BUCKET, N, stride_in_ro
 def softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, sync_ptr, M, N, S, stride_grad_in_row,
                              stride_grad_out_row, stride_out_row, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
                              ALIGN: tl.constexpr, INDEX_64: tl.constexpr, REREAD: tl.constexpr):
-    row, chunk = _ticket(sync_ptr, S)
-    if INDEX_64:
-        row = row.to(tl.int64)
+    row, chunk = _row_and_chunk(S, INDEX_64)
     go_row = grad_out_ptr + row * stride_grad_out_row
     o_row = out_ptr + row * stride_out_row
     gi_row = grad_in_ptr + row * stride_grad_in_row
@@ -447,7 +526,14 @@ def softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, sync_ptr, M, N,
     o_edge = tl.load(o_row + edge_cols, mask=edge_mask, other=0.0).to(tl.float32)
     dot = tl.sum(go * o, axis=0) + tl.sum(go_edge * o_edge, axis=0)
     _publish(sync_ptr, row, chunk, S, dot, dot)
-    dots, _, kmask = _wait(sync_ptr, row, S, S_POW2)
+    dots, _, kmask, complete = _wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
+    if not complete:
+        # Rare: as in the forward; the chunk is read again below.
+        _help(sync_ptr, row, S, go_row, o_row, row * stride_out_row, N, BLOCK_N, ALIGN, False)
+        dots, _, kmask, complete = _wait(sync_ptr, row, S, S_POW2, 0)
+        if not REREAD:
+            go = _load_chunk(_vectors(go_row, head, ALIGN), chunk, n_vec, 0.0, BLOCK_N, "")
+            o = _load_chunk(_vectors(o_row, head, ALIGN), chunk, n_vec, 0.0, BLOCK_N, "")
     dot = tl.sum(dots, axis=0)
     if REREAD:
         go = _load_chunk(_vectors(go_row, head, ALIGN), chunk, n_vec, 0.0, BLOCK_N, "evict_first")

@@ -312,6 +312,14 @@ def compile_check():
          dict(BLOCK_N=4096), True, []),
         (S.softmax_bwd_kernel, dict(grad_in_ptr="in", grad_out_ptr="in", out_ptr="in"),
          ["M", "N", "stride_grad_in_row", "stride_grad_out_row", "stride_out_row"], [], dict(BLOCK_N=4096), True, []),
+        (S.softmax_fwd_split_kernel, dict(out_ptr="in", in_ptr="in", sync_ptr="i64"),
+         ["M", "N", "S", "stride_in_row", "stride_out_row"], [], dict(BLOCK_N=4096, S_POW2=4, ALIGN=8), False, []),
+        (S.softmax_bwd_split_kernel, dict(grad_in_ptr="in", grad_out_ptr="in", out_ptr="in", sync_ptr="i64"),
+         ["M", "N", "S", "stride_grad_in_row", "stride_grad_out_row", "stride_out_row"], [],
+         dict(BLOCK_N=8192, S_POW2=32, ALIGN=1, REREAD=False), False, []),
+        (S.softmax_bwd_split_kernel, dict(grad_in_ptr="in", grad_out_ptr="in", out_ptr="in", sync_ptr="i64"),
+         ["M", "N", "S", "stride_grad_in_row", "stride_grad_out_row", "stride_out_row"], [],
+         dict(BLOCK_N=4096, S_POW2=4, ALIGN=8, REREAD=True), False, []),
         (L.layer_norm_fwd_kernel,
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=0), True,
@@ -394,7 +402,7 @@ def compile_check():
                 if sig[name].startswith("*") or (div16 and sig[name] in ("i32", "i64") and name != "M"):
                     attrs[(i, )] = [["tt.divisibility", 16]]
             label = (f"compile sm_90 {fn.__name__} *{pdt}" + (f" SINGLE_PASS={single}" if has_single else "") +
-                     (f" STAGES={fixed['STAGES']}" if "STAGES" in fixed else "") +
+                     "".join(f" {k}={fixed[k]}" for k in ("STAGES", "REREAD") if k in fixed) +
                      f" INDEX_64={idx64}" + (" ints=1,None ptrs" if spec1 else ""))
             t0 = time.time()
             try:

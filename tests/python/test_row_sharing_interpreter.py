@@ -2,12 +2,14 @@
 forward, layer_norm.py's long-row forward and team backwards) under Triton's interpreter, on CPU.
 
 The operators launch them only on CUDA: their programs wait for each other, and the interpreter
-runs programs one at a time, so a row of several chunks would wait forever. With ONE program a
-row (or a team) nothing waits for a later program, and the rest of the logic runs as on a GPU: the
-ticket, each chunk's statistics packed into one 64-bit word and read back (a statistic of exactly
-+0.0 must still count as written), the merge, and for softmax the cut of rows that start off a
-16-byte boundary into a head, whole vectors and a tail (ALIGN). The GPU runs the multi-program
-cases (test_softmax.py, test_layer_norm.py: *_cuda).
+runs programs one at a time. With ONE program a row (or a team) nothing waits for a later
+program, and the rest of the logic runs as on a GPU: the ticket (layer_norm), each chunk's
+statistics packed into one 64-bit word and read back (a statistic of exactly +0.0 must still count
+as written), the merge, and for softmax the cut of rows that start off a 16-byte boundary into a
+head, whole vectors and a tail (ALIGN). The softmax kernels also run rows of several chunks here:
+a program that waits too long reads the missing chunks itself, which the interpreter's order (a
+row's later programs not started) always calls for. The GPU runs the multi-program cases at speed
+(test_softmax.py, test_layer_norm.py: *_cuda).
 
 Run in a subprocess, since the interpreter must be chosen before triton is imported:
     TRITON_INTERPRET=1 python3 tests/python/test_row_sharing_interpreter.py
@@ -72,6 +74,45 @@ def _softmax_cases(torch, triton, sm, alignment):
                                                   1, grad_in.stride(0), g.stride(0), out.stride(0), block, 1, align,
                                                   False, reread)
             errors[f"softmax bwd split {dtype} {rows}x{n} ALIGN {align} REREAD {reread}"] = _error(grad_in, want)
+    return errors
+
+
+def _softmax_helped_cases(torch, triton, sm, alignment):
+    # Rows of several chunks: the interpreter runs a row's programs one after another, so the
+    # first waits HELP_AFTER polls for chunks whose programs have not run, then reads them itself
+    # (softmax.py's help path); the later ones find every word published. An odd row length cut
+    # into head, vectors and tail (ALIGN 8), and 4-byte rows (ALIGN 4).
+    errors = {}
+    long_kernel = _jit(sm.softmax_fwd_long_kernel)
+    for dtype, n in [(torch.bfloat16, 9001), (torch.float32, 10000)]:
+        rows, block = 2, 4096
+        chunks = triton.cdiv(n, block)
+        x = torch.randn(rows, n, dtype=dtype) * 3
+        x[1, :block] = float("-inf")  # a chunk of only -inf (its max shifts by 0)
+        ref = torch.softmax(x.double(), -1)
+        for name in ("split", "long"):
+            y = torch.full((rows, n), float("nan"), dtype=dtype)
+            align = alignment(n, x, y)
+            sync = torch.zeros(2 + rows * chunks, dtype=torch.int64)
+            if name == "split":
+                sm.softmax_fwd_split_kernel[(rows * chunks, )](y, x, sync, rows, n, chunks, n, n, block,
+                                                               triton.next_power_of_2(chunks), align, False)
+            else:
+                long_kernel[(rows * chunks, )](y, x, sync, rows, n, n, n, triton.next_power_of_2(chunks), align, False,
+                                               block, True)
+            errors[f"softmax fwd {name} helped {dtype} {rows}x{n} ALIGN {align}"] = _error(y, ref)
+        g = torch.randn(rows, n, dtype=dtype)
+        out = ref.to(dtype)
+        want = out.double() * (g.double() - (g.double() * out.double()).sum(-1, keepdim=True))
+        for reread in (False, True):
+            grad_in = torch.full((rows, n), float("nan"), dtype=dtype)
+            align = alignment(n, grad_in, g, out)
+            sm.softmax_bwd_split_kernel[(rows * chunks, )](grad_in, g, out, torch.zeros(2 + rows * chunks,
+                                                                                         dtype=torch.int64),
+                                                           rows, n, chunks, n, n, n, block,
+                                                           triton.next_power_of_2(chunks), align, False, reread)
+            errors[f"softmax bwd split helped {dtype} {rows}x{n} ALIGN {align} REREAD {reread}"] = _error(grad_in,
+                                                                                                        want)
     return errors
 
 
@@ -145,20 +186,21 @@ def main():
     patch_interpreter_for_numpy()
     torch.manual_seed(0)
     errors = _softmax_cases(torch, triton, softmax_k, _split_alignment)
+    errors.update(_softmax_helped_cases(torch, triton, softmax_k, _split_alignment))
     errors.update(_layer_norm_cases(torch, layer_norm_k))
     print(json.dumps(errors))
 
 
-def test_row_sharing_kernels_one_program_a_row():
+def test_row_sharing_kernels_under_the_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1")
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True, text=True,
-                              timeout=180, env=env, cwd=ROOT)
+                              timeout=600, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired as exc:
         raise AssertionError("a program waited forever: a published word read as not yet written") from exc
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(errors) == 52, sorted(errors)
+    assert len(errors) == 60, sorted(errors)
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5

@@ -2,6 +2,8 @@
 `ops`) against torch.softmax: dims, row lengths on both sides of the single-pass limit, dtypes,
 layouts, -inf, errors, Meta, autograd, opcheck."""
 
+import os
+
 import pytest
 import torch
 from conftest import poison_allocator, random_tensor, requires_cuda
@@ -175,6 +177,49 @@ def test_misaligned_long_rows_cuda(ops):
     x[0, :20003] = float("-inf")
     x[1, :] = float("-inf")
     torch.testing.assert_close(ops.softmax(x, -1), torch.softmax(x, -1), equal_nan=True)
+
+
+@requires_cuda
+def test_split_help_path_cuda():
+    # The split kernels' help path (a program that has polled HELP_AFTER times reads the chunks
+    # still missing and publishes their words) does not run at GPU speed on its own. A private copy
+    # of softmax.py with HELP_AFTER = 1 makes every program whose first poll misses a chunk help at
+    # once, racing that chunk's own program: the first word in each slot must win and be what
+    # every program of the row reads, and each program must still write its own chunk. Rows cut
+    # into head, vectors and tail (ALIGN 8), whole vectors (fp32), 4096/4 and 8192/8 chunks.
+    import importlib.util
+
+    import triton
+    import triton.language as tl
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "kernels_py",
+                        "softmax.py")
+    spec = importlib.util.spec_from_file_location("softmax_helping_at_once", path)
+    sm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sm)
+    sm.HELP_AFTER = tl.constexpr(1)
+    for dtype, rows, n, block, warps in [(torch.bfloat16, 300, 50257, 4096, 4), (torch.float32, 64, 262144, 8192, 8),
+                                         (torch.bfloat16, 97, 128256, 8192, 8)]:
+        chunks = triton.cdiv(n, block)
+        align = 16 // torch.empty((), dtype=dtype).element_size()  # contiguous rows, aligned bases
+        x = random_tensor((rows, n), dtype, "cuda") * 4
+        y = torch.full_like(x, float("nan"))
+        sm.softmax_fwd_split_kernel[(rows * chunks, )](y, x, torch.zeros(2 + rows * chunks, dtype=torch.int64,
+                                                                         device="cuda"),
+                                                       rows, n, chunks, n, n, BLOCK_N=block,
+                                                       S_POW2=triton.next_power_of_2(chunks), ALIGN=align,
+                                                       INDEX_64=False, num_warps=warps)
+        torch.testing.assert_close(y, torch.softmax(x.double(), -1).to(dtype), **TOL[dtype])
+        g = random_tensor((rows, n), dtype, "cuda")
+        want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64).to(dtype)
+        for reread in (False, True):
+            grad_in = torch.full_like(x, float("nan"))
+            sm.softmax_bwd_split_kernel[(rows * chunks, )](grad_in, g, y, torch.zeros(2 + rows * chunks,
+                                                                                      dtype=torch.int64,
+                                                                                      device="cuda"),
+                                                           rows, n, chunks, n, n, n, BLOCK_N=block,
+                                                           S_POW2=triton.next_power_of_2(chunks), ALIGN=align,
+                                                           INDEX_64=False, REREAD=reread, num_warps=warps)
+            torch.testing.assert_close(grad_in, want, **TOL[dtype])
 
 
 @requires_cuda

@@ -43,6 +43,7 @@ struct RowPlan {
   int64_t programs = 1;    // Persistent: programs, each walking every programs-th row
   bool reread = false;     // SplitRows, backward: read the chunk again after the wait (softmax.py)
   int num_warps = 4;
+  int maxnreg = 0;         // a register cap for the compiler (0: none)
 };
 
 constexpr int kPersistentStages = 3;  // row-loop buffers: 2 x 64 KB of shared memory in flight
@@ -104,6 +105,10 @@ RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t singl
       if (chunks > (two_byte ? 32 : 48)) {
         plan.block_n = 2 * kSplitBlock;  // fewer, larger chunks: less waiting per byte on long rows
         plan.num_warps = 8;
+        // Left alone the compiler takes 95 registers (86 fp32) for the rarely taken help path, and
+        // 2 programs fit an SM instead of 3 (H100, bf16 512 x 262144: 2.32 TB/s; at 80: 2.95, no
+        // spills).
+        plan.maxnreg = 80;
       } else {
         plan.reread = two_byte;
       }
@@ -305,8 +310,10 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
     case RowPlan::Kind::SplitRows: {
       static auto& split_kernel =
           TritonJitFunction::get_instance(detail::kernel_path("softmax.py"), "softmax_bwd_split_kernel");
-      split_kernel(stream, Grid(detail::blocks_for(yv.rows * plan.chunks, 1, kBackwardOp)),
-                   LaunchOptions{plan.num_warps}, grad_in_moved, g, y, detail::split_sync(yv.rows, plan.chunks, y),
+      LaunchOptions options{plan.num_warps};
+      options.maxnreg = plan.maxnreg;
+      split_kernel(stream, Grid(detail::blocks_for(yv.rows * plan.chunks, 1, kBackwardOp)), options, grad_in_moved,
+                   g, y, detail::split_sync(yv.rows, plan.chunks, y),
                    yv.rows, cols, plan.chunks, cols, gv.row_stride, yv.row_stride, plan.block_n,
                    detail::next_power_of_2(plan.chunks),
                    split_alignment(cols, {{grad_in_moved, cols}, {g, gv.row_stride}, {y, yv.row_stride}}), index64,
