@@ -147,7 +147,11 @@ MISS_NOTES = {
                         "chunk programs looping over rows, pipelined (slower: 4-24 teams fit), persistent "
                         "programs taking chunk tickets that publish chunk t and write chunk t - LAG read again "
                         "from L2, so nothing waits (H100: 2.21-2.31 vs 2.58 TB/s split); more programs an SM through "
-                        "maxnreg (40 registers: 14-18 spilled, -25% on the H100)",
+                        "maxnreg (40 registers: 14-18 spilled, -25% on the H100). Since: ncu on the H100 shows each "
+                        "program's life dominated by latency (an L2-resident 33x262144 ran at 2.4 TB/s against its "
+                        "copy's 4.2), and the chunk now comes from the program id instead of an atomic ticket, one "
+                        "L2 round trip less before the first load (H100: 512x262144 0.93 -> 0.95x copy, 33 rows "
+                        "+10%): not yet run on the H200",
     "llm_layer_norm_fwd_copy": "bf16 12288: persistent programs, as many as the GPU holds (3 a SM at 168 "
                                "registers), the row loop pipelined 2 stages (0.81 -> 0.86 on the H200). Tried: one "
                                "program a row at 4/8/16 warps, maxnreg 64-96, rows split over programs",
