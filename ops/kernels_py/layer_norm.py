@@ -329,9 +329,11 @@ def _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: t
 # above (SPLIT=False, grid (M,)), or S = cdiv(N, BLOCK_N) programs per row (SPLIT=True, grid
 # (M * S,)), each holding its BLOCK_N-column chunk in registers, so the row is read once. Split
 # programs publish their chunk's (mean, M2) and wait for the row's other chunks through `sync`,
-# as softmax.py's split kernels do (its comment has the protocol and why the tickets cannot
-# deadlock), then merge the chunks with Chan's formula in chunk order (every program of a row gets
-# the same mean and rstd) and normalise their chunk.
+# as softmax.py's split kernels do (its comment has the protocol): program p takes chunk p % S of
+# row p // S, and one that has polled HELP_AFTER times reads the missing chunks itself, publishes
+# their words (the first word in a slot stays) and reads its own chunk again. Then the chunks
+# merge with Chan's formula in chunk order (every program of a row gets the same mean and rstd)
+# and each program normalises its chunk.
 #     sync      int64 [2 + M * cdiv(N, 4096)], ZEROED before each launch (reset_to_zero between
 #               timing runs): room for the smallest split step
 # M_BUCKET, the row count rounded up to a power of two (at most 4096), is in the tuning key and
@@ -346,9 +348,16 @@ def _long_row_configs():
             [triton.Config({"BLOCK_N": b, "SPLIT": True}, num_warps=w) for b, w in split])
 
 
-# The split kernels' ticket and exchange (twins of softmax.py's, whose comment has the protocol:
-# each kernel file imports only triton). sync: int64 [2 + M * S], zeroed; sync[0] is the ticket,
-# sync[2 + row * S + chunk] the chunk's two fp32 statistics for the row in one word, 0 until written.
+# The exchange of the kernels whose programs share rows (twins of softmax.py's, whose comment has
+# the protocol: each kernel file imports only triton). sync: int64 [2 + M * S], zeroed; sync[0] is
+# the team kernels' ticket, sync[2 + row * S + chunk] the chunk's two fp32 statistics for the row
+# in one word, 0 until written.
+# Polls before a waiting long-row program reads a missing chunk itself, and the columns it takes at
+# a time then.
+HELP_AFTER = tl.constexpr(4096)
+HELP_BLOCK = tl.constexpr(512)
+
+
 @triton.jit
 def _ticket(sync_ptr, S):
     ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
@@ -356,12 +365,16 @@ def _ticket(sync_ptr, S):
 
 
 @triton.jit
-def _publish(sync_ptr, row, chunk, S, hi, lo):
+def _publish(sync_ptr, row, chunk, S, hi, lo, FIRST: tl.constexpr = False):
     # +0.0 in the high half goes as -0.0 (the same in every sum), so no published word is 0.
+    # FIRST: only into an empty slot (a compare-and-swap from 0), for slots two programs may fill.
     h = hi.to(tl.int32, bitcast=True)
     h = tl.where(h == 0, -2147483648, h)
     word = (h.to(tl.int64) << 32) | (lo.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
-    tl.atomic_xchg(sync_ptr + 2 + row * S + chunk, word, sem="relaxed")
+    if FIRST:
+        tl.atomic_cas(sync_ptr + 2 + row * S + chunk, tl.full((), 0, tl.int64), word, sem="relaxed")
+    else:
+        tl.atomic_xchg(sync_ptr + 2 + row * S + chunk, word, sem="relaxed")
 
 
 @triton.jit
@@ -374,15 +387,59 @@ def _unpack_words(words, kmask):
 
 
 @triton.jit
-def _wait(sync_ptr, row, S, S_POW2: tl.constexpr):
+def _poll_words(sync_ptr, row, S, S_POW2: tl.constexpr, POLLS: tl.constexpr):
+    # The row's words once none is 0, or after POLLS polls (0: no limit); 1 past S.
     k = tl.arange(0, S_POW2)
     kmask = k < S
     slots = sync_ptr + 2 + row * S + k
     words = tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
-    while tl.sum((words == 0).to(tl.int32), axis=0) > 0:
+    polls = 1
+    while (tl.sum((words == 0).to(tl.int32), axis=0) > 0) & (polls != POLLS):
         words = tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
+        polls += 1
+    return words, kmask
+
+
+@triton.jit
+def _wait(sync_ptr, row, S, S_POW2: tl.constexpr):
+    words, kmask = _poll_words(sync_ptr, row, S, S_POW2, 0)
     hi, lo = _unpack_words(words, kmask)
     return hi, lo, kmask
+
+
+@triton.jit
+def _long_row_chunk(x_row, chunk, N, BLOCK_N: tl.constexpr):
+    # A long-row program's chunk: its columns' mask, values (0.0 past N), count, mean and M2.
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+    count = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
+    chunk_mean = tl.sum(x, axis=0) / count
+    diff = tl.where(mask, x - chunk_mean, 0.0)
+    return cols, mask, x, chunk_mean, tl.sum(diff * diff, axis=0)
+
+
+@triton.jit
+def _help_long_row(sync_ptr, x_row, row, S, N, BLOCK_N: tl.constexpr):
+    # Publishes (mean, M2) of every chunk of the row still missing, read HELP_BLOCK columns at a
+    # time (equal to its own program's up to rounding; the first word in a slot stays).
+    offsets = tl.arange(0, HELP_BLOCK)
+    for c in tl.range(0, S, num_stages=1):
+        if tl.atomic_add(sync_ptr + 2 + row * S + c, 0, sem="relaxed") == 0:
+            begin = c * BLOCK_N
+            end = tl.minimum(begin + BLOCK_N, N)
+            total = 0.0
+            for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+                cols = start + offsets
+                total += tl.sum(tl.load(x_row + cols, mask=cols < end, other=0.0).to(tl.float32), axis=0)
+            chunk_mean = total / (end - begin).to(tl.float32)
+            m2 = 0.0
+            for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+                cols = start + offsets
+                mask = cols < end
+                diff = tl.where(mask, tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32) - chunk_mean, 0.0)
+                m2 += tl.sum(diff * diff, axis=0)
+            _publish(sync_ptr, row, c, S, chunk_mean, m2, True)
 
 
 @triton.autotune(configs=_long_row_configs(), key=["M_BUCKET", "N"], reset_to_zero=["sync_ptr"])
@@ -394,17 +451,22 @@ def layer_norm_fwd_long_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, s
     eps = tl.full((), eps, tl.float32)
     if SPLIT:
         S = tl.cdiv(N, BLOCK_N)
-        row, chunk = _ticket(sync_ptr, S)
+        pid = tl.program_id(0)
+        row = pid // S
+        chunk = pid % S
         if INDEX_64:
             row = row.to(tl.int64)
-        cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-        mask = cols < N
-        x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        count = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
-        chunk_mean = tl.sum(x, axis=0) / count
-        diff = tl.where(mask, x - chunk_mean, 0.0)
-        _publish(sync_ptr, row, chunk, S, chunk_mean, tl.sum(diff * diff, axis=0))
-        means, m2s, kmask = _wait(sync_ptr, row, S, LONG_ROW_MAX_CHUNKS)
+        x_row = x_ptr + row * stride_x_row
+        cols, mask, x, chunk_mean, chunk_m2 = _long_row_chunk(x_row, chunk, N, BLOCK_N)
+        _publish(sync_ptr, row, chunk, S, chunk_mean, chunk_m2, True)
+        words, kmask = _poll_words(sync_ptr, row, S, LONG_ROW_MAX_CHUNKS, HELP_AFTER)
+        if tl.sum((words == 0).to(tl.int32), axis=0) > 0:
+            # Rare: a chunk's program may not have started. Publish what is missing, then read this
+            # chunk again (x is not held across the help, which would cost registers on every path).
+            _help_long_row(sync_ptr, x_row, row, S, N, BLOCK_N)
+            words, kmask = _poll_words(sync_ptr, row, S, LONG_ROW_MAX_CHUNKS, 0)
+            cols, mask, x, chunk_mean, chunk_m2 = _long_row_chunk(x_row, chunk, N, BLOCK_N)
+        means, m2s = _unpack_words(words, kmask)
         k = tl.arange(0, LONG_ROW_MAX_CHUNKS)
         counts = tl.where(kmask, tl.minimum(N - k * BLOCK_N, BLOCK_N), 0).to(tl.float32)
         mean = tl.sum(counts * means, axis=0) / N

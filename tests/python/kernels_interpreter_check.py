@@ -328,6 +328,10 @@ def compile_check():
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=1024, STAGES=2), False,
          ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
+        (L.layer_norm_fwd_long_kernel.fn,  # the autotuned kernel's split configs
+         dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
+         ["M_BUCKET", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, SPLIT=True), False,
+         ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
         (L.layer_norm_bwd_dx_kernel,
          dict(dx_ptr="in", dy_ptr="in", x_ptr="in", w_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_dx_row", "stride_dy_row", "stride_x_row"], [], dict(BLOCK_N=4096), True, ["w_ptr"]),

@@ -2,6 +2,8 @@
 points: conftest's `ops`) against torch's layer_norm: shapes, optional weight/bias, single-pass and
 looped rows, the dw/db plans, errors, Meta, autograd, gradcheck, opcheck."""
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -209,6 +211,43 @@ def test_backward_many_rows_cuda(device, ops):
         pytest.skip("the large-M dw/db plan runs at CUDA size only (the interpreter would take minutes)")
     check_backward(ops, *make((1 << 16, 128), (128, ), torch.float32, device))
     check_backward(ops, *make((4096, 4096), (4096, ), torch.bfloat16, device))
+
+
+@requires_cuda
+def test_long_row_forward_help_path_cuda():
+    # The long-row forward's split programs read a row's missing chunks themselves after HELP_AFTER
+    # polls, which does not happen at GPU speed on its own. A private copy of layer_norm.py with
+    # HELP_AFTER = 1 makes every program whose first poll misses a chunk do it at once, racing that
+    # chunk's own program: the first word in each slot must win, and every program of a row must
+    # normalise with the same mean and rstd. A ragged last chunk, no weight, 2-byte rows.
+    import importlib.util
+
+    import triton
+    import triton.language as tl
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "kernels_py",
+                        "layer_norm.py")
+    spec = importlib.util.spec_from_file_location("layer_norm_helping_at_once", path)
+    ln = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ln)
+    ln.HELP_AFTER = tl.constexpr(1)
+    kernel = ln.layer_norm_fwd_long_kernel.fn  # launched with a config of our own, not tuned
+    for dtype, rows, n, block, warps, affine in [(torch.float32, 300, 65536 + 3000, 4096, 4, True),
+                                                 (torch.bfloat16, 97, 131072, 8192, 8, True),
+                                                 (torch.float16, 64, 40000, 8192, 16, False)]:
+        chunks = triton.cdiv(n, block)
+        x, _, w, b = make((rows, n), (n, ), dtype, "cuda", (affine, affine))
+        y = torch.full_like(x, float("nan"))
+        mean = torch.full((rows, ), float("nan"), device="cuda")
+        rstd = torch.full((rows, ), float("nan"), device="cuda")
+        kernel[(rows * chunks, )](y, x, w, b, mean, rstd, torch.zeros(2 + rows * chunks, dtype=torch.int64,
+                                                                      device="cuda"),
+                                  rows, n, n, n, 1e-5, HAS_WEIGHT=affine, HAS_BIAS=affine, INDEX_64=False,
+                                  BLOCK_N=block, SPLIT=True, num_warps=warps)
+        ref, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [n], None if w is None else w.double(),
+                                                                   None if b is None else b.double(), 1e-5)
+        torch.testing.assert_close(y.double(), ref, **TOL[dtype])
+        torch.testing.assert_close(mean.double(), ref_mean.flatten(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(rstd.double(), ref_rstd.flatten(), rtol=1e-4, atol=1e-5)
 
 
 @requires_cuda
