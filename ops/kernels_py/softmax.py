@@ -292,7 +292,7 @@ def _row_and_chunk(S, INDEX_64: tl.constexpr):
 
 @triton.jit
 def _publish(sync_ptr, row, chunk, S, hi, lo):
-    # The chunk's word, unless one is there already (a helper's: see _wait). +0.0 in the high half
+    # The chunk's word, unless one is there already (a helper's: see _help). +0.0 in the high half
     # goes as -0.0 (the same in every sum), so no published word is 0.
     h = hi.to(tl.int32, bitcast=True)
     h = tl.where(h == 0, -2147483648, h)
