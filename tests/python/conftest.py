@@ -64,3 +64,20 @@ def random_tensor(shape, dtype, device):
     if dtype.is_floating_point:
         return torch.randn(shape, dtype=dtype, device=device)
     return torch.randint(-1000, 1000, shape, dtype=dtype, device=device)
+
+
+def kernels_helping_at_once(name):
+    """A private copy of ops/kernels_py/<name>.py with HELP_AFTER = 1: a program of a shared row
+    whose first poll misses a chunk reads that chunk itself at once (softmax.py's help path), so the
+    path runs on every row, racing the chunks' own programs. Kernels compile separately from the
+    operators' (their own module and constant)."""
+    import importlib.util
+
+    import triton.language as tl
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "kernels_py",
+                        f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{name}_helping_at_once", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.HELP_AFTER = tl.constexpr(1)
+    return module

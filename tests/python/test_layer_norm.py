@@ -2,12 +2,10 @@
 points: conftest's `ops`) against torch's layer_norm: shapes, optional weight/bias, single-pass and
 looped rows, the dw/db plans, errors, Meta, autograd, gradcheck, opcheck."""
 
-import os
-
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import poison_allocator, random_tensor, requires_cuda
+from conftest import kernels_helping_at_once, poison_allocator, random_tensor, requires_cuda
 
 TOL = {
     torch.float32: dict(rtol=1e-4, atol=1e-5),
@@ -220,16 +218,8 @@ def test_long_row_forward_help_path_cuda():
     # HELP_AFTER = 1 makes every program whose first poll misses a chunk do it at once, racing that
     # chunk's own program: the first word in each slot must win, and every program of a row must
     # normalise with the same mean and rstd. A ragged last chunk, no weight, 2-byte rows.
-    import importlib.util
-
     import triton
-    import triton.language as tl
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "kernels_py",
-                        "layer_norm.py")
-    spec = importlib.util.spec_from_file_location("layer_norm_helping_at_once", path)
-    ln = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ln)
-    ln.HELP_AFTER = tl.constexpr(1)
+    ln = kernels_helping_at_once("layer_norm")
     kernel = ln.layer_norm_fwd_long_kernel.fn  # launched with a config of our own, not tuned
     for dtype, rows, n, block, warps, affine in [(torch.float32, 300, 65536 + 3000, 4096, 4, True),
                                                  (torch.bfloat16, 97, 131072, 8192, 8, True),

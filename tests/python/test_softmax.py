@@ -2,11 +2,9 @@
 `ops`) against torch.softmax: dims, row lengths on both sides of the single-pass limit, dtypes,
 layouts, -inf, errors, Meta, autograd, opcheck."""
 
-import os
-
 import pytest
 import torch
-from conftest import poison_allocator, random_tensor, requires_cuda
+from conftest import kernels_helping_at_once, poison_allocator, random_tensor, requires_cuda
 
 TOL = {
     torch.float32: dict(rtol=1e-5, atol=1e-6),
@@ -187,16 +185,8 @@ def test_split_help_path_cuda():
     # once, racing that chunk's own program: the first word in each slot must win and be what
     # every program of the row reads, and each program must still write its own chunk. Rows cut
     # into head, vectors and tail (ALIGN 8), whole vectors (fp32), 4096/4 and 8192/8 chunks.
-    import importlib.util
-
     import triton
-    import triton.language as tl
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "kernels_py",
-                        "softmax.py")
-    spec = importlib.util.spec_from_file_location("softmax_helping_at_once", path)
-    sm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sm)
-    sm.HELP_AFTER = tl.constexpr(1)
+    sm = kernels_helping_at_once("softmax")
     for dtype, rows, n, block, warps in [(torch.bfloat16, 300, 50257, 4096, 4), (torch.float32, 64, 262144, 8192, 8),
                                          (torch.bfloat16, 97, 128256, 8192, 8)]:
         chunks = triton.cdiv(n, block)
