@@ -18,10 +18,9 @@ cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
 LOG_DIR=""
 PART=all
-# The operator tests: about half of pytest's time on a GPU (the --part split).
-OPERATOR_TESTS=(tests/python/test_add.py tests/python/test_sum.py tests/python/test_softmax.py
-                tests/python/test_layer_norm.py tests/python/test_direct_calls.py tests/python/test_training.py
-                tests/python/test_deterministic.py)
+# The operator tests (one file per operator, and those running every operator): about half of
+# pytest's time on a GPU (the --part split).
+OPERATOR_TESTS=tests/python/operators
 
 log() { printf '[run.sh] %s\n' "$*" >&2; }
 
@@ -95,8 +94,8 @@ run_tests() {
   local selection=()
   case $PART in
     all) selection=(tests/python) ;;
-    pytest-ops) selection=("${OPERATOR_TESTS[@]}") ;;
-    pytest-rest) selection=(tests/python) && for t in "${OPERATOR_TESTS[@]}"; do selection+=("--ignore=$t"); done ;;
+    pytest-ops) selection=("$OPERATOR_TESTS") ;;
+    pytest-rest) selection=(tests/python "--ignore=$OPERATOR_TESTS") ;;
   esac
   if ((${#selection[@]})); then
     log "Python tests (pytest${label})"

@@ -99,7 +99,7 @@ setup(
     description="PyTorch operators written in Triton, launched from C++ by an embedded Triton JIT runtime",
     packages=["tjit", "tjit.aot"],
     package_dir={"tjit": "ops"},
-    package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "kernels_py/*.json", "include/tjit/*.h",
+    package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "kernels_py/*.json", "include/tjit/*.h", "include/tjit/*/*.h",
                            "lib/cmake/tjit/*.cmake", "lib/cmake/tjit/*.in"]},
     python_requires=">=3.9",
     # The libraries are built against this torch's C++ ABI, which changes between releases.

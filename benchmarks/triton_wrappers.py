@@ -34,7 +34,7 @@ def _load(name):
     return mod
 
 
-reduce_k = _load("reduce")
+reduce_k = _load("sum")
 softmax_k = _load("softmax")
 layer_norm_k = _load("layer_norm")
 

@@ -8,9 +8,9 @@
 //   raw_cuLaunchKernel         cuLaunchKernel of the same cubin (compiled by
 //                              TritonJitFunction::compile, loaded with cuModuleLoadData into the
 //                              primary context) with a prebuilt parameter array
-//   tjit_add_impl              tjit::impl::add_triton(x, y, 1): tjit_add without the dispatcher
+//   tjit_add_impl              tjit::ops::add_triton(x, y, 1): tjit_add without the dispatcher
 //   at_empty_like              at::empty_like(x), for scale
-//   tjit_empty_output          tjit::detail::empty_output, the allocation every tjit wrapper makes
+//   tjit_empty_output          tjit::kit::empty_output, the allocation every tjit wrapper makes
 //   tjit_current_stream        tjit::current_stream, the stream lookup every wrapper makes
 //   driver_cuCtxGetCurrent     the one driver call a TritonJitFunction launch makes besides the launch
 //
@@ -33,8 +33,13 @@
 #include <tjit/triton_jit_function.h>
 
 #include "launch/cuda_driver.h"  // tjit::detail::cuda_driver(), from ops/csrc/runtime
-#include "op_support.h"      // tjit::detail::kernel_path(), from ops/csrc/ops
-#include "operator_impls.h"  // tjit::impl::add_triton, the wrapper without the dispatcher
+#include "kernel_files.h"     // tjit::ops::kernel_path(), from ops/csrc/ops
+#include <tjit/kit/outputs.h>
+
+namespace tjit::ops {
+// The add operator's CUDA kernel below the dispatcher (ops/csrc/ops/add/add.cpp; liboperators exports it).
+at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
+}  // namespace tjit::ops
 
 #include <ATen/Context.h>
 #include <ATen/ops/add.h>
@@ -260,8 +265,8 @@ JsonObject run_cuda(const Options& opt) {
   // tjit::add and at::add.
   checks.boolean("tjit_add", matches(tjit::add(x, y)));
   ms.push_back({"tjit_add", [&] { (void)tjit::add(x, y); }, {}});
-  checks.boolean("tjit_add_impl", matches(tjit::impl::add_triton(x, y, 1)));
-  ms.push_back({"tjit_add_impl", [&] { (void)tjit::impl::add_triton(x, y, 1); }, {}});
+  checks.boolean("tjit_add_impl", matches(tjit::ops::add_triton(x, y, 1)));
+  ms.push_back({"tjit_add_impl", [&] { (void)tjit::ops::add_triton(x, y, 1); }, {}});
   ms.push_back({"at_add", [&] { (void)at::add(x, y); }, {}});
 
   // The bare runtime: the launch tjit::add makes, without dispatcher, checks or allocation.
@@ -352,7 +357,7 @@ JsonObject run_cuda(const Options& opt) {
   ms.push_back({"at_empty_like", [&] { (void)at::empty_like(x); }, {}});
   // Pieces of tjit_add_impl, to place its cost: the output allocation and the stream lookup
   // every wrapper makes, and the one driver call a TritonJitFunction launch adds to a raw one.
-  ms.push_back({"tjit_empty_output", [&] { (void)tjit::detail::empty_output(x.sizes(), x.options()); }, {}});
+  ms.push_back({"tjit_empty_output", [&] { (void)tjit::kit::empty_output(x.sizes(), x.options()); }, {}});
   volatile uintptr_t stream_sink = 0;
   ms.push_back({"tjit_current_stream",
                 [&] { stream_sink = reinterpret_cast<uintptr_t>(tjit::current_stream(x.device())); }, {}});
@@ -465,7 +470,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (opt.kernel_file.empty()) {
-      opt.kernel_file = tjit::detail::kernel_path("add.py");
+      opt.kernel_file = tjit::ops::kernel_path("add.py");
     }
     if (opt.device != "cuda" || !at::hasCUDA()) {
       JsonObject skip;

@@ -82,11 +82,16 @@ TJIT_CACHE=0 ctest --test-dir build -R '^(Compile|SpecializationTest|TensorDescr
   --output-on-failure \
   --output-junit "$logs/ctest.xml" 2>&1 | tee "$logs/ctest.log" | grep -vE '^\s+Start ' || status=1
 
-# 3. Python: the operator tests take a `device` fixture (tests/python/conftest.py), so `-k cpu`
-#    keeps exactly their CPU cases (the Meta-only tests need no Triton).
-log "operator tests on CPU (pytest -k cpu)"
-"$PY" -m pytest tests/python/test_add.py tests/python/test_sum.py tests/python/test_softmax.py \
-  tests/python/test_layer_norm.py -k cpu -q -p no:cacheprovider --junitxml="$logs/pytest.xml" 2>&1 |
+# 3. Python: each operator's tests (tests/python/operators/test_<op>.py for every operator folder
+#    of ops/csrc/ops) take a `device` fixture (tests/python/conftest.py), so `-k cpu` keeps exactly
+#    their CPU cases (the Meta-only tests need no Triton).
+operator_tests=()
+for folder in ops/csrc/ops/*/; do
+  test_file=tests/python/operators/test_$(basename "$folder").py
+  [[ -f $test_file ]] && operator_tests+=("$test_file")
+done
+log "operator tests on CPU (pytest -k cpu: ${operator_tests[*]})"
+"$PY" -m pytest "${operator_tests[@]}" -k cpu -q -p no:cacheprovider --junitxml="$logs/pytest.xml" 2>&1 |
   tee "$logs/pytest.log" || status=1
 
 { read -r cpp_passed cpp_failed cpp_skipped; read -r py_passed py_failed py_skipped; } \

@@ -6,7 +6,7 @@
 
 #include <tjit/triton_jit_function.h>
 
-#include "op_support.h"
+#include "kernel_files.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
@@ -204,13 +204,13 @@ TEST(Compile, CompileAfterInterpretedRuns) {
 
   const auto target = CompileTarget::parse("cuda:90");
   at::Tensor out = at::empty({6});
-  auto& blocked = TritonJitFunction::get_instance(tjit::detail::kernel_path("reduce.py"), "sum_rows_blocked_kernel");
+  auto& blocked = TritonJitFunction::get_instance(tjit::ops::kernel_path("sum.py"), "sum_rows_blocked_kernel");
   EXPECT_TRUE(is_elf(blocked.compile(target, LaunchOptions{}, x, out, int64_t{6}, int64_t{40}, int64_t{40},
                                      int64_t{8}, int64_t{64}, false).binary));
-  auto& softmax = TritonJitFunction::get_instance(tjit::detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
+  auto& softmax = TritonJitFunction::get_instance(tjit::ops::kernel_path("softmax.py"), "softmax_fwd_kernel");
   EXPECT_TRUE(is_elf(softmax.compile(target, LaunchOptions{}, x, x, int64_t{6}, int64_t{40}, int64_t{40},
                                      int64_t{40}, int64_t{64}, true, false).binary));
-  auto& add = TritonJitFunction::get_instance(tjit::detail::kernel_path("add.py"), "add_kernel");
+  auto& add = TritonJitFunction::get_instance(tjit::ops::kernel_path("add.py"), "add_kernel");
   EXPECT_TRUE(is_elf(add.compile(target, LaunchOptions{}, x, x, x, int64_t{240}, 2.0f, 0.0f, true, int64_t{1024},
                                  false).binary));
 }

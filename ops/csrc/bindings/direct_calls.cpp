@@ -1,4 +1,5 @@
-// tjit._C: the Python functions' direct path to the C++ operators (tjit/operators.h).
+// tjit._C: the Python functions' direct path to the C++ operators (tjit/operators.h): one binding
+// per entry point that TJIT_FOR_EACH_OPERATOR names, generated from its C++ signature.
 //
 // torch.ops.tjit.* parses every call against the schema and boxes its arguments; for the small
 // tensors tjit is for that costs more than the launch tjit saves. These bindings read the
@@ -16,6 +17,7 @@
 // torch.compile and torch.export tracing are told apart in Python (torch.compiler.is_compiling),
 // where Dynamo can see the branch.
 
+#include <tjit/kit/operator_docs.h>
 #include <tjit/operators.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>
@@ -27,6 +29,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -191,6 +194,92 @@ bool read_bool3(py::handle obj, std::array<bool, 3>& out) {
   return true;
 }
 
+// Reads one argument of C++ type T from a Python object; false when the object is not of the
+// plain type read here (the call then takes torch.ops). An argument's storage lives in Reader<T>
+// for the duration of the call.
+template <typename T>
+struct Reader;
+
+template <>
+struct Reader<const at::Tensor&> {
+  const at::Tensor* value = nullptr;
+  bool read(py::handle obj) { return read_tensor(obj, value); }
+  const at::Tensor& get() const { return *value; }
+};
+
+template <>
+struct Reader<const std::optional<at::Tensor>&> {
+  std::optional<at::Tensor> value;
+  bool read(py::handle obj) { return read_optional_tensor(obj, value); }
+  const std::optional<at::Tensor>& get() const { return value; }
+};
+
+template <>
+struct Reader<int64_t> {
+  int64_t value = 0;
+  bool read(py::handle obj) { return read_int(obj, value); }
+  int64_t get() const { return value; }
+};
+
+template <>
+struct Reader<double> {
+  double value = 0;
+  bool read(py::handle obj) { return read_double(obj, value); }
+  double get() const { return value; }
+};
+
+template <>
+struct Reader<bool> {
+  bool value = false;
+  bool read(py::handle obj) { return read_bool(obj, value); }
+  bool get() const { return value; }
+};
+
+template <>
+struct Reader<const c10::Scalar&> {
+  c10::Scalar value;
+  bool read(py::handle obj) { return read_scalar(obj, value); }
+  const c10::Scalar& get() const { return value; }
+};
+
+template <>
+struct Reader<at::ScalarType> {
+  at::ScalarType value{};
+  bool read(py::handle obj) { return read_dtype(obj, value); }
+  at::ScalarType get() const { return value; }
+};
+
+template <>
+struct Reader<std::optional<at::ScalarType>> {
+  std::optional<at::ScalarType> value;
+  bool read(py::handle obj) { return read_optional_dtype(obj, value); }
+  std::optional<at::ScalarType> get() const { return value; }
+};
+
+template <>
+struct Reader<at::IntArrayRef> {
+  IntList value;
+  bool read(py::handle obj) { return read_int_list(obj, value); }
+  at::IntArrayRef get() const { return value; }
+};
+
+template <>
+struct Reader<at::OptionalIntArrayRef> {
+  IntList dims;
+  bool present = false;
+  bool read(py::handle obj) { return read_optional_dims(obj, dims, present); }
+  at::OptionalIntArrayRef get() const { return present ? at::OptionalIntArrayRef(dims) : std::nullopt; }
+};
+
+template <>
+struct Reader<std::array<bool, 3>> {
+  std::array<bool, 3> value{};
+  bool read(py::handle obj) { return read_bool3(obj, value); }
+  std::array<bool, 3> get() const { return value; }
+};
+
+py::object wrap(at::Tensor t) { return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t))); }
+
 // Runs `call` without the GIL (as torch.ops and torch's own bindings do: a kernel compile or a
 // long interpreter run does not block other Python threads) and wraps its tensors (an undefined
 // one as None).
@@ -203,110 +292,50 @@ py::object call_without_gil(Call&& call) {
     result.emplace(call());
   }
   if constexpr (std::is_same_v<Result, at::Tensor>) {
-    return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(*result)));
+    return wrap(std::move(*result));
   } else {
-    auto& [a, b, c] = *result;
-    return py::reinterpret_steal<py::object>(
-        PyTuple_Pack(3, py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(a))).ptr(),
-                     py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(b))).ptr(),
-                     py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(c))).ptr()));
+    return std::apply(
+        [](auto&... tensors) {
+          PyObject* tuple = PyTuple_New(sizeof...(tensors));
+          Py_ssize_t i = 0;
+          (PyTuple_SET_ITEM(tuple, i++, wrap(std::move(tensors)).release().ptr()), ...);  // steals each
+          return py::reinterpret_steal<py::object>(tuple);
+        },
+        *result);
   }
 }
 
-// Each binding: read the arguments (NotImplemented when one is not plain), then call. Errors the
-// operator raises reach Python as torch.ops raises them (torch's translation of c10 errors).
+// The binding of one entry point: every argument positionally, read by its C++ type, then the
+// call. Errors the operator raises reach Python as torch.ops raises them (torch's translation of
+// c10 errors).
+template <auto Operator, typename Signature = decltype(Operator)>
+struct DirectCall;
 
-py::object add(py::handle self, py::handle other, py::handle alpha) {
-  HANDLE_TH_ERRORS
-  const at::Tensor* a = nullptr;
-  const at::Tensor* b = nullptr;
-  c10::Scalar scale;
-  if (!direct_call_allowed() || !read_tensor(self, a) || !read_tensor(other, b) || !read_scalar(alpha, scale)) {
-    return not_implemented();
+template <auto Operator, typename Result, typename... Args>
+struct DirectCall<Operator, Result (*)(Args...)> {
+  template <typename... Handles>
+  static py::object call(Handles... objects) {
+    HANDLE_TH_ERRORS
+    if (!direct_call_allowed()) {
+      return not_implemented();
+    }
+    std::tuple<Reader<Args>...> readers;
+    if (!std::apply([&](auto&... r) { return (r.read(objects) && ...); }, readers)) {
+      return not_implemented();
+    }
+    return call_without_gil([&] { return std::apply([](const auto&... r) { return Operator(r.get()...); }, readers); });
+    END_HANDLE_TH_ERRORS_PYBIND
   }
-  return call_without_gil([&] { return tjit::add(*a, *b, scale); });
-  END_HANDLE_TH_ERRORS_PYBIND
-}
 
-py::object sum(py::handle self, py::handle dim, py::handle keepdim, py::handle dtype) {
-  HANDLE_TH_ERRORS
-  const at::Tensor* x = nullptr;
-  IntList dims;
-  bool has_dims = false;
-  bool keep = false;
-  std::optional<at::ScalarType> out_dtype;
-  if (!direct_call_allowed() || !read_tensor(self, x) || !read_optional_dims(dim, dims, has_dims) ||
-      !read_bool(keepdim, keep) || !read_optional_dtype(dtype, out_dtype)) {
-    return not_implemented();
+  template <size_t... I>
+  static auto function(std::index_sequence<I...>) {
+    return +[](std::conditional_t<true, py::handle, std::integral_constant<size_t, I>>... objects) {
+      return call(objects...);
+    };
   }
-  const at::OptionalIntArrayRef dim_ref = has_dims ? at::OptionalIntArrayRef(dims) : std::nullopt;
-  return call_without_gil([&] { return tjit::sum(*x, dim_ref, keep, out_dtype); });
-  END_HANDLE_TH_ERRORS_PYBIND
-}
 
-py::object softmax(py::handle self, py::handle dim, py::handle dtype) {
-  HANDLE_TH_ERRORS
-  const at::Tensor* x = nullptr;
-  int64_t d = 0;
-  std::optional<at::ScalarType> out_dtype;
-  if (!direct_call_allowed() || !read_tensor(self, x) || !read_int(dim, d) || !read_optional_dtype(dtype, out_dtype)) {
-    return not_implemented();
-  }
-  return call_without_gil([&] { return tjit::softmax(*x, d, out_dtype); });
-  END_HANDLE_TH_ERRORS_PYBIND
-}
-
-py::object softmax_backward(py::handle grad_output, py::handle output, py::handle dim, py::handle input_dtype) {
-  HANDLE_TH_ERRORS
-  const at::Tensor* grad = nullptr;
-  const at::Tensor* out = nullptr;
-  int64_t d = 0;
-  at::ScalarType dtype{};
-  if (!direct_call_allowed() || !read_tensor(grad_output, grad) || !read_tensor(output, out) || !read_int(dim, d) ||
-      !read_dtype(input_dtype, dtype)) {
-    return not_implemented();
-  }
-  return call_without_gil([&] { return tjit::softmax_backward(*grad, *out, d, dtype); });
-  END_HANDLE_TH_ERRORS_PYBIND
-}
-
-// layer_norm and layer_norm_forward take the same arguments; `Operator` is one of them.
-template <auto& Operator>
-py::object layer_norm_call(py::handle input, py::handle normalized_shape, py::handle weight, py::handle bias,
-                           py::handle eps) {
-  HANDLE_TH_ERRORS
-  const at::Tensor* x = nullptr;
-  IntList shape;
-  std::optional<at::Tensor> w;
-  std::optional<at::Tensor> b;
-  double epsilon = 0;
-  if (!direct_call_allowed() || !read_tensor(input, x) || !read_int_list(normalized_shape, shape) ||
-      !read_optional_tensor(weight, w) || !read_optional_tensor(bias, b) || !read_double(eps, epsilon)) {
-    return not_implemented();
-  }
-  return call_without_gil([&] { return Operator(*x, shape, w, b, epsilon); });
-  END_HANDLE_TH_ERRORS_PYBIND
-}
-
-py::object layer_norm_backward(py::handle grad_out, py::handle input, py::handle normalized_shape, py::handle mean,
-                               py::handle rstd, py::handle weight, py::handle bias, py::handle output_mask) {
-  HANDLE_TH_ERRORS
-  const at::Tensor* dy = nullptr;
-  const at::Tensor* x = nullptr;
-  const at::Tensor* m = nullptr;
-  const at::Tensor* r = nullptr;
-  IntList shape;
-  std::optional<at::Tensor> w;
-  std::optional<at::Tensor> b;
-  std::array<bool, 3> mask{};
-  if (!direct_call_allowed() || !read_tensor(grad_out, dy) || !read_tensor(input, x) ||
-      !read_int_list(normalized_shape, shape) || !read_tensor(mean, m) || !read_tensor(rstd, r) ||
-      !read_optional_tensor(weight, w) || !read_optional_tensor(bias, b) || !read_bool3(output_mask, mask)) {
-    return not_implemented();
-  }
-  return call_without_gil([&] { return tjit::layer_norm_backward(*dy, *x, shape, *m, *r, w, b, mask); });
-  END_HANDLE_TH_ERRORS_PYBIND
-}
+  static auto function() { return function(std::index_sequence_for<Args...>{}); }
+};
 
 }  // namespace
 
@@ -316,11 +345,13 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "tjit's direct calls from its Python functions to the C++ operators (internal: call tjit.add etc.). "
             "Each takes every argument positionally and returns NotImplemented where torch.ops.tjit must "
             "take the call.";
-  m.def("add", &add);
-  m.def("sum", &sum);
-  m.def("softmax", &softmax);
-  m.def("softmax_backward", &softmax_backward);
-  m.def("layer_norm", &layer_norm_call<tjit::layer_norm>);
-  m.def("layer_norm_forward", &layer_norm_call<tjit::layer_norm_forward>);
-  m.def("layer_norm_backward", &layer_norm_backward);
+  py::list names;
+#define TJIT_BIND_DIRECT_CALL(name)                                   \
+  m.def(#name, DirectCall<&tjit::name>::function());                  \
+  names.append(#name);
+  TJIT_FOR_EACH_OPERATOR(TJIT_BIND_DIRECT_CALL)
+#undef TJIT_BIND_DIRECT_CALL
+  m.attr("operator_names") = py::tuple(names);
+  m.def("operator_doc", [](const std::string& name) { return tjit::kit::operator_doc("tjit::" + name); },
+        "The documentation the operator tjit::<name> was defined with.");
 }

@@ -1,11 +1,13 @@
-// tjit::sum: sum over all dims or a set of dims, as Triton reductions (kernels_py/reduce.py).
-// Plans follow the launch contract in reduce.py's header.
+// tjit::sum: sum over all dims or a set of dims, as Triton reductions (kernels_py/sum.py):
+// schema, CUDA/CPU/Meta/Autograd kernels and the C++ entry point.
 
-#include "op_support.h"
-#include "operator_impls.h"
+#include <tjit/ops/sum.h>  // this folder's sum.h, as installed
+
+#include "../kernel_files.h"
 
 #include <tjit/current_stream.h>
 #include <tjit/device_properties.h>
+#include <tjit/kit/kit.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -13,10 +15,14 @@
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
 
+#include <algorithm>
 #include <bitset>
+#include <vector>
 
-namespace tjit::impl {
+namespace tjit::ops {
 namespace {
 
 constexpr const char* kOp = "tjit::sum";
@@ -34,7 +40,7 @@ DimMask reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
     return mask;
   }
   for (int64_t d : *dim) {
-    const int64_t w = detail::wrap_dim(d, ndim, kOp, "dim");
+    const int64_t w = kit::wrap_dim(d, ndim, kOp, "dim");
     TORCH_CHECK(!mask.test(w), kOp, ": dim ", d, " appears more than once in dim=", *dim);
     mask.set(w);
   }
@@ -42,9 +48,9 @@ DimMask reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
 }
 
 void check_inputs(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
-  detail::check_defined(self, kOp, "self");
-  detail::check_supported_device(self, kOp, "self");
-  detail::check_dtype_in(self, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, kOp, "self");
+  kit::check_defined(self, kOp, "self");
+  kit::check_supported_device(self, kOp, "self");
+  kit::check_dtype_in(self, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, kOp, "self");
   if (dtype.has_value()) {
     TORCH_CHECK(*dtype == at::kFloat || *dtype == at::kHalf || *dtype == at::kBFloat16 || *dtype == at::kDouble,
                 kOp, ": dtype=", *dtype, " is not supported (supported: Float, Half, BFloat16, Double)");
@@ -66,10 +72,10 @@ c10::SmallVector<T, 8> output_shape(c10::ArrayRef<T> sizes, const DimMask& mask,
 
 
 // out[m] = sum of row m of `in` viewed as [M, N] with `row_stride`.
-void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor& out, bool index64) {
+void sum_rows(const at::Tensor& in, const kit::RowsView& v, const at::Tensor& out, bool index64) {
   const Stream stream = current_stream(in.device());
-  const int sms = detail::planning_multiprocessors(in);
-  static const std::string file = detail::kernel_path("reduce.py");  // once: the hot path builds no paths
+  const int sms = kit::planning_multiprocessors(in);
+  static const std::string file = kernel_path("sum.py");  // once: the hot path builds no paths
   // Both stages of the two-stage plan launch with programmatic dependent launch where the device has
   // it: each stage's launch overlaps the kernel before it. Past 8192 columns (16384 without it) one
   // program per row is then too few for a handful of rows (H200, fp32: 2^14 in one program 2.6 us,
@@ -78,7 +84,7 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
   const int64_t one_program_cols = dependent ? 8192 : 16384;
   if (v.rows < 2 * sms && v.cols > one_program_cols) {
     // Two stages: parts of each row into a partial buffer, then the rows of that buffer.
-    const auto acc = in.options().dtype(detail::accumulator_type(in.scalar_type()));
+    const auto acc = in.options().dtype(kit::accumulator_type(in.scalar_type()));
     LaunchOptions first_stage{8};
     first_stage.launch_pdl = dependent;
     at::Tensor partial;
@@ -92,9 +98,9 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
       // 8 programs of 256 threads fill an SM's 64K registers at 32 each; left alone the compiler
       // takes 40, 6 programs fit, and the programs left over for a second wave cost 4% at 2^28.
       first_stage.maxnreg = 32;
-      splits = std::max<int64_t>(1, std::min(detail::ceil_div(v.cols, block), 8 * sms / std::max<int64_t>(v.rows, 1)));
-      partial = detail::empty_output({v.rows, splits}, acc);
-      strided(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
+      splits = std::max<int64_t>(1, std::min(kit::ceil_div(v.cols, block), 8 * sms / std::max<int64_t>(v.rows, 1)));
+      partial = kit::empty_output({v.rows, splits}, acc);
+      strided(stream, Grid(kit::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
               v.row_stride, splits, block, index64, dependent);
     } else {
       // 2- and 8-byte elements: one contiguous chunk per program, up to 4 programs per SM (2-byte
@@ -104,39 +110,39 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
       // 3.02/3.08); at 2^24 (1-block chunks) 16 per SM lost a fifth.
       static auto& chunked = TritonJitFunction::get_instance(file, "sum_partial_kernel");
       const int64_t block = in.element_size() == 2 ? 8192 : 4096;
-      const int64_t blocks = detail::ceil_div(v.cols, block);
+      const int64_t blocks = kit::ceil_div(v.cols, block);
       const int64_t rows = std::max<int64_t>(v.rows, 1);
       splits = 4 * sms / rows;
       if (in.element_size() == 2) {
         splits = std::max(splits, std::min(16 * sms / rows, blocks / 8));
       }
       splits = std::max<int64_t>(1, std::min(blocks, splits));
-      int64_t chunk = detail::ceil_div(detail::ceil_div(v.cols, splits), block) * block;
+      int64_t chunk = kit::ceil_div(kit::ceil_div(v.cols, splits), block) * block;
       chunk = std::min<int64_t>(chunk, (int64_t{1} << 30) / block * block);
-      splits = detail::ceil_div(v.cols, chunk);
-      partial = detail::empty_output({v.rows, splits}, acc);
-      chunked(stream, Grid(detail::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
+      splits = kit::ceil_div(v.cols, chunk);
+      partial = kit::empty_output({v.rows, splits}, acc);
+      chunked(stream, Grid(kit::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
               v.row_stride, chunk, block, index64, dependent);
     }
     static auto& rows_kernel = TritonJitFunction::get_instance(file, "sum_rows_kernel");
-    const int64_t block2 = std::min<int64_t>(detail::next_power_of_2(splits), 4096);
+    const int64_t block2 = std::min<int64_t>(kit::next_power_of_2(splits), 4096);
     LaunchOptions second_stage{static_cast<int>(std::clamp<int64_t>(block2 / 512, 1, 16))};
     second_stage.launch_pdl = dependent;
-    rows_kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, splits, splits,
+    rows_kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, splits, splits,
                 block2, false, dependent);
     return;
   }
   if (v.cols < 512) {
     static auto& blocked = TritonJitFunction::get_instance(file, "sum_rows_blocked_kernel");
-    const int64_t block_n = std::min<int64_t>(detail::next_power_of_2(v.cols), 512);
-    const int64_t block_m = std::max<int64_t>(1, std::min(4096 / block_n, detail::next_power_of_2(v.rows)));
-    blocked(stream, Grid(detail::blocks_for(v.rows, block_m, kOp)), LaunchOptions{4}, in, out, v.rows, v.cols,
+    const int64_t block_n = std::min<int64_t>(kit::next_power_of_2(v.cols), 512);
+    const int64_t block_m = std::max<int64_t>(1, std::min(4096 / block_n, kit::next_power_of_2(v.rows)));
+    blocked(stream, Grid(kit::blocks_for(v.rows, block_m, kOp)), LaunchOptions{4}, in, out, v.rows, v.cols,
             v.row_stride, block_m, block_n, index64);
     return;
   }
   static auto& rows_kernel = TritonJitFunction::get_instance(file, "sum_rows_kernel");
-  const int64_t block_n = std::min<int64_t>(detail::next_power_of_2(v.cols), 4096);
-  rows_kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)),
+  const int64_t block_n = std::min<int64_t>(kit::next_power_of_2(v.cols), 4096);
+  rows_kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)),
               LaunchOptions{static_cast<int>(std::clamp<int64_t>(block_n / 512, 1, 16))}, in, out, v.rows, v.cols,
               v.row_stride, block_n, index64, false);
 }
@@ -144,32 +150,30 @@ void sum_rows(const at::Tensor& in, const detail::RowsView& v, const at::Tensor&
 // out[m, k] = sum over r of in[m, r, k] for a contiguous input viewed as [M, R, K].
 void sum_middle(const at::Tensor& in, int64_t m, int64_t r, int64_t k, const at::Tensor& out, bool index64) {
   const Stream stream = current_stream(in.device());
-  static const std::string file = detail::kernel_path("reduce.py");  // once: the hot path builds no paths
+  static const std::string file = kernel_path("sum.py");  // once: the hot path builds no paths
   static auto& mid = TritonJitFunction::get_instance(file, "sum_mid_kernel");
-  const int64_t block_k = std::min<int64_t>(detail::next_power_of_2(k), 256);
-  const int64_t block_r = std::max<int64_t>(1, std::min(2048 / block_k, detail::next_power_of_2(r)));
-  const int64_t base = m * detail::ceil_div(k, block_k);
-  const int sms = detail::planning_multiprocessors(in);
+  const int64_t block_k = std::min<int64_t>(kit::next_power_of_2(k), 256);
+  const int64_t block_r = std::max<int64_t>(1, std::min(2048 / block_k, kit::next_power_of_2(r)));
+  const int64_t base = m * kit::ceil_div(k, block_k);
+  const int sms = kit::planning_multiprocessors(in);
   if (base < 2 * sms && r >= 4 * block_r) {
     // Too few programs: split R, reduce each split into a partial buffer, then reduce those.
     static auto& split = TritonJitFunction::get_instance(file, "sum_mid_split_kernel");
-    int64_t splits = std::min(detail::ceil_div(4 * sms, base), detail::ceil_div(r, block_r));
-    const int64_t rows_per_split = detail::ceil_div(detail::ceil_div(r, splits), block_r) * block_r;
-    splits = detail::ceil_div(r, rows_per_split);
-    const auto acc = in.options().dtype(detail::accumulator_type(in.scalar_type()));
-    at::Tensor partial = detail::empty_output({m, splits, k}, acc);
-    split(stream, Grid(detail::blocks_for(base * splits, 1, kOp)), LaunchOptions{4}, in, partial, m, r, k, r * k, k,
+    int64_t splits = std::min(kit::ceil_div(4 * sms, base), kit::ceil_div(r, block_r));
+    const int64_t rows_per_split = kit::ceil_div(kit::ceil_div(r, splits), block_r) * block_r;
+    splits = kit::ceil_div(r, rows_per_split);
+    const auto acc = in.options().dtype(kit::accumulator_type(in.scalar_type()));
+    at::Tensor partial = kit::empty_output({m, splits, k}, acc);
+    split(stream, Grid(kit::blocks_for(base * splits, 1, kOp)), LaunchOptions{4}, in, partial, m, r, k, r * k, k,
           rows_per_split, block_r, block_k, index64);
-    const int64_t block_r2 = std::max<int64_t>(1, std::min(2048 / block_k, detail::next_power_of_2(splits)));
-    mid(stream, Grid(detail::blocks_for(base, 1, kOp)), LaunchOptions{4}, partial, out, m, splits, k, splits * k, k,
+    const int64_t block_r2 = std::max<int64_t>(1, std::min(2048 / block_k, kit::next_power_of_2(splits)));
+    mid(stream, Grid(kit::blocks_for(base, 1, kOp)), LaunchOptions{4}, partial, out, m, splits, k, splits * k, k,
         block_r2, block_k, index64);
     return;
   }
-  mid(stream, Grid(detail::blocks_for(base, 1, kOp)), LaunchOptions{4}, in, out, m, r, k, r * k, k, block_r, block_k,
+  mid(stream, Grid(kit::blocks_for(base, 1, kOp)), LaunchOptions{4}, in, out, m, r, k, r * k, k, block_r, block_k,
       index64);
 }
-
-}  // namespace
 
 at::Tensor sum_meta(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype) {
@@ -187,7 +191,7 @@ at::Tensor sum_triton(const at::Tensor& self, at::OptionalIntArrayRef dim, bool 
   const at::ScalarType out_dtype = dtype.value_or(self.scalar_type());
   // As torch.sum: the input is converted to `dtype` first, so the sum runs in that precision.
   const at::Tensor x = out_dtype == self.scalar_type() ? self : self.to(out_dtype);
-  at::Tensor out = detail::empty_output(shape, x.options());
+  at::Tensor out = kit::empty_output(shape, x.options());
   if (out.numel() == 0) {
     return out;
   }
@@ -200,7 +204,7 @@ at::Tensor sum_triton(const at::Tensor& self, at::OptionalIntArrayRef dim, bool 
   if (reduced == 0) {
     return at::zeros(shape, x.options());  // the sum of nothing
   }
-  const bool index64 = detail::needs_index64(x);
+  const bool index64 = kit::needs_index64(x);
 
   // A contiguous input whose reduced dims form one block [a, b) reduces in place as [M, R, K].
   int first = -1;
@@ -235,7 +239,7 @@ at::Tensor sum_triton(const at::Tensor& self, at::OptionalIntArrayRef dim, bool 
       k *= x.size(d);
     }
     if (k == 1) {
-      sum_rows(x, detail::RowsView{m, reduced, reduced}, out, index64);
+      sum_rows(x, kit::RowsView{m, reduced, reduced}, out, index64);
     } else {
       sum_middle(x, m, reduced, k, out, index64);
     }
@@ -253,9 +257,89 @@ at::Tensor sum_triton(const at::Tensor& self, at::OptionalIntArrayRef dim, bool 
       order.push_back(d);
     }
   }
-  const auto [rows, view] = detail::rows_of(x.permute(order), reduced);
-  sum_rows(rows, view, out, index64 || detail::needs_index64(rows));
+  const auto [rows, view] = kit::rows_of(x.permute(order), reduced);
+  sum_rows(rows, view, out, index64 || kit::needs_index64(rows));
   return out;
 }
 
-}  // namespace tjit::impl
+class SumFunction : public torch::autograd::Function<SumFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self,
+                            at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+    // Reduced dims, wrapped and sorted, so backward can put them back.
+    std::vector<int64_t> dims;
+    const int64_t n = std::max<int64_t>(self.dim(), 1);
+    if (dim.has_value() && !dim->empty()) {
+      for (int64_t d : *dim) {
+        dims.push_back(d < 0 ? d + n : d);
+      }
+    } else {
+      for (int64_t d = 0; d < self.dim(); ++d) {
+        dims.push_back(d);
+      }
+    }
+    std::sort(dims.begin(), dims.end());
+    ctx->saved_data["dims"] = dims;
+    ctx->saved_data["keepdim"] = keepdim;
+    ctx->saved_data["input_shape"] = self.sym_sizes();
+    ctx->saved_data["input_dtype"] = self.scalar_type();
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return tjit::sum(self, dim, keepdim, dtype);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    at::Tensor grad = grads[0];
+    const auto shape = ctx->saved_data["input_shape"].toSymIntVector();
+    if (!ctx->saved_data["keepdim"].toBool() && !shape.empty()) {
+      for (int64_t d : ctx->saved_data["dims"].toIntVector()) {
+        grad = grad.unsqueeze(d);
+      }
+    }
+    grad = grad.expand_symint(shape);  // every summed element receives the output's gradient
+    const auto input_dtype = static_cast<at::ScalarType>(ctx->saved_data["input_dtype"].toInt());
+    if (grad.scalar_type() != input_dtype) {
+      grad = grad.to(input_dtype);
+    }
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+using SumSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>);
+
+at::Tensor sum_autograd(c10::DispatchKeySet ks, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                        std::optional<at::ScalarType> dtype) {
+  kit::check_defined(self, kOp, "self");
+  if (!kit::records_graph({&self})) {
+    static const auto op = kit::typed_op<SumSignature>(kOp);
+    return op.redispatch(ks & c10::after_autograd_keyset, self, dim, keepdim, dtype);
+  }
+  return SumFunction::apply(self, dim, keepdim, dtype);
+}
+
+}  // namespace
+}  // namespace tjit::ops
+
+TORCH_LIBRARY_FRAGMENT(tjit, m) {
+  tjit::kit::define(
+      m, "tjit", "sum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+      "Sum of `self` over `dim` (`torch.ops.tjit.sum`), as `torch.sum`.\n\n"
+      "`dim` is one dim or several (negative ones count from the end); None or an empty sequence sums\n"
+      "over every dim. `keepdim` keeps the reduced dims with size 1. With `dtype` the input is converted\n"
+      "to it first and the result has it. Inputs and `dtype`: float32, float16, bfloat16, float64;\n"
+      "float16 and bfloat16 accumulate in float32. Differentiable with respect to `self`.");
+}
+TORCH_LIBRARY_IMPL(tjit, CUDA, m) { m.impl("sum", &tjit::ops::sum_triton); }
+TORCH_LIBRARY_IMPL(tjit, CPU, m) { m.impl("sum", &tjit::ops::sum_triton); }
+TORCH_LIBRARY_IMPL(tjit, Meta, m) { m.impl("sum", &tjit::ops::sum_meta); }
+TORCH_LIBRARY_IMPL(tjit, Autograd, m) { m.impl("sum", &tjit::ops::sum_autograd); }
+
+namespace tjit {
+
+at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+               std::optional<at::ScalarType> dtype) {
+  static const auto op = kit::typed_op<ops::SumSignature>("tjit::sum");
+  return op.call(self, dim, keepdim, dtype);
+}
+
+}  // namespace tjit

@@ -4,20 +4,24 @@
 // partials); longer rows on CUDA one pass too, by teams of programs sharing each row; the rest a
 // dx kernel and the column-block / row-group dw/db plan of layer_norm.py's header.
 
-#include "op_support.h"
-#include "operator_impls.h"
+#include <tjit/ops/layer_norm.h>  // this folder's layer_norm.h, as installed
+
+#include "../kernel_files.h"
 
 #include <tjit/current_stream.h>
 #include <tjit/device_properties.h>
+#include <tjit/kit/kit.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
 
 #include <optional>
 
-namespace tjit::impl {
+namespace tjit::ops {
 namespace {
 
 constexpr const char* kOp = "tjit::layer_norm";
@@ -28,9 +32,9 @@ template <typename Int>
 int64_t check_layer_norm_inputs(const at::Tensor& input, c10::ArrayRef<Int> normalized_shape,
                                 const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
                                 c10::ArrayRef<Int> input_sizes, const char* op) {
-  detail::check_defined(input, op, "input");
-  detail::check_supported_device(input, op, "input");
-  detail::check_dtype_in(input, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, op, "input");
+  kit::check_defined(input, op, "input");
+  kit::check_supported_device(input, op, "input");
+  kit::check_dtype_in(input, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, op, "input");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   TORCH_CHECK(k >= 1, op, ": normalized_shape must name at least one dim, got []");
   TORCH_CHECK(input.dim() >= k, op, ": normalized_shape ", normalized_shape, " has ", k,
@@ -46,7 +50,7 @@ int64_t check_layer_norm_inputs(const at::Tensor& input, c10::ArrayRef<Int> norm
       continue;
     }
     const at::Tensor& p = **param;
-    detail::check_same_device(p, name, input, "input", op);
+    kit::check_same_device(p, name, input, "input", op);
     TORCH_CHECK(p.scalar_type() == input.scalar_type(), op, ": ", name, " has dtype ", p.scalar_type(),
                 " but input has dtype ", input.scalar_type(), "; they must match");
     TORCH_CHECK(p.dim() == k, op, ": ", name, " has shape ", p.sizes(), " but normalized_shape is ",
@@ -71,7 +75,7 @@ struct RowPlan {
 // One program per row: the backward's dx kernel past the fused limit, and fp64 forwards.
 RowPlan plan_rows(int64_t cols) {
   if (cols <= 16384) {
-    const int64_t block = detail::next_power_of_2(cols);
+    const int64_t block = kit::next_power_of_2(cols);
     return {block, true, static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16))};
   }
   return {4096, false, 16};
@@ -97,12 +101,12 @@ RowPlan plan_forward_rows(int64_t cols, const at::Tensor& t) {
   if (t.element_size() == 8 || cols > kForwardSinglePassLimit) {
     return plan_rows(cols);
   }
-  const int64_t block = detail::next_power_of_2(cols);
+  const int64_t block = kit::next_power_of_2(cols);
   if (t.element_size() != 2) {
     return {block, true, block <= 2048 ? 8 : block <= 8192 ? 16 : 32};
   }
   const int64_t head = block == cols ? cols : block / 2;
-  const int64_t tail = detail::next_power_of_2(cols - head);
+  const int64_t tail = kit::next_power_of_2(cols - head);
   // (Where the memory wants it, plan_persistent_forward takes the 4096- and 8192-column heads first.)
   if (head >= 4096 && cols > head && tail <= (head == 8192 ? head / 2 : head / 4)) {
     return {head, true, head == 8192 ? 8 : 4, tail};
@@ -149,7 +153,7 @@ std::optional<PersistentForwardPlan> plan_persistent_forward(int64_t cols, const
   for (const int64_t head : {int64_t{4096}, int64_t{8192}}) {
     const int64_t tail_limit = head == 8192 ? head / 2 : head / 4;
     if (cols > head && cols <= head + tail_limit && memory_wants_persistent_forward(t)) {
-      return PersistentForwardPlan{head, detail::next_power_of_2(cols - head), 4, 2, head == 8192 ? 168 : 0};
+      return PersistentForwardPlan{head, kit::next_power_of_2(cols - head), 4, 2, head == 8192 ? 168 : 0};
     }
   }
   return std::nullopt;
@@ -166,7 +170,7 @@ struct ShortRowPlan {
 };
 
 ShortRowPlan plan_short_rows(int64_t cols, const at::Tensor& t) {
-  const int64_t block_n = detail::next_power_of_2(cols);
+  const int64_t block_n = kit::next_power_of_2(cols);
   const int64_t tile = t.element_size() == 2 ? 2048 : 1024;
   return {std::max<int64_t>(4, tile / block_n), block_n, block_n <= 128 ? 8 : 4};
 }
@@ -196,7 +200,7 @@ FusedBackwardPlan plan_fused_backward(int64_t cols, const at::Tensor& t) {
     return t.element_size() == 2 ? FusedBackwardPlan{1, kTailBackwardHead, 4, 2, kTailBackwardHead / 4}
                                  : FusedBackwardPlan{1, kTailBackwardHead, 16, 1, kTailBackwardHead / 4};
   }
-  const int64_t block_n = detail::next_power_of_2(cols);
+  const int64_t block_n = kit::next_power_of_2(cols);
   int64_t tile = 0;
   int per_sm = 1;
   if (t.element_size() == 2) {
@@ -244,14 +248,14 @@ std::optional<TeamBackwardPlan> plan_team_backward(int64_t rows, int64_t cols, c
   }
   if (want_dx && t.element_size() == 2) {
     constexpr int64_t lag_block_n = 2048;
-    const int64_t chunks = detail::ceil_div(cols, lag_block_n);
-    if (chunks <= kTeamMaxChunks && rows * chunks * 2 < detail::kInt32Limit) {
+    const int64_t chunks = kit::ceil_div(cols, lag_block_n);
+    if (chunks <= kTeamMaxChunks && rows * chunks * 2 < kit::kInt32Limit) {
       return TeamBackwardPlan{lag_block_n, chunks, 4, 0, 2, true, 128};
     }
   }
   constexpr int64_t block_n = 4096;
-  const int64_t chunks = detail::ceil_div(cols, block_n);
-  if (chunks > kTeamMaxChunks || rows * chunks * 2 >= detail::kInt32Limit) {
+  const int64_t chunks = kit::ceil_div(cols, block_n);
+  if (chunks > kTeamMaxChunks || rows * chunks * 2 >= kit::kInt32Limit) {
     return std::nullopt;
   }
   return TeamBackwardPlan{block_n, chunks, 4, 2, kTeamStages};
@@ -262,10 +266,10 @@ std::optional<TeamBackwardPlan> plan_team_backward(int64_t rows, int64_t cols, c
 void finalize_dwdb(const Stream& stream, const at::Tensor& dw, const at::Tensor& db, const at::Tensor& dw_partial,
                    const at::Tensor& db_partial, int64_t groups, int64_t cols) {
   static auto& finalize =
-      TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_bwd_dwdb_finalize_kernel");
-  const int64_t block_n = std::clamp<int64_t>(detail::next_power_of_2(detail::ceil_div(cols, 256)), 16, 128);
-  const int64_t block_g = std::min<int64_t>(detail::next_power_of_2(groups), std::max<int64_t>(32, 2048 / block_n));
-  finalize(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp)), LaunchOptions{4}, dw, db, dw_partial,
+      TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_bwd_dwdb_finalize_kernel");
+  const int64_t block_n = std::clamp<int64_t>(kit::next_power_of_2(kit::ceil_div(cols, 256)), 16, 128);
+  const int64_t block_g = std::min<int64_t>(kit::next_power_of_2(groups), std::max<int64_t>(32, 2048 / block_n));
+  finalize(stream, Grid(kit::blocks_for(cols, block_n, kBackwardOp)), LaunchOptions{4}, dw, db, dw_partial,
            db_partial, groups, cols, dw.defined(), db.defined(), block_g, block_n, false);
 }
 
@@ -279,8 +283,8 @@ struct ColumnSums {
 
   ColumnSums(const at::Tensor& dw, const at::Tensor& db, int64_t groups, int64_t cols,
              const at::TensorOptions& partial_options)
-      : dw_partial(dw.defined() && groups > 1 ? detail::empty_output({groups, cols}, partial_options) : dw),
-        db_partial(db.defined() && groups > 1 ? detail::empty_output({groups, cols}, partial_options) : db),
+      : dw_partial(dw.defined() && groups > 1 ? kit::empty_output({groups, cols}, partial_options) : dw),
+        db_partial(db.defined() && groups > 1 ? kit::empty_output({groups, cols}, partial_options) : db),
         groups(groups) {}
 
   void finish(const Stream& stream, const at::Tensor& dw, const at::Tensor& db, int64_t cols) const {
@@ -295,8 +299,6 @@ std::vector<Int> leading_shape(c10::ArrayRef<Int> sizes, int64_t lead) {
   return std::vector<Int>(sizes.begin(), sizes.begin() + lead);
 }
 
-}  // namespace
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_meta(const at::Tensor& input,
                                                                        c10::SymIntArrayRef normalized_shape,
                                                                        const std::optional<at::Tensor>& weight,
@@ -304,13 +306,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_meta(const at:
                                                                        double /*eps*/) {
   const int64_t lead = check_layer_norm_inputs<c10::SymInt>(input, normalized_shape, weight, bias,
                                                             input.sym_sizes(), kOp);
-  const auto stats_options = input.options().dtype(detail::accumulator_type(input.scalar_type()));
+  const auto stats_options = input.options().dtype(kit::accumulator_type(input.scalar_type()));
   return {at::empty_symint(input.sym_sizes(), input.options()),
           at::empty_symint(leading_shape(input.sym_sizes(), lead), stats_options),
           at::empty_symint(leading_shape(input.sym_sizes(), lead), stats_options)};
 }
-
-namespace {
 
 // The forward launch. Without `store_stats` (inference: tjit::layer_norm) mean and rstd are
 // neither allocated nor written, and come back undefined.
@@ -319,34 +319,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
                                                        const std::optional<at::Tensor>& bias, double eps,
                                                        bool store_stats) {
   const int64_t lead = check_layer_norm_inputs<int64_t>(input, normalized_shape, weight, bias, input.sizes(), kOp);
-  const auto stats_options = input.options().dtype(detail::accumulator_type(input.scalar_type()));
-  at::Tensor out = detail::empty_output(input.sizes(), input.options());
+  const auto stats_options = input.options().dtype(kit::accumulator_type(input.scalar_type()));
+  at::Tensor out = kit::empty_output(input.sizes(), input.options());
   at::Tensor mean;
   at::Tensor rstd;
   if (store_stats) {
-    mean = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
-    rstd = detail::empty_output(leading_shape(input.sizes(), lead), stats_options);
+    mean = kit::empty_output(leading_shape(input.sizes(), lead), stats_options);
+    rstd = kit::empty_output(leading_shape(input.sizes(), lead), stats_options);
   }
   const int64_t cols = c10::multiply_integers(normalized_shape);
   if (out.numel() == 0) {
     return {out, mean, rstd};
   }
-  const auto [x, v] = detail::rows_of(input, cols);
+  const auto [x, v] = kit::rows_of(input, cols);
   const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
   const at::Tensor b = present(bias) ? bias->contiguous() : at::Tensor();
-  const bool index64 = detail::needs_index64(x) || detail::needs_index64(out);
+  const bool index64 = kit::needs_index64(x) || kit::needs_index64(out);
   const Stream stream = current_stream(input.device());
-  if (detail::tuned_long_rows(v.rows, cols, x, kForwardSinglePassLimit)) {
+  if (kit::tuned_long_rows(v.rows, cols, x, kForwardSinglePassLimit)) {
     static auto& long_kernel =
-        TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_long_kernel");
-    const at::Tensor sync = detail::split_sync(v.rows, detail::ceil_div(cols, detail::kLongRowMinSplitBlock), x);
-    const int64_t row_bucket = detail::long_row_bucket(v.rows);
+        TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_fwd_long_kernel");
+    const at::Tensor sync = kit::row_exchange_workspace(v.rows, kit::ceil_div(cols, kit::kLongRowMinSplitBlock), x);
+    const int64_t row_bucket = kit::long_row_bucket(v.rows);
     // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
     // the hand-written plan below.
     if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, row_bucket, cols,
                                                                   v.row_stride, cols, eps, w.defined(), b.defined(),
                                                                   index64)) {
-      long_kernel.run(stream, detail::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, sync, row_bucket,
+      long_kernel.run(stream, kit::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, sync, row_bucket,
                       cols, v.row_stride, cols, eps, w.defined(), b.defined(), index64);
       return {out, mean, rstd};
     }
@@ -354,15 +354,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   if (cols <= kShortRowLimit) {
     const ShortRowPlan plan = plan_short_rows(cols, x);
     static auto& rows_kernel =
-        TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_rows_kernel");
-    rows_kernel(stream, Grid(detail::blocks_for(v.rows, plan.block_m, kOp)), LaunchOptions{plan.num_warps}, out, x, w,
+        TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_fwd_rows_kernel");
+    rows_kernel(stream, Grid(kit::blocks_for(v.rows, plan.block_m, kOp)), LaunchOptions{plan.num_warps}, out, x, w,
                 b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.block_m,
                 plan.block_n, index64);
     return {out, mean, rstd};
   }
   if (const auto persistent = plan_persistent_forward(cols, x)) {
     static auto& persistent_kernel =
-        TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_persistent_kernel");
+        TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_fwd_persistent_kernel");
     LaunchOptions options{persistent->num_warps};
     options.maxnreg = persistent->maxnreg;
     const auto with_arguments = [&](const auto& call) {
@@ -372,23 +372,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     const int per_sm = with_arguments(
         [&](const auto&... args) { return persistent_kernel.resident_programs_per_sm(options, args...); });
     const int64_t programs =
-        std::min<int64_t>(v.rows, int64_t{std::max(per_sm, 1)} * detail::planning_multiprocessors(x));
+        std::min<int64_t>(v.rows, int64_t{std::max(per_sm, 1)} * kit::planning_multiprocessors(x));
     with_arguments([&](const auto&... args) {
       persistent_kernel(stream, Grid(static_cast<uint32_t>(programs)), options, args...);
     });
     return {out, mean, rstd};
   }
   const RowPlan plan = plan_forward_rows(cols, x);
-  static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("layer_norm.py"), "layer_norm_fwd_kernel");
+  static auto& kernel = TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_fwd_kernel");
   // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as the
   // double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten does).
-  kernel(stream, Grid(detail::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out, x, w, b, mean, rstd,
+  kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out, x, w, b, mean, rstd,
          v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.block_n, plan.single_pass, index64,
          plan.block_tail);
   return {out, mean, rstd};
 }
-
-}  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_triton(const at::Tensor& input,
                                                                          at::IntArrayRef normalized_shape,
@@ -430,16 +428,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     std::array<bool, 3> output_mask) {
   const int64_t lead =
       check_layer_norm_inputs<int64_t>(input, normalized_shape, weight, bias, input.sizes(), kBackwardOp);
-  detail::check_defined(grad_out, kBackwardOp, "grad_out");
-  detail::check_same_device(grad_out, "grad_out", input, "input", kBackwardOp);
+  kit::check_defined(grad_out, kBackwardOp, "grad_out");
+  kit::check_same_device(grad_out, "grad_out", input, "input", kBackwardOp);
   TORCH_CHECK(grad_out.sizes() == input.sizes(), kBackwardOp, ": grad_out has shape ", grad_out.sizes(),
               " but input has shape ", input.sizes());
   TORCH_CHECK(grad_out.scalar_type() == input.scalar_type(), kBackwardOp, ": grad_out has dtype ",
               grad_out.scalar_type(), " but input has dtype ", input.scalar_type());
-  const at::ScalarType acc = detail::accumulator_type(input.scalar_type());
+  const at::ScalarType acc = kit::accumulator_type(input.scalar_type());
   for (const auto& [stat, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
-    detail::check_defined(*stat, kBackwardOp, name);
-    detail::check_same_device(*stat, name, input, "input", kBackwardOp);
+    kit::check_defined(*stat, kBackwardOp, name);
+    kit::check_same_device(*stat, name, input, "input", kBackwardOp);
     TORCH_CHECK(stat->scalar_type() == acc && stat->numel() == c10::multiply_integers(input.sizes().slice(0, lead)),
                 kBackwardOp, ": ", name, " must be the ", acc, " tensor tjit::layer_norm_forward returned (",
                 c10::multiply_integers(input.sizes().slice(0, lead)), " elements), got ", stat->scalar_type(), " ",
@@ -447,9 +445,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   }
   const bool want_dw = output_mask[1] && present(weight);
   const bool want_db = output_mask[2] && present(bias);
-  at::Tensor dx = output_mask[0] ? detail::empty_output(input.sizes(), input.options()) : at::Tensor();
-  at::Tensor dw = want_dw ? detail::empty_output(weight->sizes(), weight->options()) : at::Tensor();
-  at::Tensor db = want_db ? detail::empty_output(bias->sizes(), bias->options()) : at::Tensor();
+  at::Tensor dx = output_mask[0] ? kit::empty_output(input.sizes(), input.options()) : at::Tensor();
+  at::Tensor dw = want_dw ? kit::empty_output(weight->sizes(), weight->options()) : at::Tensor();
+  at::Tensor db = want_db ? kit::empty_output(bias->sizes(), bias->options()) : at::Tensor();
   const int64_t cols = c10::multiply_integers(normalized_shape);
   const int64_t rows = cols == 0 ? 0 : input.numel() / cols;
   if (rows == 0 || cols == 0) {
@@ -459,14 +457,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     return {dx, dw, db};
   }
   const Stream stream = current_stream(input.device());
-  static const std::string file = detail::kernel_path("layer_norm.py");  // once: the hot path builds no paths
-  const auto [x, xv] = detail::rows_of(input, cols);
-  const auto [dy, dyv] = detail::rows_of(grad_out, cols);
+  static const std::string file = kernel_path("layer_norm.py");  // once: the hot path builds no paths
+  const auto [x, xv] = kit::rows_of(input, cols);
+  const auto [dy, dyv] = kit::rows_of(grad_out, cols);
   const at::Tensor mean_c = mean.contiguous();
   const at::Tensor rstd_c = rstd.contiguous();
-  const bool index64 = detail::needs_index64(x) || detail::needs_index64(dy);
+  const bool index64 = kit::needs_index64(x) || kit::needs_index64(dy);
 
-  const int sms = detail::planning_multiprocessors(input);
+  const int sms = kit::planning_multiprocessors(input);
   const auto partial_options = input.options().dtype(acc);
   if (!dx.defined() && !want_dw && !want_db) {
     return {dx, dw, db};
@@ -475,9 +473,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     // One pass over dy and x for all three gradients; dw/db as per-program partial sums.
     const FusedBackwardPlan plan = plan_fused_backward(cols, input);
     const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
-    int64_t programs = std::min<int64_t>(int64_t{plan.programs_per_sm} * sms, detail::ceil_div(rows, plan.block_m));
-    const int64_t rows_per_program = detail::ceil_div(detail::ceil_div(rows, programs), plan.block_m) * plan.block_m;
-    programs = detail::ceil_div(rows, rows_per_program);
+    int64_t programs = std::min<int64_t>(int64_t{plan.programs_per_sm} * sms, kit::ceil_div(rows, plan.block_m));
+    const int64_t rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), plan.block_m) * plan.block_m;
+    programs = kit::ceil_div(rows, rows_per_program);
     const ColumnSums sums(dw, db, programs, cols, partial_options);
     static auto& fused = TritonJitFunction::get_instance(file, "layer_norm_bwd_fused_kernel");
     fused(stream, Grid(static_cast<uint32_t>(programs)), LaunchOptions{plan.num_warps}, dx, sums.dw_partial,
@@ -488,12 +486,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   }
   if (const auto team = plan_team_backward(rows, cols, input, dx.defined())) {
     const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
-    const at::Tensor sync = detail::split_sync(rows, team->chunks, input);
+    const at::Tensor sync = kit::row_exchange_workspace(rows, team->chunks, input);
     // Rows split evenly over as many teams as run at once.
     const auto teams_for = [&](int64_t per_sm) {
       const int64_t capacity = std::max<int64_t>(1, per_sm * sms / team->chunks);
-      const int64_t rows_per_team = detail::ceil_div(rows, std::min(capacity, rows));
-      return std::pair{detail::ceil_div(rows, rows_per_team), rows_per_team};
+      const int64_t rows_per_team = kit::ceil_div(rows, std::min(capacity, rows));
+      return std::pair{kit::ceil_div(rows, rows_per_team), rows_per_team};
     };
     if (team->lag) {
       static auto& lag_kernel = TritonJitFunction::get_instance(file, "layer_norm_bwd_team_lag_kernel");
@@ -503,7 +501,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
                                       const auto& call) {
         return call(dx, dw_partial, db_partial, dy, x, w, mean_c, rstd_c, sync, rows, cols, team->chunks, per_team,
                     cols, dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, team->block_n,
-                    detail::next_power_of_2(team->chunks), team->stages, index64);
+                    kit::next_power_of_2(team->chunks), team->stages, index64);
       };
       // The team count follows the occupancy, and the partial sums' buffers the team count, so the
       // occupancy is asked of the same binary with mean_c (fp32, like the buffers) standing in for
@@ -516,7 +514,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
       const auto [teams, rows_per_team] = teams_for(std::max(per_sm, 1));
       const ColumnSums sums(dw, db, teams, cols, partial_options);
       with_arguments(sums.dw_partial, sums.db_partial, rows_per_team, [&](const auto&... args) {
-        lag_kernel(stream, Grid(detail::blocks_for(teams * team->chunks, 1, kBackwardOp)), options, args...);
+        lag_kernel(stream, Grid(kit::blocks_for(teams * team->chunks, 1, kBackwardOp)), options, args...);
         return 0;
       });
       sums.finish(stream, dw, db, cols);
@@ -525,10 +523,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     const auto [teams, rows_per_team] = teams_for(team->programs_per_sm);
     const ColumnSums sums(dw, db, teams, cols, partial_options);
     static auto& team_kernel = TritonJitFunction::get_instance(file, "layer_norm_bwd_team_kernel");
-    team_kernel(stream, Grid(detail::blocks_for(teams * team->chunks, 1, kBackwardOp)), LaunchOptions{team->num_warps},
+    team_kernel(stream, Grid(kit::blocks_for(teams * team->chunks, 1, kBackwardOp)), LaunchOptions{team->num_warps},
                 dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c, sync, rows, cols, team->chunks,
                 rows_per_team, cols, dyv.row_stride, xv.row_stride, w.defined(), dx.defined(), want_dw, want_db,
-                team->block_n, detail::next_power_of_2(team->chunks), team->stages, index64);
+                team->block_n, kit::next_power_of_2(team->chunks), team->stages, index64);
     sums.finish(stream, dw, db, cols);
     return {dx, dw, db};
   }
@@ -536,7 +534,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
     const RowPlan plan = plan_rows(cols);
     static auto& dx_kernel = TritonJitFunction::get_instance(file, "layer_norm_bwd_dx_kernel");
-    dx_kernel(stream, Grid(detail::blocks_for(rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, dx, dy, x, w,
+    dx_kernel(stream, Grid(kit::blocks_for(rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, dx, dy, x, w,
               mean_c, rstd_c, rows, cols, cols, dyv.row_stride, xv.row_stride, w.defined(), plan.block_n,
               plan.single_pass, index64);
   }
@@ -545,27 +543,155 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   }
   // Weight/bias gradients: columns in blocks, rows split into groups when the column blocks
   // alone would leave the GPU idle; groups write partial sums that one more launch adds up.
-  const int64_t block_n = std::min<int64_t>(detail::next_power_of_2(cols), 128);
+  const int64_t block_n = std::min<int64_t>(kit::next_power_of_2(cols), 128);
   const int64_t block_m = input.scalar_type() == at::kDouble ? 16 : 32;
-  const int64_t col_blocks = detail::ceil_div(cols, block_n);
-  int64_t groups = std::min({detail::ceil_div(4 * sms, col_blocks), detail::ceil_div(rows, block_m), int64_t{65535}});
+  const int64_t col_blocks = kit::ceil_div(cols, block_n);
+  int64_t groups = std::min({kit::ceil_div(4 * sms, col_blocks), kit::ceil_div(rows, block_m), int64_t{65535}});
   groups = std::max<int64_t>(groups, 1);
-  const int64_t rows_per_group = detail::ceil_div(detail::ceil_div(rows, groups), block_m) * block_m;
-  groups = detail::ceil_div(rows, rows_per_group);
+  const int64_t rows_per_group = kit::ceil_div(kit::ceil_div(rows, groups), block_m) * block_m;
+  groups = kit::ceil_div(rows, rows_per_group);
   if (groups == 1) {
     static auto& dwdb = TritonJitFunction::get_instance(file, "layer_norm_bwd_dwdb_kernel");
-    dwdb(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp)), LaunchOptions{4}, dw, db, dy, x, mean_c, rstd_c,
+    dwdb(stream, Grid(kit::blocks_for(cols, block_n, kBackwardOp)), LaunchOptions{4}, dw, db, dy, x, mean_c, rstd_c,
          rows, cols, dyv.row_stride, xv.row_stride, want_dw, want_db, block_m, block_n, index64);
     return {dx, dw, db};
   }
-  const at::Tensor dw_partial = want_dw ? detail::empty_output({groups, cols}, partial_options) : at::Tensor();
-  const at::Tensor db_partial = want_db ? detail::empty_output({groups, cols}, partial_options) : at::Tensor();
+  const at::Tensor dw_partial = want_dw ? kit::empty_output({groups, cols}, partial_options) : at::Tensor();
+  const at::Tensor db_partial = want_db ? kit::empty_output({groups, cols}, partial_options) : at::Tensor();
   static auto& partial = TritonJitFunction::get_instance(file, "layer_norm_bwd_dwdb_partial_kernel");
-  partial(stream, Grid(detail::blocks_for(cols, block_n, kBackwardOp), static_cast<uint32_t>(groups)),
+  partial(stream, Grid(kit::blocks_for(cols, block_n, kBackwardOp), static_cast<uint32_t>(groups)),
           LaunchOptions{4}, dw_partial, db_partial, dy, x, mean_c, rstd_c, rows, cols, dyv.row_stride, xv.row_stride,
           rows_per_group, want_dw, want_db, block_m, block_n, index64);
   finalize_dwdb(stream, dw, db, dw_partial, db_partial, groups, cols);
   return {dx, dw, db};
 }
 
-}  // namespace tjit::impl
+using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+using LayerNormSignature = at::Tensor(const at::Tensor&, c10::SymIntArrayRef, const std::optional<at::Tensor>&,
+                                      const std::optional<at::Tensor>&, double);
+using LayerNormForwardSignature = Tensor3(const at::Tensor&, c10::SymIntArrayRef, const std::optional<at::Tensor>&,
+                                          const std::optional<at::Tensor>&, double);
+using LayerNormBackwardSignature = Tensor3(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
+                                           const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                           const std::optional<at::Tensor>&, std::array<bool, 3>);
+
+class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
+                            c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, double eps) {
+    static const auto forward_op = kit::typed_op<LayerNormForwardSignature>("tjit::layer_norm_forward");
+    at::Tensor out;
+    at::Tensor mean;
+    at::Tensor rstd;
+    {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      std::tie(out, mean, rstd) = forward_op.call(input, normalized_shape, weight, bias, eps);
+    }
+    ctx->save_for_backward({input, weight.value_or(at::Tensor()), bias.value_or(at::Tensor()), mean, rstd});
+    ctx->saved_data["normalized_shape"] = normalized_shape;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    static const auto backward_op = kit::typed_op<LayerNormBackwardSignature>(kBackwardOp);
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& input = saved[0];
+    const std::optional<at::Tensor> weight = saved[1].defined() ? std::optional(saved[1]) : std::nullopt;
+    const std::optional<at::Tensor> bias = saved[2].defined() ? std::optional(saved[2]) : std::nullopt;
+    const auto shape = ctx->saved_data["normalized_shape"].toSymIntVector();
+    // Edges exist only for tensor inputs that were given: weight and bias shift when absent.
+    size_t next_edge = 1;
+    const bool want_dw = weight.has_value() && ctx->needs_input_grad(next_edge++);
+    const bool want_db = bias.has_value() && ctx->needs_input_grad(next_edge);
+    const std::array<bool, 3> mask{ctx->needs_input_grad(0), want_dw, want_db};
+    auto [dx, dw, db] = backward_op.call(grads[0].contiguous(), input, shape, saved[3], saved[4], weight, bias, mask);
+    return {dx, at::Tensor(), dw, db, at::Tensor()};
+  }
+};
+
+at::Tensor layer_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                               const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                               double eps) {
+  kit::check_defined(input, kOp, "input");
+  if (!kit::records_graph({&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr})) {
+    static const auto op = kit::typed_op<LayerNormSignature>(kOp);
+    return op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, bias, eps);
+  }
+  return LayerNormFunction::apply(input, normalized_shape, weight, bias, eps);
+}
+
+}  // namespace
+}  // namespace tjit::ops
+
+TORCH_LIBRARY_FRAGMENT(tjit, m) {
+  tjit::kit::define(
+      m, "tjit",
+      "layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05) -> Tensor",
+      "Layer normalisation over the trailing `normalized_shape` dims (`torch.ops.tjit.layer_norm`),\n"
+      "as `torch.nn.functional.layer_norm`: (input - mean) / sqrt(var + eps) * weight + bias, biased\n"
+      "variance.\n\n"
+      "`input`, and `weight`/`bias` when given (shape `normalized_shape`), share one dtype (float32,\n"
+      "float16, bfloat16, float64) and device. Statistics are computed in float32, in float64 for\n"
+      "float64 input, which also uses `eps` unrounded. Differentiable with respect to input, weight and\n"
+      "bias (the backward is `layer_norm_backward`).");
+  tjit::kit::define(
+      m, "tjit",
+      "layer_norm_forward(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05) -> (Tensor, Tensor, Tensor)",
+      "`layer_norm` that also returns the statistics its backward needs: (out, mean, rstd)\n"
+      "(`torch.ops.tjit.layer_norm_forward`; aten's `native_layer_norm`).\n\n"
+      "mean and rstd = 1 / sqrt(var + eps) have the input's leading dims as shape (aten's keep a\n"
+      "trailing 1 per normalized dim) and dtype float32, float64 for float64 input. Not differentiable.");
+  tjit::kit::define(
+      m, "tjit",
+      "layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, "
+      "Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+      "Gradients of `layer_norm` for (input, weight, bias) (`torch.ops.tjit.layer_norm_backward`;\n"
+      "aten's `native_layer_norm_backward`), from `mean` and `rstd` as `layer_norm_forward` returned\n"
+      "them.\n\n"
+      "`output_mask` (three bools) says which to compute; an entry is None where it is False or the\n"
+      "parameter is absent. Tensors as for `layer_norm`; `grad_out` has the input's shape and dtype.");
+}
+// CUDA runs compiled kernels; CPU runs the same kernels through Triton's interpreter.
+#define TJIT_LAYER_NORM_KERNELS(m)                                                \
+  m.impl("layer_norm", &tjit::ops::layer_norm_triton);                            \
+  m.impl("layer_norm_forward", &tjit::ops::layer_norm_forward_triton);            \
+  m.impl("layer_norm_backward", &tjit::ops::layer_norm_backward_triton)
+TORCH_LIBRARY_IMPL(tjit, CUDA, m) { TJIT_LAYER_NORM_KERNELS(m); }
+TORCH_LIBRARY_IMPL(tjit, CPU, m) { TJIT_LAYER_NORM_KERNELS(m); }
+TORCH_LIBRARY_IMPL(tjit, Meta, m) {
+  m.impl("layer_norm", &tjit::ops::layer_norm_meta);
+  m.impl("layer_norm_forward", &tjit::ops::layer_norm_forward_meta);
+  m.impl("layer_norm_backward", &tjit::ops::layer_norm_backward_meta);
+}
+TORCH_LIBRARY_IMPL(tjit, Autograd, m) { m.impl("layer_norm", &tjit::ops::layer_norm_autograd); }
+
+namespace tjit {
+
+at::Tensor layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                      const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps) {
+  static const auto op = kit::typed_op<ops::LayerNormSignature>("tjit::layer_norm");
+  return op.call(input, c10::fromIntArrayRefSlow(normalized_shape), weight, bias, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward(const at::Tensor& input,
+                                                                  at::IntArrayRef normalized_shape,
+                                                                  const std::optional<at::Tensor>& weight,
+                                                                  const std::optional<at::Tensor>& bias, double eps) {
+  static const auto op = kit::typed_op<ops::LayerNormForwardSignature>("tjit::layer_norm_forward");
+  return op.call(input, c10::fromIntArrayRefSlow(normalized_shape), weight, bias, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> output_mask) {
+  static const auto op = kit::typed_op<ops::LayerNormBackwardSignature>("tjit::layer_norm_backward");
+  return op.call(grad_out, input, c10::fromIntArrayRefSlow(normalized_shape), mean, rstd, weight, bias,
+                 output_mask);
+}
+
+}  // namespace tjit

@@ -1,19 +1,28 @@
-// tjit::add: self + alpha * other with broadcasting, as one Triton kernel (kernels_py/add.py).
+// tjit::add: self + alpha * other with broadcasting, as one Triton kernel (kernels_py/add.py):
+// schema, CUDA/CPU/Meta/Autograd kernels and the C++ entry point.
 
-#include "op_support.h"
-#include "operator_impls.h"
+#include <tjit/ops/add.h>  // this folder's add.h, as installed
+
+#include "../kernel_files.h"
 
 #include <tjit/current_stream.h>
+#include <tjit/kit/kit.h>
+#include <tjit/operators.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/sum.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
 
 #include <array>
+#include <vector>
 
-namespace tjit::impl {
+namespace tjit::ops {
 namespace {
 
 constexpr const char* kOp = "tjit::add";
@@ -23,11 +32,11 @@ constexpr int kMaxCollapsedDims = 4;
 
 // Shared by the real and the Meta kernel, so both reject the same inputs.
 void check_inputs(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  detail::check_defined(self, kOp, "self");
-  detail::check_defined(other, kOp, "other");
-  detail::check_supported_device(self, kOp, "self");
-  detail::check_same_device(other, "other", self, "self", kOp);
-  detail::check_dtype_in(self,
+  kit::check_defined(self, kOp, "self");
+  kit::check_defined(other, kOp, "other");
+  kit::check_supported_device(self, kOp, "self");
+  kit::check_same_device(other, "other", self, "self", kOp);
+  kit::check_dtype_in(self,
                          {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble, at::kInt, at::kLong},
                          kOp, "self");
   TORCH_CHECK(other.scalar_type() == self.scalar_type(), kOp, ": 'self' has dtype ", self.scalar_type(),
@@ -137,7 +146,7 @@ at::Tensor add_meta(const at::Tensor& self, const at::Tensor& other, const at::S
 at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   check_inputs(self, other, alpha);
   const auto shape = broadcast_shape<int64_t>(self.sizes(), other.sizes());
-  at::Tensor out = detail::empty_output(shape, self.options());
+  at::Tensor out = kit::empty_output(shape, self.options());
   const int64_t n = out.numel();
   if (n == 0) {
     return out;
@@ -151,7 +160,7 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
   const float alpha_f = static_cast<float>(alpha_d);
   const double alpha_lo = self.scalar_type() == at::kDouble ? alpha_d - static_cast<double>(alpha_f) : 0.0;
   const Stream stream = current_stream(self.device());
-  const Grid grid(detail::blocks_for(n, kBlock, kOp));
+  const Grid grid(kit::blocks_for(n, kBlock, kOp));
   const LaunchOptions options{kNumWarps};
 
   // x and y refer to the inputs (no reference-count traffic on the common path) unless the
@@ -175,8 +184,8 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
   const bool flat = same_shape_contiguous || (x.is_contiguous() && x.sizes() == out.sizes() &&
                                               y.is_contiguous() && y.sizes() == out.sizes());
   if (flat) {
-    static auto& kernel = TritonJitFunction::get_instance(detail::kernel_path("add.py"), "add_kernel");
-    const bool index64 = n + kBlock > detail::kInt32Limit;
+    static auto& kernel = TritonJitFunction::get_instance(kernel_path("add.py"), "add_kernel");
+    const bool index64 = n + kBlock > kit::kInt32Limit;
     if (is_integral) {
       kernel(stream, grid, options, x, y, out, n, alpha.toLong(), 0.0, has_alpha, kBlock, index64);
     } else {
@@ -185,10 +194,10 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
     return out;
   }
   static auto& strided =
-      TritonJitFunction::get_instance(detail::kernel_path("add.py"), "add_strided_kernel");
+      TritonJitFunction::get_instance(kernel_path("add.py"), "add_strided_kernel");
   const bool index64 =
-      n + kBlock > detail::kInt32Limit || max_offset(c, c.x_stride) >= detail::kInt32Limit ||
-      max_offset(c, c.y_stride) >= detail::kInt32Limit;
+      n + kBlock > kit::kInt32Limit || max_offset(c, c.x_stride) >= kit::kInt32Limit ||
+      max_offset(c, c.y_stride) >= kit::kInt32Limit;
   auto launch = [&](auto alpha_value) {
     strided(stream, grid, options, x, y, out, n, c.size[1], c.size[2], c.size[3], c.x_stride[0], c.x_stride[1],
             c.x_stride[2], c.x_stride[3], c.y_stride[0], c.y_stride[1], c.y_stride[2], c.y_stride[3], alpha_value,
@@ -202,4 +211,96 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
   return out;
 }
 
-}  // namespace tjit::impl
+namespace {
+
+// Sums `grad` down to `shape` (the inverse of broadcasting `shape` to grad's shape).
+at::Tensor reduce_to_shape(const at::Tensor& grad, const std::vector<c10::SymInt>& shape) {
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < lead; ++d) {
+    dims.push_back(d);
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1 && grad.sym_size(lead + static_cast<int64_t>(i)) != 1) {
+      dims.push_back(lead + static_cast<int64_t>(i));
+    }
+  }
+  if (dims.empty()) {
+    return grad;
+  }
+  return tjit::sum(grad, dims, /*keepdim=*/true).view_symint(shape);
+}
+
+class AddFunction : public torch::autograd::Function<AddFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, const at::Tensor& other,
+                            const at::Scalar& alpha) {
+    ctx->saved_data["self_shape"] = self.sym_sizes();
+    ctx->saved_data["other_shape"] = other.sym_sizes();
+    ctx->saved_data["alpha"] = alpha;
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return tjit::add(self, other, alpha);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor& grad = grads[0];
+    at::Tensor grad_self;
+    at::Tensor grad_other;
+    if (ctx->needs_input_grad(0)) {
+      grad_self = reduce_to_shape(grad, ctx->saved_data["self_shape"].toSymIntVector());
+    }
+    if (ctx->needs_input_grad(1)) {
+      const at::Scalar alpha = ctx->saved_data["alpha"].toScalar();
+      grad_other = reduce_to_shape(grad, ctx->saved_data["other_shape"].toSymIntVector());
+      if (!(alpha.isIntegral(false) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0)) {
+        grad_other = at::mul(grad_other, alpha);
+      }
+    }
+    return {grad_self, grad_other, at::Tensor()};
+  }
+};
+
+using AddSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&);
+
+// Undefined tensors fail here with the operator's own message. A call that records no graph
+// skips the Function; add's whole cost is host overhead, so it calls the CUDA kernel directly
+// when that is what the redispatch would reach.
+at::Tensor add_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& other,
+                        const at::Scalar& alpha) {
+  kit::check_defined(self, kOp, "self");
+  kit::check_defined(other, kOp, "other");
+  if (!kit::records_graph({&self, &other})) {
+    if (kit::cuda_kernel_is_next(ks)) {
+      return add_triton(self, other, alpha);
+    }
+    static const auto op = kit::typed_op<AddSignature>(kOp);
+    return op.redispatch(ks & c10::after_autograd_keyset, self, other, alpha);
+  }
+  return AddFunction::apply(self, other, alpha);
+}
+
+}  // namespace
+}  // namespace tjit::ops
+
+TORCH_LIBRARY_FRAGMENT(tjit, m) {
+  tjit::kit::define(m, "tjit", "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+                    "self + alpha * other, with broadcasting (`torch.ops.tjit.add`).\n\n"
+                    "Both tensors must have the same dtype (float32, float16, bfloat16, float64, int32, int64)\n"
+                    "and be on the same device; alpha must be an integer for integer tensors. The result is\n"
+                    "contiguous. Differentiable with respect to both tensors.");
+}
+// CUDA runs compiled kernels; CPU runs the same kernels through Triton's interpreter.
+TORCH_LIBRARY_IMPL(tjit, CUDA, m) { m.impl("add", &tjit::ops::add_triton); }
+TORCH_LIBRARY_IMPL(tjit, CPU, m) { m.impl("add", &tjit::ops::add_triton); }
+TORCH_LIBRARY_IMPL(tjit, Meta, m) { m.impl("add", &tjit::ops::add_meta); }
+TORCH_LIBRARY_IMPL(tjit, Autograd, m) { m.impl("add", &tjit::ops::add_autograd); }
+
+namespace tjit {
+
+at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  static const auto op = kit::typed_op<ops::AddSignature>("tjit::add");
+  return op.call(self, other, alpha);
+}
+
+}  // namespace tjit
