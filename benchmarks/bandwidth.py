@@ -176,8 +176,11 @@ def _first_error_line(exc):
 
 class Runner:
 
-    def __init__(self, device, smoke, timer, ops_filter=None, dtypes=None, log=print, peers=None):
+    def __init__(self, device, smoke, timer, ops_filter=None, dtypes=None, log=print, peers=None, impls_filter=None):
         self.device = device
+        # Only these implementations (IMPL_ORDER names; "copy" included) when given: an A/B of two
+        # tjit builds times tjit and the copy alone.
+        self.impls_filter = impls_filter
         # FlagGems and Liger-Kernel ({name: peers.Peer}); absent ones carry the reason.
         self.peers = peer_lib.load(device) if peers is None else peers
         self.cuda = device == "cuda"
@@ -251,6 +254,8 @@ class Runner:
             self.notes.append(note)
             self.log("  " + note)
             return
+        if self.impls_filter:
+            impls = {name: make for name, make in impls.items() if name in self.impls_filter}
         sets = make_sets(self.n_sets(nbytes))
         line = []
         for name, make in impls.items():
@@ -286,6 +291,9 @@ class Runner:
         sets = None
         if nbytes > 1e9:
             self.free()
+        if self.impls_filter and "copy" not in self.impls_filter:
+            self.log(f"  {label:<34} GB/s: " + "  ".join(line))
+            return
         try:
             ms, gbps, timing = self.copy_gbps(nbytes, dtype)
             self.records.append(dict(base, impl="copy", ms=ms, gbps=gbps, timing=timing))
@@ -503,11 +511,15 @@ class Runner:
 OPS = ("add", "sum", "softmax", "layer_norm")
 
 
-def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep_ms=60, log=print, llm=False):
+def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep_ms=60, log=print, llm=False,
+                  impls_filter=None):
     """The sweep (powers of two; softmax and layer_norm over a fixed row count), or with llm=True
-    the LLM part: softmax at vocabulary sizes and layer_norm at hidden sizes (llm_shapes)."""
+    the LLM part: softmax at vocabulary sizes and layer_norm at hidden sizes (llm_shapes).
+    impls_filter: measure only these implementations (IMPL_ORDER names)."""
     timer = Timer(device, smoke, warmup_ms, rep_ms)
-    runner = Runner(device, smoke, timer, ops_filter, dtypes, log)
+    runner = Runner(device, smoke, timer, ops_filter, dtypes, log,
+                    peers={} if impls_filter and not set(impls_filter) & {"flaggems", "liger"} else None,
+                    impls_filter=impls_filter)
     if llm:
         sizes = llm_shapes(smoke)
         per_op = {"softmax": sizes["softmax"], "layer_norm": sizes["layer_norm"]}

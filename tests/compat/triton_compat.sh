@@ -100,7 +100,7 @@ failed=$((cpp_failed + py_failed))
 counts="$((cpp_passed + py_passed)) passed, $failed failed, $((cpp_skipped + py_skipped)) skipped \
 (C++ $cpp_passed/$((cpp_passed + cpp_failed + cpp_skipped)), Python CPU $py_passed/$((py_passed + py_failed + py_skipped)))"
 # A filter that matches nothing must not pass for a green run. (Skips are counted, not failed: one
-# CPU case skips by design, test_layer_norm.py's CUDA-sized backward plan.)
+# CPU case skips by design, operators/test_layer_norm.py's CUDA-sized backward plan.)
 if ((cpp_passed == 0 || py_passed == 0 || failed > 0)); then
   status=1
 fi
