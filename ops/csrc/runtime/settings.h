@@ -11,8 +11,8 @@
 // | TJIT_LOG_COMPILES | settings::log_compiles(), once | 0: no log line per compile, tuning or Python start |
 // | TJIT_CACHE | settings::kernel_store_directory(), at the store's first use | 0, off, OFF, false, no: no kernel store |
 // | TJIT_CACHE_DIR, XDG_CACHE_HOME, HOME | the same | the store's folder: TJIT_CACHE_DIR, else $XDG_CACHE_HOME/tjit, else ~/.cache/tjit |
-// | TJIT_CACHE_MAX_BYTES | settings::kernel_store_bound(), at the first write | the store's bound (K, M, G, T suffixes; 0: none) |
-// | TJIT_RECORD | settings::record_manifest(), at the first launch or decision | the manifest file to record specialisations into |
+// | TJIT_CACHE_MAX_BYTES | settings::kernel_store_bound(), when the bound is first needed | the store's bound (K, M, G, T suffixes; 0: none) |
+// | TJIT_RECORD | settings::record_manifest(), when recording is first consulted | the manifest file to record specialisations into |
 // | TJIT_PYTHON_EXECUTABLE | settings::python_executable(), when Python is first loaded | the interpreter to start in a process without one |
 // | TJIT_LIBPYTHON | settings::libpython(), the same | the libpython to load in a process without one |
 // | TJIT_TRITON_DIR | settings::triton_dir(), once | the Triton package whose version entries are checked against |
