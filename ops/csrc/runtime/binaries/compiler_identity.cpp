@@ -1,13 +1,12 @@
 #include "binaries/compiler_identity.h"
 
+#include "settings.h"
+
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string_view>
 #include <vector>
-
-extern char** environ;
 
 namespace tjit::detail {
 namespace {
@@ -36,11 +35,10 @@ bool changes_code(std::string_view name) {
 
 std::string code_generation_environment() {
   std::vector<std::string> lines;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    const std::string_view text(*entry);
-    const size_t eq = text.find('=');
-    if (eq != std::string_view::npos && changes_code(text.substr(0, eq))) {
-      lines.emplace_back(text);
+  for (std::string& entry : settings::environment_entries()) {
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos && changes_code(std::string_view(entry).substr(0, eq))) {
+      lines.push_back(std::move(entry));
     }
   }
   std::sort(lines.begin(), lines.end());
@@ -76,8 +74,7 @@ std::string read_package_version(const std::string& package_dir) {
 const CompilerIdentity& compiler_identity() {
   static const CompilerIdentity identity = [] {
     CompilerIdentity id;
-    const char* dir = std::getenv("TJIT_TRITON_DIR");
-    id.triton_version = read_package_version(dir != nullptr && *dir != '\0' ? dir : TJIT_BUILD_TRITON_DIR);
+    id.triton_version = read_package_version(settings::triton_dir());
     id.environment = code_generation_environment();
     return id;
   }();

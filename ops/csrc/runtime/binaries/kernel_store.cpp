@@ -9,6 +9,7 @@
 #include "binaries/compiler_identity.h"
 #include "binaries/kernel_store_bound.h"
 #include "binaries/source_fingerprint.h"
+#include "settings.h"
 
 #include <tjit/kernel_store.h>
 
@@ -20,7 +21,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -62,40 +62,12 @@ StoreState& state() {
   return s;
 }
 
-bool is_off(const char* value) {
-  if (value == nullptr) {
-    return false;
-  }
-  const std::string v(value);
-  return v == "0" || v == "off" || v == "OFF" || v == "false" || v == "no";
-}
-
-std::optional<std::string> directory_from_environment() {
-  if (is_off(std::getenv("TJIT_CACHE"))) {
-    return std::nullopt;
-  }
-  fs::path dir;
-  if (const char* d = std::getenv("TJIT_CACHE_DIR"); d != nullptr && *d != '\0') {
-    dir = d;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
-    dir = fs::path(x) / "tjit";
-  } else if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
-    dir = fs::path(h) / ".cache" / "tjit";
-  } else {
-    std::fprintf(stderr, "[tjit] kernel store off: none of TJIT_CACHE_DIR, XDG_CACHE_HOME, HOME is set\n");
-    return std::nullopt;
-  }
-  std::error_code ec;
-  const fs::path absolute = fs::absolute(dir, ec);
-  return (ec ? dir : absolute).lexically_normal().string();
-}
-
 // The store's folder (chosen from the environment on first use), or nullopt when it is off.
 std::optional<std::string> store_directory() {
   StoreState& s = state();
   std::lock_guard lock(s.mutex);
   if (!s.resolved) {
-    s.directory = directory_from_environment();
+    s.directory = detail::settings::kernel_store_directory();
     s.resolved = true;
   }
   return s.directory;

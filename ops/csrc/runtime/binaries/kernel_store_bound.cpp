@@ -9,6 +9,8 @@
 
 #include "binaries/kernel_store_bound.h"
 
+#include "settings.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -48,21 +50,6 @@ struct BoundState {
 BoundState& bound_state() {
   static BoundState s;
   return s;
-}
-
-uint64_t bound_from_environment() {
-  const char* text = std::getenv("TJIT_CACHE_MAX_BYTES");
-  if (text == nullptr || *text == '\0') {
-    return kDefaultKernelStoreMaxBytes;
-  }
-  if (const auto bytes = detail::parse_byte_size(text)) {
-    return *bytes;
-  }
-  std::fprintf(stderr,
-               "[tjit] kernel store: TJIT_CACHE_MAX_BYTES=%s is not a size (bytes, or with a K, M, G or T suffix "
-               "such as 4G; 0 for no bound); using the default bound, %llu bytes\n",
-               text, static_cast<unsigned long long>(kDefaultKernelStoreMaxBytes));
-  return kDefaultKernelStoreMaxBytes;
 }
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -194,7 +181,7 @@ uint64_t kernel_store_max_bytes() {
   BoundState& s = bound_state();
   std::lock_guard lock(s.mutex);
   if (!s.max_bytes) {
-    s.max_bytes = bound_from_environment();
+    s.max_bytes = detail::settings::kernel_store_bound();
   }
   return *s.max_bytes;
 }

@@ -5,6 +5,7 @@
 #include "binaries/manifest_recorder.h"
 
 #include "binaries/constexpr_json.h"
+#include "settings.h"
 
 #include <tjit/kernel_manifest.h>
 
@@ -18,7 +19,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -232,15 +232,15 @@ void read_environment(RecorderState& s) {
     return;
   }
   s.environment_read = true;
-  const char* path = std::getenv("TJIT_RECORD");
-  if (path == nullptr || *path == '\0') {
+  const std::optional<std::string> path = detail::settings::record_manifest();
+  if (!path) {
     return;
   }
   try {
-    merge_into(absolute_path(path), {});
-    s.path = absolute_path(path);
+    merge_into(absolute_path(*path), {});
+    s.path = absolute_path(*path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[tjit] TJIT_RECORD=%s: not recording a manifest: %s\n", path, e.what());
+    std::fprintf(stderr, "[tjit] TJIT_RECORD=%s: not recording a manifest: %s\n", path->c_str(), e.what());
   }
 }
 

@@ -3,7 +3,6 @@
 // compares both on the same calls.
 
 #include <tjit/argument_pack.h>
-#include <tjit/autotune.h>
 #include <tjit/tensor_descriptor.h>
 
 #include <ATen/core/Tensor.h>
@@ -142,19 +141,6 @@ void ArgumentPackBase::note_device(c10::Device d) {
   TORCH_CHECK(d == device_, "tjit: kernel ", kernel_name_, ": argument '", params_[param_].name,
               "' is on ", d, " but an earlier tensor argument is on ", device_,
               "; all tensors of one launch must be on the same device");
-}
-
-void CapturedArg::begin_tuple(size_t size) {
-  TORCH_CHECK(false, "tjit: run() and tune() take a tuple (here of ", size,
-              " elements) as an argument of its own, not inside a std::optional");
-}
-
-void CapturedArg::add_tensor(const at::Tensor& t) {
-  if (t.defined()) {
-    kind = Kind::Tensor, tensor = &t;
-  } else {
-    kind = Kind::None;
-  }
 }
 
 void ArgumentPackBase::add_tensor(const at::Tensor& t) {

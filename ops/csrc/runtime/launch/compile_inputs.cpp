@@ -1,11 +1,9 @@
 #include <tjit/compiled_kernel.h>
 #include <tjit/launch_types.h>
-#include <tjit/triton_jit_function.h>
 
 #include <c10/util/Exception.h>
 
 #include <charconv>
-#include <cstdlib>
 #include <sstream>
 
 namespace tjit {
@@ -35,14 +33,6 @@ CompileTarget CompileTarget::parse(const std::string& text) {
 
 std::string CompileTarget::to_string() const {
   return backend + ":" + std::to_string(arch) + ":" + std::to_string(warp_size);
-}
-
-std::optional<CompileTarget> target_from_environment() {
-  const char* text = std::getenv("TJIT_TARGET");
-  if (text == nullptr || *text == '\0') {
-    return std::nullopt;
-  }
-  return CompileTarget::parse(text);
 }
 
 namespace {

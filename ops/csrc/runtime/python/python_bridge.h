@@ -65,9 +65,6 @@ class PythonBridge {
 // on first use. Throws c10::Error saying what is missing.
 PythonBridge& python_bridge();
 
-// Whether tjit logs a line per compile (and when it starts Python for one): TJIT_LOG_COMPILES != 0.
-bool compile_logging_enabled();
-
 }  // namespace tjit::detail
 
 // The factory libtjit_python exports; looked up by name with dlsym. `python_executable` names the

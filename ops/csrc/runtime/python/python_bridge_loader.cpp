@@ -3,13 +3,13 @@
 
 #include "python/python_bridge.h"
 #include "python/python_location.h"
+#include "settings.h"
 
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 namespace tjit::detail {
@@ -35,7 +35,7 @@ void load_libpython(const PythonLocation& python) {
               "tjit: compiling a kernel needs Python, but ", python.libpython, " could not be loaded (", dlerror(),
               "); set TJIT_LIBPYTHON to the path of libpython3.X.so");
   // Starting Python and importing Triton costs most of a second: say why it happens.
-  if (compile_logging_enabled()) {
+  if (settings::log_compiles()) {
     std::fprintf(stderr, "[tjit] starting Python %s (%s) to compile kernels\n", python.executable.c_str(),
                  python.source);
   }
@@ -57,14 +57,6 @@ PythonBridge* load_bridge() {
 }
 
 }  // namespace
-
-bool compile_logging_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TJIT_LOG_COMPILES");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  return enabled;
-}
 
 PythonBridge& python_bridge() {
   static PythonBridge* const bridge = load_bridge();

@@ -1,6 +1,7 @@
 #include "python/python_location.h"
 
-#include <cstdlib>
+#include "settings.h"
+
 #include <fstream>
 #include <sys/stat.h>
 
@@ -19,11 +20,6 @@ std::string name_of(const std::string& path) { return path.substr(path.find_last
 bool is_file(const std::string& path) {
   struct stat info {};
   return !path.empty() && ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
-}
-
-const char* non_empty_env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
 // `home = /usr/local/bin` from a virtual environment's pyvenv.cfg: where its base Python lives.
@@ -95,12 +91,12 @@ PythonLocation locate_python(const std::string& library_dir) {
   if (!environment.libpython.empty()) {
     location.libpython = environment.libpython;
   }
-  if (const char* exe = non_empty_env("TJIT_PYTHON_EXECUTABLE")) {
-    location.executable = exe;
+  if (const auto exe = settings::python_executable()) {
+    location.executable = *exe;
     location.source = "TJIT_PYTHON_EXECUTABLE";
   }
-  if (const char* lib = non_empty_env("TJIT_LIBPYTHON")) {
-    location.libpython = lib;
+  if (const auto lib = settings::libpython()) {
+    location.libpython = *lib;
   }
   return location;
 }

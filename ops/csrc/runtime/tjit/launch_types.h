@@ -43,7 +43,7 @@ struct DevicePointer {
 };
 
 // What to compile for: Triton's GPUTarget. `arch` is the compute capability as major*10 +
-// minor (90 for H100/H200).
+// minor (90 for compute capability 9.0).
 struct CompileTarget {
   std::string backend = "cuda";
   int arch = 90;

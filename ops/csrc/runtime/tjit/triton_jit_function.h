@@ -17,6 +17,7 @@
 #include <tjit/argument_pack.h>
 #include <tjit/autotune.h>
 #include <tjit/compiled_kernel.h>
+#include <tjit/detail/run_arguments.h>
 #include <tjit/kernel_param.h>
 #include <tjit/launch_types.h>
 
@@ -29,9 +30,6 @@
 #include <vector>
 
 namespace tjit {
-namespace detail {
-struct CachedKernel;
-}
 
 class TritonJitFunction {
  public:
@@ -175,63 +173,24 @@ class TritonJitFunction {
   TritonJitFunction& operator=(const TritonJitFunction&) = delete;
 
  private:
+  // The class's insides (ops/csrc/runtime/function/). Declared here: what the templates above call.
   struct Impl;
   TritonJitFunction(std::string kernel_file, std::string function_name);
 
   void launch(Stream stream, Grid grid, const LaunchOptions& options,
               detail::ArgumentPackBase& pack) const;
   int resident_programs_per_sm_packed(const LaunchOptions& options, detail::ArgumentPackBase& pack) const;
-  // The loaded binary for a completed pack on a CUDA device: the last one launched, else the
-  // cache's, else compiled (or read from a bundle or the store) and loaded.
-  detail::CachedKernel& loaded_kernel(detail::ArgumentPackBase& pack, int device,
-                                      const LaunchOptions& options) const;
+  CompiledKernel compile_packed(const CompileTarget& target, const LaunchOptions& options,
+                                detail::ArgumentPackBase& pack) const;
+  Specialization specialization_of(const detail::ArgumentPackBase& pack) const;
   // Launch: choose the config (tuning a new key) and launch; Tune: choose it without launching;
   // Lookup: only a choice made before or stored (-1 when there is none).
   enum class RunMode { Launch, Tune, Lookup };
   // Returns the index of the config chosen, or -1 (Lookup only).
   int run_captured(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, size_t num_args,
                    RunMode mode) const;
-  // Chooses the config for a new tuning key: from the kernel store, else by timing (unless
-  // `may_time` is false: then -1). device: -1 for CPU tensors (the interpreter).
-  // `for_target`: choose for this target instead of the device's (compile_run; with may_time false).
-  int tune_key(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, int device,
-               bool may_time, const std::string* for_target = nullptr) const;
   CompiledKernel compile_run_captured(const CompileTarget& target, const detail::CapturedArg* args,
                                       size_t num_args) const;
-  // Heuristic values from a bundle's {parameter: value}; nullopt unless it sets exactly the
-  // parameters this kernel's heuristics set.
-  std::optional<std::vector<std::pair<int, ConstexprValue>>> heuristic_values_from_names(
-      const std::string& value_json) const;
-  const std::vector<std::pair<int, ConstexprValue>>& heuristic_values(const detail::CapturedArg* args,
-                                                                      int config) const;
-  // What the kernel store's decision records of this kernel start their key with: the kind of
-  // decision, the kernel, its sources and the Triton version.
-  std::string decision_key(const char* kind) const;
-  std::optional<std::vector<std::pair<int, ConstexprValue>>> stored_heuristic_values(const std::string& key) const;
-  // Places the caller's arguments and config `config`'s (and the heuristics') values into `pack`
-  // in parameter order, and the grid's view of them into `values`/`has_value`.
-  void assemble(const detail::CapturedArg* args, int config, detail::ArgumentPackBase& pack, ConstexprValue* values,
-                bool* has_value) const;
-  detail::CachedKernel& compile_and_load(uint64_t hash, const detail::ArgumentPackBase& pack, int device,
-                                         const LaunchOptions& options) const;
-  void launch_interpreted(Grid grid, const LaunchOptions& options,
-                          const detail::ArgumentPackBase& pack) const;
-  CompiledKernel compile_packed(const CompileTarget& target, const LaunchOptions& options,
-                                detail::ArgumentPackBase& pack) const;
-  enum class Origin { Bundle, Store, Compiled };
-  // The binary for a specialisation: from a bundle or the store (unless use_store is false),
-  // else compiled and stored. `key` receives the store key; `origin` where the binary came from.
-  CompiledKernel obtain(const Specialization& spec, const CompileTarget& target, const LaunchOptions& options,
-                        const std::string& description, bool use_store, std::string& key,
-                        Origin& origin) const;
-  // Throws the error for a binary that only a compile could give when none can run: what the
-  // bundles and the store have, why there is no compile, and the manifest entry to add.
-  [[noreturn]] void fail_without_compile(const Specialization& spec, const CompileTarget& target,
-                                         const LaunchOptions& options, const std::string& description,
-                                         const std::string& why) const;
-  Specialization specialization_of(const detail::ArgumentPackBase& pack) const;
-  // "name(params) from file for target", for logs and errors.
-  std::string describe(const Specialization& spec, const CompileTarget& target) const;
 
   std::string kernel_file_;
   std::string function_name_;

@@ -4,6 +4,7 @@
 // function remembers per key; and the timing of one config the way Triton's do_bench times it.
 
 #include <tjit/autotune.h>
+#include <tjit/detail/run_arguments.h>
 #include <tjit/kernel_param.h>
 #include <tjit/launch_types.h>
 

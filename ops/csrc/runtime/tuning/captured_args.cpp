@@ -8,6 +8,20 @@
 #include <cstring>
 
 namespace tjit::detail {
+
+void CapturedArg::begin_tuple(size_t size) {
+  TORCH_CHECK(false, "tjit: run() and tune() take a tuple (here of ", size,
+              " elements) as an argument of its own, not inside a std::optional");
+}
+
+void CapturedArg::add_tensor(const at::Tensor& t) {
+  if (t.defined()) {
+    kind = Kind::Tensor, tensor = &t;
+  } else {
+    kind = Kind::None;
+  }
+}
+
 namespace {
 
 // A tuple's elements into a pack, as operator() would add them.

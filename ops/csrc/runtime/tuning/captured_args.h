@@ -1,12 +1,13 @@
 #pragma once
-// What run() does with the arguments it captured (tjit/autotune.h's CapturedArg): place them in a
-// pack, key the tuning and the heuristics by them, hand them to Python, describe them, find their
-// device. Tuples are walked element by element (ArgumentVisitor), as operator() packs them.
+// What run() does with the arguments it captured (CapturedArg, tjit/detail/run_arguments.h):
+// place them in a pack, key the tuning and the heuristics by them, hand them to Python, describe
+// them, find their device. Tuples are walked element by element (ArgumentVisitor), as operator()
+// packs them.
 
 #include "python/python_bridge.h"
 
-#include <tjit/autotune.h>
 #include <tjit/compiled_kernel.h>
+#include <tjit/detail/run_arguments.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -3,12 +3,16 @@
 // Python half (which writes the store). With JIT off a miss is an error that says what the
 // bundles and the store have and the manifest entry that would cover it.
 
-#include "triton_jit_function_impl.h"
+#include "function/function_impl.h"
 
 #include "binaries/kernel_bundle_detail.h"
+#include "binaries/kernel_entry.h"
 #include "binaries/manifest_recorder.h"
+#include "python/python_bridge.h"
 
 #include <tjit/kernel_store.h>
+
+#include <c10/util/Exception.h>
 
 namespace tjit {
 
@@ -18,22 +22,22 @@ CompiledKernel TritonJitFunction::compile_packed(const CompileTarget& target, co
   detail::launch_options_word(options);  // validates
   const Specialization spec = specialization_of(pack);
   std::string key;
-  Origin origin = Origin::Compiled;
-  return obtain(spec, target, options, describe(spec, target), /*use_store=*/true, key, origin);
+  Impl::Origin origin = Impl::Origin::Compiled;
+  return impl_->obtain(spec, target, options, impl_->describe(spec, target), /*use_store=*/true, key, origin);
 }
 
-CompiledKernel TritonJitFunction::obtain(const Specialization& spec, const CompileTarget& target,
-                                         const LaunchOptions& options, const std::string& description,
-                                         bool use_store, std::string& key, Origin& origin) const {
-  key = detail::kernel_store_key(impl_->signature, spec, options, target);
+CompiledKernel TritonJitFunction::Impl::obtain(const Specialization& spec, const CompileTarget& target,
+                                               const LaunchOptions& options, const std::string& description,
+                                               bool use_store, std::string& key, Origin& origin) {
+  key = detail::kernel_store_key(signature, spec, options, target);
   if (use_store) {
-    if (auto bundled = detail::find_bundled_kernel(kernel_file_, function_name_, spec, options, target)) {
-      impl_->num_loaded_from_bundles.fetch_add(1);
+    if (auto bundled = detail::find_bundled_kernel(fn.kernel_file_, fn.function_name_, spec, options, target)) {
+      num_loaded_from_bundles.fetch_add(1);
       origin = Origin::Bundle;
       return std::move(*bundled);
     }
-    if (auto entry = detail::load_stored_kernel(impl_->signature, key)) {
-      impl_->num_loaded_from_store.fetch_add(1);
+    if (auto entry = detail::load_stored_kernel(signature, key)) {
+      num_loaded_from_store.fetch_add(1);
       origin = Origin::Store;
       return std::move(entry->compiled);
     }
@@ -44,7 +48,7 @@ CompiledKernel TritonJitFunction::obtain(const Specialization& spec, const Compi
   }
   int64_t handle = -1;
   try {
-    handle = impl_->ensure_python();
+    handle = ensure_python();
   } catch (const c10::Error& e) {
     fail_without_compile(spec, target, options, description,
                          std::string("compiling it needs Python and Triton, which failed: ") + e.what_without_backtrace());
@@ -55,27 +59,28 @@ CompiledKernel TritonJitFunction::obtain(const Specialization& spec, const Compi
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, "tjit: compiling ", description, " failed: ", e.what_without_backtrace());
   }
-  impl_->num_compiled.fetch_add(1);
-  detail::store_kernel(detail::KernelEntry{key, impl_->compiled_signature, spec, options, compiled});
+  num_compiled.fetch_add(1);
+  detail::store_kernel(detail::KernelEntry{key, compiled_signature, spec, options, compiled});
   return compiled;
 }
 
-void TritonJitFunction::fail_without_compile(const Specialization& spec, const CompileTarget& target,
-                                             const LaunchOptions& options, const std::string& description,
-                                             const std::string& why) const {
+void TritonJitFunction::Impl::fail_without_compile(const Specialization& spec, const CompileTarget& target,
+                                                   const LaunchOptions& options, const std::string& description,
+                                                   const std::string& why) const {
   const auto store = kernel_store_directory();
   TORCH_CHECK(false, "tjit: no compiled kernel for ", description, " with num_warps=", options.num_warps,
               ", num_stages=", options.num_stages, ": ",
-              detail::describe_bundle_coverage(kernel_file_, function_name_, spec, options, target), "; ",
+              detail::describe_bundle_coverage(fn.kernel_file_, fn.function_name_, spec, options, target), "; ",
               store ? "the kernel store (" + *store + ") has none" : std::string("the kernel store is off"), "; and ",
               why, ". To ship it, add this entry to the manifest the bundle is built from (or record one with "
               "TJIT_RECORD=<file> where Python and Triton are installed) and rebuild the bundle with "
               "python -m tjit aot build --target ", target.backend, ":", target.arch, ":\n  ",
-              detail::manifest_entry_json(kernel_file_, function_name_, params_, spec, options));
+              detail::manifest_entry_json(fn.kernel_file_, fn.function_name_, fn.params_, spec, options));
 }
 
-std::string TritonJitFunction::describe(const Specialization& spec, const CompileTarget& target) const {
-  return function_name_ + "(" + spec.describe(parameter_names(params_)) + ") from " + kernel_file_ + " for " + target.to_string();
+std::string TritonJitFunction::Impl::describe(const Specialization& spec, const CompileTarget& target) const {
+  return fn.function_name_ + "(" + spec.describe(parameter_names(fn.params_)) + ") from " + fn.kernel_file_ +
+         " for " + target.to_string();
 }
 
 }  // namespace tjit

@@ -1,0 +1,175 @@
+// The config an autotuned kernel runs for a new tuning key: a kernel bundle's choice, else the
+// kernel store's decision record, else each config timed as triton.testing.do_bench times it
+// (then stored, with every config's timing); logged once, noted in a manifest being recorded.
+
+#include "function/function_impl.h"
+
+#include "binaries/kernel_bundle_detail.h"
+#include "binaries/manifest_recorder.h"
+#include "launch/cuda_device.h"
+#include "python/python_bridge.h"
+#include "settings.h"
+#include "tuning/captured_args.h"
+
+#include <tjit/current_stream.h>
+
+#include <c10/util/Exception.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tjit {
+namespace {
+
+using detail::CapturedArg;
+using detail::describe_argument;
+using detail::has_dtype;
+using detail::python_arguments;
+
+}  // namespace
+
+std::string TritonJitFunction::Impl::decision_key(const char* kind) const {
+  std::string sources;
+  for (const detail::SourceFile& f : signature.sources) {
+    sources += f.path + "@" + f.fingerprint + " ";
+  }
+  return std::string("tjit ") + kind + " v1\nfile " + fn.kernel_file_ + "\nfunction " + fn.function_name_ +
+         "\nsources " + sources + "\ntriton " + signature.triton_version + "\n";
+}
+
+int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
+                                      int device, bool may_time, const std::string* for_target) {
+  const detail::TuningSpec& spec = tuning;
+  const auto& configs = spec.configs;
+  const size_t num_args = spec.caller_params.size();
+  std::string key_text;
+  for (int position : spec.key_args) {
+    key_text += fn.params_[spec.caller_params[position]].name + "=" + describe_argument(args[position]) + ", ";
+  }
+  key_text += "dtypes:";
+  for (size_t i = 0; i < num_args; ++i) {
+    if (has_dtype(args[i])) {
+      key_text += " " + describe_argument(args[i]);
+    }
+  }
+  const std::string target = for_target != nullptr ? *for_target
+                             : device >= 0         ? detail::target_of_device(device).to_string()
+                                                   : std::string("interpreter");
+  const std::string record_key = decision_key("autotune choice") + "target " + target + "\nconfigs " +
+                                 spec.configs_text + "\nkey " + key_text + "\n";
+  const auto chosen = [&](int config) {
+    detail::note_decision(signature, "autotune",
+                          nlohmann::ordered_json{{"target", target}, {"key", key_text},
+                                                 {"config", configs[config].describe()}}.dump());
+    return config;
+  };
+  if (bundled_tuning_enabled()) {
+    if (auto bundled = detail::find_bundled_decision(fn.kernel_file_, fn.function_name_, "autotune",
+                                                     "target " + target + "\nkey " + key_text)) {
+      const auto value = nlohmann::json::parse(*bundled, nullptr, /*allow_exceptions=*/false);
+      for (size_t c = 0; value.is_string() && c < configs.size(); ++c) {
+        if (configs[c].describe() == value.get<std::string>()) {
+          num_tunings_loaded.fetch_add(1);
+          return chosen(static_cast<int>(c));
+        }
+      }
+    }
+  }
+  if (auto record = detail::load_decision_record(signature, record_key)) {
+    const auto value = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
+    const int config = value.is_object() ? value.value("config", -1) : -1;
+    if (config >= 0 && static_cast<size_t>(config) < configs.size() &&
+        value.value("config_text", std::string()) == configs[config].describe()) {
+      num_tunings_loaded.fetch_add(1);
+      return chosen(config);
+    }
+  }
+  if (!may_time) {
+    return -1;
+  }
+  if (device >= 0) {
+    TORCH_CHECK(!stream_is_capturing(stream), "tjit: kernel ", fn.function_name_,
+                " needs autotuning for a new key (", key_text, "), but its stream is being captured into a CUDA graph, ",
+                "where tuning cannot time anything. Run it once with these shapes before the capture, or call tune() "
+                "with the same arguments first (or give the kernel store a choice made earlier)");
+  }
+  std::vector<int> candidates;
+  if (spec.prune) {
+    TORCH_CHECK(jit_enabled(), "tjit: kernel ", fn.function_name_, " needs autotuning for a new key (", key_text,
+                "), and its prune_configs_by runs in Python, but JIT is off (TJIT_JIT=0)");
+    try {
+      candidates = detail::python_bridge().prune_configs(ensure_python(), python_arguments(args, num_args));
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "tjit: kernel ", fn.function_name_, ": ", e.what_without_backtrace());
+    }
+    TORCH_CHECK(!candidates.empty(), "tjit: kernel ", fn.function_name_, ": prune_configs_by kept no config for key (",
+                key_text, "); it must keep at least one");
+  } else {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      candidates.push_back(static_cast<int>(c));
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<detail::PrimaryContextScope> context;
+  if (device >= 0) {
+    context.emplace(device);
+  }
+  detail::ArgumentResetter resetter(spec, args, stream, fn.function_name_.c_str());
+  std::vector<double> timings(configs.size(), std::numeric_limits<double>::infinity());
+  std::string failures;
+  size_t runs = 0;
+  for (int c : candidates) {
+    std::array<ConstexprValue, detail::kMaxRunParams> values;
+    std::array<bool, detail::kMaxRunParams> has_value;
+    detail::ArgumentPack<detail::kMaxRunSlots> pack(fn.params_, fn.function_name_.c_str());
+    const LaunchOptions& options = configs[c].options;
+    // A failing heuristic or grid is the caller's error, not the config's: it propagates.
+    assemble(args, c, pack, values.data(), has_value.data());
+    const Grid g = grid(KernelMeta(fn.params_, values.data(), has_value.data(), options, fn.function_name_.c_str()));
+    try {
+      auto prepare = [&] { resetter.reset(); };
+      auto run_once = [&] { fn.launch(stream, g, options, pack); };
+      timings[c] = candidates.size() == 1 ? 0.0
+                   : device >= 0
+                       ? detail::time_on_gpu(stream, device, prepare, run_once, spec.warmup_ms, spec.rep_ms, runs)
+                       : detail::time_on_cpu(prepare, run_once, runs);
+    } catch (const c10::Error& e) {
+      const std::string reason = e.what_without_backtrace();
+      failures += "\n  " + configs[c].describe() + ": " + reason;
+      std::fprintf(stderr, "[tjit] autotuning %s: skipping config %s: %s\n", fn.function_name_.c_str(),
+                   configs[c].describe().c_str(), reason.c_str());
+    }
+  }
+  num_tuning_runs.fetch_add(runs);
+  const int best = static_cast<int>(std::min_element(timings.begin(), timings.end()) - timings.begin());
+  TORCH_CHECK(std::isfinite(timings[best]), "tjit: kernel ", fn.function_name_, ": every config failed for key (",
+              key_text, "):", failures);
+  resetter.reset();  // the caller's own run starts from the arguments it passed
+  num_tunings.fetch_add(1);
+  nlohmann::json timings_json = nlohmann::json::array();
+  for (double t : timings) {
+    timings_json.push_back(std::isfinite(t) ? nlohmann::json(t) : nlohmann::json());  // null: failed or pruned
+  }
+  detail::store_decision_record(
+      signature,
+      {record_key,
+       nlohmann::json{{"config", best}, {"config_text", configs[best].describe()}, {"timings_ms", timings_json}}.dump()});
+  if (detail::settings::log_compiles()) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "[tjit] autotuned %s for key (%s) on %s: %zu of %zu configs timed in %.0f ms (%zu runs); "
+                 "best %s at %.4f ms\n", fn.function_name_.c_str(), key_text.c_str(), target.c_str(), candidates.size(),
+                 configs.size(), ms, runs, configs[best].describe().c_str(), timings[best]);
+  }
+  return chosen(best);
+}
+
+}  // namespace tjit

@@ -1,0 +1,125 @@
+// A cache miss: the first thread to miss a key fills its entry under the entry's mutex (others
+// wait there): the binary from the lookup chain, loaded into the device's primary context and
+// configured for its first launch, its occupancy, one log line when it was compiled.
+
+#include "function/function_impl.h"
+
+#include "binaries/manifest_recorder.h"
+#include "launch/cuda_device.h"
+#include "launch/cuda_driver.h"
+#include "python/python_gil.h"
+#include "settings.h"
+
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+namespace tjit {
+namespace {
+
+using detail::CachedKernel;
+
+// Loads the binary into the device's primary context, as Triton's load_binary does. Throws
+// c10::Error when the driver rejects the binary.
+void load_binary(CachedKernel& k, const CompiledKernel& compiled, int device) {
+  const auto& cu = detail::cuda_driver();
+  const std::string& what = k.description;
+  CUdevice dev = 0;
+  detail::check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", what);
+  CUcontext ctx = nullptr;
+  detail::check_cuda(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", what);
+  detail::check_cuda(cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent", what);
+  struct PopContext {
+    const detail::CudaDriver& cu;
+    ~PopContext() {
+      CUcontext ignored = nullptr;
+      cu.cuCtxPopCurrent(&ignored);
+    }
+  } pop{cu};
+  CUmodule module = nullptr;
+  detail::check_cuda(cu.cuModuleLoadData(&module, compiled.binary.data()), "cuModuleLoadData", what);
+  CUfunction function = nullptr;
+  detail::check_cuda(cu.cuModuleGetFunction(&function, module, compiled.name.c_str()),
+                     "cuModuleGetFunction", what);
+  k.context = ctx;
+  k.function = function;
+}
+
+// What a loaded function needs before its first launch: the opt-in for more than 48 KiB of
+// dynamic shared memory, and for clusters of 16.
+void configure_function(const CachedKernel& k, const CompiledKernel& compiled, int device) {
+  const auto& cu = detail::cuda_driver();
+  const std::string& what = k.description;
+  CUdevice dev = 0;
+  detail::check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", what);
+  int shared_optin = 0;
+  detail::check_cuda(
+      cu.cuDeviceGetAttribute(&shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+      "cuDeviceGetAttribute", what);
+  TORCH_CHECK(compiled.shared_memory <= shared_optin, "tjit: ", what, " needs ", compiled.shared_memory,
+              " bytes of shared memory, but device ", device, " allows ", shared_optin,
+              " per block; use smaller blocks or fewer stages");
+  CUfunction function = k.function;
+  if (compiled.shared_memory > 49152 && shared_optin > 49152) {
+    detail::check_cuda(cu.cuFuncSetCacheConfig(function, CU_FUNC_CACHE_PREFER_SHARED),
+                       "cuFuncSetCacheConfig", what);
+    int shared_static = 0;
+    detail::check_cuda(cu.cuFuncGetAttribute(&shared_static, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function),
+                       "cuFuncGetAttribute", what);
+    detail::check_cuda(cu.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             shared_optin - shared_static),
+                       "cuFuncSetAttribute", what);
+  }
+  if (compiled.num_ctas == 16) {
+    detail::check_cuda(cu.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                       "cuFuncSetAttribute", what);
+  }
+}
+
+}  // namespace
+
+CachedKernel& TritonJitFunction::Impl::compile_and_load(uint64_t hash, const detail::ArgumentPackBase& pack,
+                                                       int device, const LaunchOptions& options) {
+  CachedKernel& k = kernels.find_or_insert(hash, pack.key(), pack.key_size());
+  detail::GilRelease released;  // a thread compiling this key may need the GIL this one holds
+  std::lock_guard lock(k.compile_mutex);  // later threads missing on this key wait here
+  if (k.ready.load(std::memory_order_acquire)) {
+    return k;
+  }
+  const Specialization spec = fn.specialization_of(pack);
+  const CompileTarget target = detail::target_of_device(device);
+  k.description = describe(spec, target) + " on device " + std::to_string(device);
+  const auto start = std::chrono::steady_clock::now();
+  std::string key;
+  Origin origin = Origin::Compiled;
+  CompiledKernel compiled = obtain(spec, target, options, k.description, /*use_store=*/true, key, origin);
+  try {
+    load_binary(k, compiled, device);
+  } catch (const c10::Error& e) {
+    if (origin != Origin::Store) {
+      throw;
+    }
+    // Intact by its checksum, yet the driver refuses it: compile afresh, which replaces it.
+    detail::report_unusable_stored_kernel(signature, key, e.what_without_backtrace());
+    compiled = obtain(spec, target, options, k.description, /*use_store=*/false, key, origin);
+    load_binary(k, compiled, device);
+  }
+  detail::note_launched_specialization(signature, spec, options);
+  configure_function(k, compiled, device);
+  k.resident_per_sm = detail::resident_programs(k, compiled);
+  compiled.binary = std::string();  // loaded; no need to keep the bytes
+  k.meta = std::move(compiled);
+  if (origin == Origin::Compiled && detail::settings::log_compiles()) {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "[tjit] compiled %s (num_warps=%d, num_stages=%d) in %.0f ms\n", k.description.c_str(),
+                 options.num_warps, options.num_stages, ms);
+  }
+  k.ready.store(true, std::memory_order_release);
+  return k;
+}
+
+}  // namespace tjit
