@@ -1,6 +1,6 @@
 #include "binaries/compiler_identity.h"
 
-#include "settings.h"
+#include "settings/settings.h"
 
 #include <algorithm>
 #include <cstring>

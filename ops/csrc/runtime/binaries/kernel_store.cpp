@@ -9,7 +9,7 @@
 #include "binaries/compiler_identity.h"
 #include "binaries/kernel_store_bound.h"
 #include "binaries/source_fingerprint.h"
-#include "settings.h"
+#include "settings/settings.h"
 
 #include <tjit/kernel_store.h>
 

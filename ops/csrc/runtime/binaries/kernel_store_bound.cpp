@@ -9,7 +9,7 @@
 
 #include "binaries/kernel_store_bound.h"
 
-#include "settings.h"
+#include "settings/settings.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -50,6 +50,21 @@ struct BoundState {
 BoundState& bound_state() {
   static BoundState s;
   return s;
+}
+
+uint64_t bound_from_environment() {
+  const std::optional<std::string> text = detail::settings::kernel_store_max_bytes();
+  if (!text) {
+    return kDefaultKernelStoreMaxBytes;
+  }
+  if (const auto bytes = detail::parse_byte_size(*text)) {
+    return *bytes;
+  }
+  std::fprintf(stderr,
+               "[tjit] kernel store: TJIT_CACHE_MAX_BYTES=%s is not a size (bytes, or with a K, M, G or T suffix "
+               "such as 4G; 0 for no bound); using the default bound, %llu bytes\n",
+               text->c_str(), static_cast<unsigned long long>(kDefaultKernelStoreMaxBytes));
+  return kDefaultKernelStoreMaxBytes;
 }
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -181,7 +196,7 @@ uint64_t kernel_store_max_bytes() {
   BoundState& s = bound_state();
   std::lock_guard lock(s.mutex);
   if (!s.max_bytes) {
-    s.max_bytes = detail::settings::kernel_store_bound();
+    s.max_bytes = bound_from_environment();
   }
   return *s.max_bytes;
 }

@@ -5,7 +5,7 @@
 #include "binaries/manifest_recorder.h"
 
 #include "binaries/constexpr_json.h"
-#include "settings.h"
+#include "settings/settings.h"
 
 #include <tjit/kernel_manifest.h>
 

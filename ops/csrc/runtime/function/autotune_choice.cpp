@@ -8,7 +8,7 @@
 #include "binaries/manifest_recorder.h"
 #include "launch/cuda_device.h"
 #include "python/python_bridge.h"
-#include "settings.h"
+#include "settings/settings.h"
 #include "tuning/captured_args.h"
 
 #include <tjit/current_stream.h>
@@ -58,7 +58,8 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
   key_text += "dtypes:";
   for (size_t i = 0; i < num_args; ++i) {
     if (has_dtype(args[i])) {
-      key_text += " " + describe_argument(args[i]);
+      key_text += ' ';
+      key_text += describe_argument(args[i]);
     }
   }
   const std::string target = for_target != nullptr ? *for_target

@@ -8,7 +8,7 @@
 #include "launch/cuda_device.h"
 #include "launch/cuda_driver.h"
 #include "python/python_gil.h"
-#include "settings.h"
+#include "settings/settings.h"
 
 #include <c10/util/Exception.h>
 

@@ -102,7 +102,8 @@ std::string Specialization::describe(const std::vector<std::string>& param_names
       if (index != static_cast<int>(i)) {
         continue;
       }
-      out += "=" + constexpr_text(value);
+      out += '=';
+      out += constexpr_text(value);
     }
   }
   return out;

@@ -3,7 +3,7 @@
 
 #include "python/python_bridge.h"
 #include "python/python_location.h"
-#include "settings.h"
+#include "settings/settings.h"
 
 #include <c10/util/Exception.h>
 

@@ -1,6 +1,6 @@
 #include "python/python_location.h"
 
-#include "settings.h"
+#include "settings/settings.h"
 
 #include <fstream>
 #include <sys/stat.h>

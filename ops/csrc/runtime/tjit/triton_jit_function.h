@@ -173,7 +173,7 @@ class TritonJitFunction {
   TritonJitFunction& operator=(const TritonJitFunction&) = delete;
 
  private:
-  // The class's insides (ops/csrc/runtime/function/). Declared here: what the templates above call.
+  // The insides live in ops/csrc/runtime/function/; only what the templates above call is declared here.
   struct Impl;
   TritonJitFunction(std::string kernel_file, std::string function_name);
 

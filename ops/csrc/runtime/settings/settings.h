@@ -11,7 +11,7 @@
 // | TJIT_LOG_COMPILES | settings::log_compiles(), once | 0: no log line per compile, tuning or Python start |
 // | TJIT_CACHE | settings::kernel_store_directory(), at the store's first use | 0, off, OFF, false, no: no kernel store |
 // | TJIT_CACHE_DIR, XDG_CACHE_HOME, HOME | the same | the store's folder: TJIT_CACHE_DIR, else $XDG_CACHE_HOME/tjit, else ~/.cache/tjit |
-// | TJIT_CACHE_MAX_BYTES | settings::kernel_store_bound(), when the bound is first needed | the store's bound (K, M, G, T suffixes; 0: none) |
+// | TJIT_CACHE_MAX_BYTES | settings::kernel_store_max_bytes(), when the bound is first needed | the store's bound (K, M, G, T suffixes; 0: none) |
 // | TJIT_RECORD | settings::record_manifest(), when recording is first consulted | the manifest file to record specialisations into |
 // | TJIT_PYTHON_EXECUTABLE | settings::python_executable(), when Python is first loaded | the interpreter to start in a process without one |
 // | TJIT_LIBPYTHON | settings::libpython(), the same | the libpython to load in a process without one |
@@ -20,7 +20,6 @@
 //
 // Outside this folder: TJIT_KERNEL_DIR (ops/csrc/ops, where the operators' kernels are).
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,9 +33,9 @@ bool log_compiles();
 // or none of TJIT_CACHE_DIR, XDG_CACHE_HOME and HOME is set (then one log line says so).
 std::optional<std::string> kernel_store_directory();
 
-// TJIT_CACHE_MAX_BYTES as a byte count; unset or empty: kDefaultKernelStoreMaxBytes, and the same
-// with one log line when it is not a size.
-uint64_t kernel_store_bound();
+// TJIT_CACHE_MAX_BYTES as given; nullopt when unset or empty (binaries/kernel_store_bound.cpp
+// parses it, and falls back to the default bound with one log line when it is not a size).
+std::optional<std::string> kernel_store_max_bytes();
 
 // TJIT_RECORD as given (relative to the working directory); nullopt when unset or empty.
 std::optional<std::string> record_manifest();

@@ -1,11 +1,8 @@
 // The runtime's environment variables (the table is in settings.h), and the public switches that
 // start from them: jit_enabled(), bundled_tuning_enabled(), target_from_environment().
 
-#include "settings.h"
+#include "settings/settings.h"
 
-#include "binaries/kernel_store_bound.h"
-
-#include <tjit/kernel_store.h>
 #include <tjit/launch_types.h>
 #include <tjit/triton_jit_function.h>
 
@@ -103,20 +100,7 @@ std::optional<std::string> kernel_store_directory() {
   return (ec ? dir : absolute).lexically_normal().string();
 }
 
-uint64_t kernel_store_bound() {
-  const char* text = std::getenv("TJIT_CACHE_MAX_BYTES");
-  if (text == nullptr || *text == '\0') {
-    return kDefaultKernelStoreMaxBytes;
-  }
-  if (const auto bytes = parse_byte_size(text)) {
-    return *bytes;
-  }
-  std::fprintf(stderr,
-               "[tjit] kernel store: TJIT_CACHE_MAX_BYTES=%s is not a size (bytes, or with a K, M, G or T suffix "
-               "such as 4G; 0 for no bound); using the default bound, %llu bytes\n",
-               text, static_cast<unsigned long long>(kDefaultKernelStoreMaxBytes));
-  return kDefaultKernelStoreMaxBytes;
-}
+std::optional<std::string> kernel_store_max_bytes() { return non_empty("TJIT_CACHE_MAX_BYTES"); }
 
 std::optional<std::string> record_manifest() { return non_empty("TJIT_RECORD"); }
 
