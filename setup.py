@@ -97,9 +97,11 @@ setup(
     name="tjit",
     version="0.1.0",
     description="PyTorch operators written in Triton, launched from C++ by an embedded Triton JIT runtime",
-    packages=["tjit", "tjit.aot"],
+    # The kernels are a package of their own (tjit.kernels_py, with subpackages such as
+    # kernels_py/layer_norm/), which the C++ runtime also loads by file path.
+    packages=["tjit", "tjit.aot", "tjit.kernels_py", "tjit.kernels_py.layer_norm"],
     package_dir={"tjit": "ops"},
-    package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "kernels_py/*.json", "include/tjit/*.h",
+    package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.json", "include/tjit/*.h",
                            "lib/cmake/tjit/*.cmake", "lib/cmake/tjit/*.in"]},
     python_requires=">=3.9",
     # The libraries are built against this torch's C++ ABI, which changes between releases.

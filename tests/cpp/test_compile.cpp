@@ -204,7 +204,7 @@ TEST(Compile, CompileAfterInterpretedRuns) {
 
   const auto target = CompileTarget::parse("cuda:90");
   at::Tensor out = at::empty({6});
-  auto& blocked = TritonJitFunction::get_instance(tjit::detail::kernel_path("reduce.py"), "sum_rows_blocked_kernel");
+  auto& blocked = TritonJitFunction::get_instance(tjit::detail::kernel_path("sum.py"), "sum_rows_blocked_kernel");
   EXPECT_TRUE(is_elf(blocked.compile(target, LaunchOptions{}, x, out, int64_t{6}, int64_t{40}, int64_t{40},
                                      int64_t{8}, int64_t{64}, false).binary));
   auto& softmax = TritonJitFunction::get_instance(tjit::detail::kernel_path("softmax.py"), "softmax_fwd_kernel");
