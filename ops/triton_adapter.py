@@ -80,11 +80,42 @@ def _package_of(path):
     return root, relative.replace(os.sep, ".")
 
 
+_PACKAGE_PREFIXES = ("tjit_kernels_", "tjit_kernels_interpreted_")  # _import_file's names of kernel packages
+
+
+class _SourceLoader(importlib.machinery.SourceFileLoader):
+    """Runs a module of a kernel package from its source bytes, never from a cached .pyc (one
+    written in the same second as an edit of the same size passes as fresh), and records the
+    fingerprint of the bytes it ran (compiled mode), which _source_files then reports."""
+
+    def get_code(self, fullname):
+        data = self.get_data(self.path)
+        if not fullname.startswith("tjit_kernels_interpreted_"):
+            _fingerprints[os.path.realpath(self.path)] = source_fingerprint(data)
+        return builtins.compile(data, self.path, "exec", dont_inherit=True)
+
+
+class _KernelPackageFinder:
+    """Finds the modules that kernel files import from their own package (relative imports) as
+    Python would, loaded by _SourceLoader."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if path is None or not fullname.startswith(_PACKAGE_PREFIXES):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader:
+            spec.loader = _SourceLoader(fullname, spec.origin)
+        return spec
+
+
 def _package(name, folder):
     """sys.modules[name], a package whose modules are found in `folder`; its __init__.py is not run
     (up the tree lies code that is no kernel's: tjit's own __init__.py loads its C++ libraries)."""
     module = sys.modules.get(name)
     if module is None:
+        if _KernelPackageFinder not in sys.meta_path:
+            sys.meta_path.insert(0, _KernelPackageFinder)
         spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
         spec.submodule_search_locations = [folder]
         module = importlib.util.module_from_spec(spec)
@@ -327,8 +358,11 @@ def _source_files(path, module):
             in_packages = _under(file, packages)
             if not in_packages and _under(file, stdlib):
                 continue
-            with open(file, "rb") as f:
-                found[file] = source_fingerprint(f.read())
+            if file in _fingerprints:  # the bytes a kernel package's module ran from
+                found[file] = _fingerprints[file]
+            else:
+                with open(file, "rb") as f:
+                    found[file] = source_fingerprint(f.read())
             if not in_packages:
                 pending.append((file, imported))
     result = sorted(found.items(), key=lambda item: (item[0] != path, item[0]))
