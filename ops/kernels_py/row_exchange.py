@@ -12,10 +12,10 @@ Which program owns which chunk:
 * ``row_and_chunk``: from the program id, so a program loads at once. The GPU does not promise to
   start programs in id order, so a row's chunk may belong to a program that cannot start until
   others finish: such kernels wait at most HELP_AFTER polls (normally never reached: a sibling
-  publishes within microseconds), then publish each chunk still ``missing`` themselves (how a
-  chunk's statistics are computed is the kernel's) with ``publish(..., FIRST=True)``, so whichever
-  word reaches a slot first is the one every program of the row reads. No wait then depends on a
-  program starting, given room on the GPU for one program.
+  publishes within microseconds), then publish the words of the chunks still missing themselves
+  (``publish_missing``, given the kernel's function computing a chunk's statistics), with
+  compare-and-swap from 0, so whichever word reaches a slot first is the one every program of the
+  row reads. No wait then depends on a program starting, given room on the GPU for one program.
 * ``ticket``: from an atomic counter; a row's programs take consecutive tickets, so a program only
   waits on programs that took a ticket before the last one handed out: safe given room on the GPU
   for S programs, with no help path; costs a round trip to L2 before the first load.
@@ -67,6 +67,17 @@ def publish(sync_ptr, row, chunk, S, hi, lo, FIRST: tl.constexpr = False):
 def missing(sync_ptr, row, S, chunk):
     # Whether the chunk's word is still unpublished (read through L2).
     return tl.atomic_add(sync_ptr + 2 + row * S + chunk, 0, sem="relaxed") == 0
+
+
+@triton.jit
+def publish_missing(sync_ptr, row, S, chunk_word: tl.constexpr, args):
+    # The help path: publishes the word of every chunk of the row still missing, whose two
+    # statistics chunk_word(chunk, *args) computes (the kernel's own @triton.jit function; equal to
+    # what the chunk's program publishes up to rounding). The first word in a slot stays.
+    for c in tl.range(0, S, num_stages=1):
+        if missing(sync_ptr, row, S, c):
+            hi, lo = chunk_word(c, *args)
+            publish(sync_ptr, row, c, S, hi, lo, True)
 
 
 @triton.jit

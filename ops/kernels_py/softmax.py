@@ -51,7 +51,7 @@ softmax_fwd_long_kernel(out_ptr, in_ptr, sync_ptr, M_BUCKET, N, stride_in_row, s
 import triton
 import triton.language as tl
 
-from .row_exchange import HELP_AFTER, HELP_BLOCK, missing, publish, row_and_chunk, wait
+from .row_exchange import HELP_AFTER, HELP_BLOCK, publish, publish_missing, row_and_chunk, wait
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) = exp2(x * LOG2E)
 
@@ -218,10 +218,10 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
 #     sync      int64 [2 + M * S], ZEROED before each launch: chunk c's word for row m holds its two
 #               fp32 statistics (forward: chunk max and sum of exp; backward: chunk dot, twice).
 # Program p takes chunk p % S of row p // S; a program that has polled HELP_AFTER times publishes
-# the missing chunks' words itself (_help), then reads its own chunk again. Every program of a row
-# merges the same words in chunk order, so all of them normalise with the same numbers. The
-# wrapper keeps S <= 128. Triton's interpreter runs programs one after another, so there every
-# row of several chunks is helped.
+# the missing chunks' words itself (publish_missing with _chunk_word), then reads its own chunk
+# again. Every program of a row merges the same words in chunk order, so all of them normalise
+# with the same numbers. The wrapper keeps S <= 128. Triton's interpreter runs programs one after
+# another, so there every row of several chunks is helped.
 #     grid = (M * S,), S_POW2 = next_pow2(S)
 #
 # ALIGN: 1, or the elements in 16 bytes when rows start off 16-byte boundaries (a 50257-column
@@ -235,17 +235,7 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
 
 
 @triton.jit
-def _help(sync_ptr, row, S, a_row, b_row, offset, N, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
-          FORWARD: tl.constexpr):
-    # Publishes the word of every chunk of the row still missing.
-    for c in tl.range(0, S, num_stages=1):
-        if missing(sync_ptr, row, S, c):
-            hi, lo = _chunk_word(a_row, b_row, c, S, offset, N, BLOCK_N, ALIGN, FORWARD)
-            publish(sync_ptr, row, c, S, hi, lo, True)
-
-
-@triton.jit
-def _chunk_word(a_row, b_row, chunk, S, offset, N, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
+def _chunk_word(chunk, a_row, b_row, S, offset, N, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                 FORWARD: tl.constexpr):
     # The two statistics chunk `chunk`'s own program publishes (forward: the chunk's max and sum
     # of exp(x - max); backward: its dot of grad_out and out, twice), equal up to rounding, read
@@ -362,7 +352,8 @@ def _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_ou
     if not complete:
         # Rare: a chunk's program may not have started. Publish what is missing, then read this
         # chunk again (its e is not held across the help, which would cost registers on every path).
-        _help(sync_ptr, row, S, in_row, in_row, row * stride_in_row, N, BLOCK_N, ALIGN, True)
+        publish_missing(sync_ptr, row, S, _chunk_word, (in_row, in_row, S, row * stride_in_row, N, BLOCK_N, ALIGN,
+                                                     True))
         ms, ss, kmask, complete = wait(sync_ptr, row, S, S_POW2, 0)
         x = _load_chunk(_vectors(in_row, head, ALIGN), chunk, n_vec, float("-inf"), BLOCK_N, "")
         x_edge = tl.load(in_row + edge_cols, mask=edge_mask, other=float("-inf")).to(tl.float32)
@@ -437,7 +428,8 @@ def softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, sync_ptr, M, N,
     dots, _, kmask, complete = wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
     if not complete:
         # Rare: as in the forward; the chunk is read again below.
-        _help(sync_ptr, row, S, go_row, o_row, row * stride_out_row, N, BLOCK_N, ALIGN, False)
+        publish_missing(sync_ptr, row, S, _chunk_word, (go_row, o_row, S, row * stride_out_row, N, BLOCK_N, ALIGN,
+                                                     False))
         dots, _, kmask, complete = wait(sync_ptr, row, S, S_POW2, 0)
         if not REREAD:
             go = _load_chunk(_vectors(go_row, head, ALIGN), chunk, n_vec, 0.0, BLOCK_N, "")

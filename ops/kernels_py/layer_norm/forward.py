@@ -30,7 +30,8 @@ layer_norm_fwd_long_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, sync_
 import triton
 import triton.language as tl
 
-from ..row_exchange import HELP_AFTER, HELP_BLOCK, missing, poll_words, publish, row_and_chunk, unpack_words
+from ..row_exchange import (HELP_AFTER, HELP_BLOCK, poll_words, publish, publish_missing, row_and_chunk,
+                            unpack_words)
 
 
 @triton.jit
@@ -261,26 +262,23 @@ def _long_row_chunk(x_row, chunk, N, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _help_long_row(sync_ptr, x_row, row, S, N, BLOCK_N: tl.constexpr):
-    # Publishes (mean, M2) of every chunk of the row still missing, read HELP_BLOCK columns at a
-    # time (equal to its own program's up to rounding; the first word in a slot stays).
+def _chunk_mean_m2(chunk, x_row, N, BLOCK_N: tl.constexpr):
+    # (mean, M2) of a chunk for the help path (publish_missing), read HELP_BLOCK columns at a time.
     offsets = tl.arange(0, HELP_BLOCK)
-    for c in tl.range(0, S, num_stages=1):
-        if missing(sync_ptr, row, S, c):
-            begin = c * BLOCK_N
-            end = tl.minimum(begin + BLOCK_N, N)
-            total = 0.0
-            for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
-                cols = start + offsets
-                total += tl.sum(tl.load(x_row + cols, mask=cols < end, other=0.0).to(tl.float32), axis=0)
-            chunk_mean = total / (end - begin).to(tl.float32)
-            m2 = 0.0
-            for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
-                cols = start + offsets
-                mask = cols < end
-                diff = tl.where(mask, tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32) - chunk_mean, 0.0)
-                m2 += tl.sum(diff * diff, axis=0)
-            publish(sync_ptr, row, c, S, chunk_mean, m2, True)
+    begin = chunk * BLOCK_N
+    end = tl.minimum(begin + BLOCK_N, N)
+    total = 0.0
+    for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+        cols = start + offsets
+        total += tl.sum(tl.load(x_row + cols, mask=cols < end, other=0.0).to(tl.float32), axis=0)
+    chunk_mean = total / (end - begin).to(tl.float32)
+    m2 = 0.0
+    for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+        cols = start + offsets
+        mask = cols < end
+        diff = tl.where(mask, tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32) - chunk_mean, 0.0)
+        m2 += tl.sum(diff * diff, axis=0)
+    return chunk_mean, m2
 
 
 @triton.autotune(configs=_long_row_configs(), key=["M_BUCKET", "N"], reset_to_zero=["sync_ptr"])
@@ -300,7 +298,7 @@ def layer_norm_fwd_long_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, s
         if tl.sum((words == 0).to(tl.int32), axis=0) > 0:
             # Rare: a chunk's program may not have started. Publish what is missing, then read this
             # chunk again (x is not held across the help, which would cost registers on every path).
-            _help_long_row(sync_ptr, x_row, row, S, N, BLOCK_N)
+            publish_missing(sync_ptr, row, S, _chunk_mean_m2, (x_row, N, BLOCK_N))
             words, kmask = poll_words(sync_ptr, row, S, LONG_ROW_MAX_CHUNKS, 0)
             cols, mask, x, chunk_mean, chunk_m2 = _long_row_chunk(x_row, chunk, N, BLOCK_N)
         means, m2s = unpack_words(words, kmask)
