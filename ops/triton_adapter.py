@@ -152,8 +152,8 @@ def _import_file(path, interpreted=False):
     imports work and import the package's helpers in the same mode. The packages' __init__.py
     files are not run (_package).
     The module runs from the bytes that were fingerprinted, so a stored kernel never records a
-    fingerprint of other source than the one it was compiled from (helper modules it imports are
-    fingerprinted when its sources are listed: _source_files)."""
+    fingerprint of other source than the one it was compiled from (so do the modules it imports
+    from its package: _SourceLoader)."""
     with _lock:
         module = _modules.get((path, interpreted))
         if module is not None:
@@ -185,13 +185,15 @@ def _import_file(path, interpreted=False):
                     if module is None:
                         module = _run_module(name, path, data)
                         setattr(sys.modules[name.rpartition(".")[0]], name.rpartition(".")[2], module)
+                    elif os.path.realpath(path) in _fingerprints:  # the bytes _SourceLoader ran
+                        data = None
                     else:
                         with open(module.__file__, "rb") as f:
                             data = f.read()
             finally:
                 knobs.runtime.interpret = saved
         if not interpreted:
-            _fingerprints[path] = source_fingerprint(data)
+            _fingerprints[path] = _fingerprints[os.path.realpath(path)] if data is None else source_fingerprint(data)
         _modules[(path, interpreted)] = module
         return module
 
