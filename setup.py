@@ -91,15 +91,23 @@ def _release(version):
     return re.match(r"\d+(\.\d+)*", version).group(0)  # 2.13.0+cpu -> 2.13.0
 
 
+def _kernel_packages():
+    """tjit.kernels_py and every kernel package below it (a folder with __init__.py)."""
+    return ["tjit." + ".".join(init.parent.relative_to(PACKAGE_DIR).parts)
+            for init in sorted((PACKAGE_DIR / "kernels_py").rglob("__init__.py"))]
+
+
 TORCH_VERSION = _torch_version()
 
 setup(
     name="tjit",
     version="0.1.0",
     description="PyTorch operators written in Triton, launched from C++ by an embedded Triton JIT runtime",
-    packages=["tjit", "tjit.aot"],
+    # The kernels are a package of their own (tjit.kernels_py, with subpackages such as
+    # kernels_py/layer_norm/), which the C++ runtime also loads by file path.
+    packages=["tjit", "tjit.aot", *_kernel_packages()],
     package_dir={"tjit": "ops"},
-    package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.py", "kernels_py/*.json", "include/tjit/*.h", "include/tjit/*/*.h",
+    package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.json", "include/tjit/*.h", "include/tjit/*/*.h",
                            "lib/cmake/tjit/*.cmake", "lib/cmake/tjit/*.in"]},
     python_requires=">=3.9",
     # The libraries are built against this torch's C++ ABI, which changes between releases.

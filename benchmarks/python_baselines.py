@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import triton_wrappers as tw  # noqa: E402
 from triton_wrappers import patch_interpreter_for_numpy  # noqa: E402,F401  (re-exported)
 
-add_k = tw._load("add")
+add_k = tw.add_k
 
 ADD_BLOCK = 1024
 ADD_NUM_WARPS = 4
@@ -121,24 +121,24 @@ def register_triton_ops():
         out = torch.empty((), dtype=x.dtype, device=x.device)
         if n <= 16384:
             block_n = min(triton.next_power_of_2(n), 4096)
-            wrap(tw.reduce_k.sum_rows_kernel)[(1, )](x, out, 1, n, n, BLOCK_N=block_n, INDEX_64=index_64, PDL=False,
+            wrap(tw.sum_k.sum_rows_kernel)[(1, )](x, out, 1, n, n, BLOCK_N=block_n, INDEX_64=index_64, PDL=False,
                                                      num_warps=tw._row_num_warps(block_n))
             return out
         block_n = 8192 if x.element_size() == 2 else 4096
         if x.element_size() == 4:
             splits = max(1, min(triton.cdiv(n, block_n), 8 * tw._num_sms(x.device)))
             partial = torch.empty((splits, ), dtype=tw._acc_dtype(x.dtype), device=x.device)
-            wrap(tw.reduce_k.sum_partial_strided_kernel)[(splits, )](x, partial, 1, n, n, splits, BLOCK_N=block_n,
+            wrap(tw.sum_k.sum_partial_strided_kernel)[(splits, )](x, partial, 1, n, n, splits, BLOCK_N=block_n,
                                                                      INDEX_64=index_64, PDL=False, num_warps=8)
         else:
             splits = max(1, min(triton.cdiv(n, block_n), 4 * tw._num_sms(x.device)))
             chunk = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
             splits = triton.cdiv(n, chunk)
             partial = torch.empty((splits, ), dtype=tw._acc_dtype(x.dtype), device=x.device)
-            wrap(tw.reduce_k.sum_partial_kernel)[(splits, )](x, partial, 1, n, n, chunk, BLOCK_N=block_n,
+            wrap(tw.sum_k.sum_partial_kernel)[(splits, )](x, partial, 1, n, n, chunk, BLOCK_N=block_n,
                                                              INDEX_64=index_64, PDL=False, num_warps=8)
         block_s = min(triton.next_power_of_2(splits), 4096)
-        wrap(tw.reduce_k.sum_rows_kernel)[(1, )](partial, out, 1, splits, splits, BLOCK_N=block_s, INDEX_64=False,
+        wrap(tw.sum_k.sum_rows_kernel)[(1, )](partial, out, 1, splits, splits, BLOCK_N=block_s, INDEX_64=False,
                                                  PDL=False, num_warps=tw._row_num_warps(block_s))
         return out
 

@@ -10,10 +10,12 @@ Keyword arguments such as ``block_n`` / ``index_64`` / ``groups`` override the a
 tests/python/kernels_interpreter_check.py uses them to reach every kernel path with small inputs.
 """
 
+import importlib
 import importlib.util
 import math
 import os
 import sys
+import types
 
 import torch
 import triton
@@ -22,21 +24,24 @@ _KERNEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir
 
 
 def _load(name):
-    # Load by path under a private module name: the kernel files are not an importable package yet,
-    # and names like "reduce" are too generic to put on sys.path.
-    mod_name = f"_tjit_kernels_{name}"
-    if mod_name in sys.modules:
-        return sys.modules[mod_name]
-    spec = importlib.util.spec_from_file_location(mod_name, os.path.join(_KERNEL_DIR, f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    # The kernels package loaded by path under a private name (importing tjit would load its C++
+    # libraries), so the kernel modules' relative imports work; name is a module of the package
+    # ("softmax", "layer_norm.forward").
+    package = "_tjit_kernels_py"
+    if package not in sys.modules:
+        spec = importlib.util.spec_from_file_location(package, os.path.join(_KERNEL_DIR, "__init__.py"),
+                                                      submodule_search_locations=[_KERNEL_DIR])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[package] = module
+        spec.loader.exec_module(module)
+    return importlib.import_module(f"{package}.{name}")
 
 
-reduce_k = _load("sum")
+add_k = _load("add")
+sum_k = _load("sum")
 softmax_k = _load("softmax")
-layer_norm_k = _load("layer_norm")
+# layer_norm's forward and backward kernels under one name
+layer_norm_k = types.SimpleNamespace(**{**vars(_load("layer_norm.forward")), **vars(_load("layer_norm.backward"))})
 
 # Checks set this so any element a kernel fails to write stays NaN and is caught.
 FILL_OUTPUTS_WITH_NAN = False
@@ -133,12 +138,12 @@ def sum_dim_last(x, block_n=None, index_64=None, blocked=None):
     if blocked:
         block_n = block_n or min(triton.next_power_of_2(n), 512)
         block_m = max(1, min(4096 // block_n, triton.next_power_of_2(m)))
-        reduce_k.sum_rows_blocked_kernel[(triton.cdiv(m, block_m), )](x2, out, m, n, x2.stride(0), BLOCK_M=block_m,
+        sum_k.sum_rows_blocked_kernel[(triton.cdiv(m, block_m), )](x2, out, m, n, x2.stride(0), BLOCK_M=block_m,
                                                                        BLOCK_N=block_n, INDEX_64=index_64,
                                                                        num_warps=4)
     else:
         block_n = block_n or min(triton.next_power_of_2(n), 4096)
-        reduce_k.sum_rows_kernel[(m, )](x2, out, m, n, x2.stride(0), BLOCK_N=block_n, INDEX_64=index_64, PDL=False,
+        sum_k.sum_rows_kernel[(m, )](x2, out, m, n, x2.stride(0), BLOCK_N=block_n, INDEX_64=index_64, PDL=False,
                                         num_warps=_row_num_warps(block_n))
     return out.view(x.shape[:-1])
 
@@ -169,7 +174,7 @@ def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None, strided=None)
     if strided:
         splits = max(1, min(triton.cdiv(n, block_n), 8 * _num_sms(x.device) // max(m, 1)))
         partial = _empty((m, splits), _acc_dtype(x.dtype), x.device)
-        reduce_k.sum_partial_strided_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), splits, BLOCK_N=block_n,
+        sum_k.sum_partial_strided_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), splits, BLOCK_N=block_n,
                                                             INDEX_64=index_64, PDL=pdl, num_warps=8, maxnreg=32,
                                                             **_pdl_kwargs(pdl))
     else:
@@ -182,11 +187,11 @@ def sum_rows_two_stage(x, chunk=None, block_n=None, index_64=None, strided=None)
             chunk = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
         splits = triton.cdiv(n, chunk)
         partial = _empty((m, splits), _acc_dtype(x.dtype), x.device)
-        reduce_k.sum_partial_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), chunk, BLOCK_N=block_n,
+        sum_k.sum_partial_kernel[(m * splits, )](x2, partial, m, n, x2.stride(0), chunk, BLOCK_N=block_n,
                                                     INDEX_64=index_64, PDL=pdl, num_warps=8, **_pdl_kwargs(pdl))
     out = _empty((m, ), x.dtype, x.device)
     block_s = min(triton.next_power_of_2(splits), 4096)
-    reduce_k.sum_rows_kernel[(m, )](partial, out, m, splits, splits, BLOCK_N=block_s, INDEX_64=False, PDL=pdl,
+    sum_k.sum_rows_kernel[(m, )](partial, out, m, splits, splits, BLOCK_N=block_s, INDEX_64=False, PDL=pdl,
                                     num_warps=_row_num_warps(block_s), **_pdl_kwargs(pdl))
     return out.view(x.shape[:-1])
 
@@ -220,17 +225,17 @@ def sum_dim(x, dim, splits=None, block_r=None, block_k=None, index_64=None):
         splits = min(triton.cdiv(4 * _num_sms(x.device), base), triton.cdiv(r, block_r))
     out = _empty((m, k), x.dtype, x.device)
     if splits <= 1:
-        reduce_k.sum_mid_kernel[(m * num_kb, )](x, out, m, r, k, r * k, k, BLOCK_R=block_r, BLOCK_K=block_k,
+        sum_k.sum_mid_kernel[(m * num_kb, )](x, out, m, r, k, r * k, k, BLOCK_R=block_r, BLOCK_K=block_k,
                                                 INDEX_64=index_64, num_warps=4)
         return out.view(out_shape)
     rows_per_split = triton.cdiv(triton.cdiv(r, splits), block_r) * block_r
     splits = triton.cdiv(r, rows_per_split)
     partial = _empty((m, splits, k), _acc_dtype(x.dtype), x.device)
-    reduce_k.sum_mid_split_kernel[(m * splits * num_kb, )](x, partial, m, r, k, r * k, k, rows_per_split,
+    sum_k.sum_mid_split_kernel[(m * splits * num_kb, )](x, partial, m, r, k, r * k, k, rows_per_split,
                                                            BLOCK_R=block_r, BLOCK_K=block_k, INDEX_64=index_64,
                                                            num_warps=4)
     block_s = max(1, min(2048 // block_k, triton.next_power_of_2(splits)))
-    reduce_k.sum_mid_kernel[(m * num_kb, )](partial, out, m, splits, k, splits * k, k, BLOCK_R=block_s,
+    sum_k.sum_mid_kernel[(m * num_kb, )](partial, out, m, splits, k, splits * k, k, BLOCK_R=block_s,
                                             BLOCK_K=block_k, INDEX_64=index_64, num_warps=4)
     return out.view(out_shape)
 

@@ -15,6 +15,7 @@ import builtins
 import contextlib
 import functools
 import hashlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -62,38 +63,137 @@ def source_fingerprint(data):
 _fingerprints = {}  # absolute path -> fingerprint of the bytes this process executed
 
 
+def _package_of(path):
+    """(root folder, dotted module name below the root's parent) of a kernel file inside a package
+    (folders with __init__.py, walking up from the file's), or (None, None) for a lone file."""
+    folder = os.path.dirname(path)
+    root = None
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        root = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    if root is None:
+        return None, None
+    relative = os.path.splitext(os.path.relpath(path, os.path.dirname(root)))[0]
+    return root, relative.replace(os.sep, ".")
+
+
+_PACKAGE_PREFIXES = ("tjit_kernels_", "tjit_kernels_interpreted_")  # _import_file's names of kernel packages
+
+
+class _SourceLoader(importlib.machinery.SourceFileLoader):
+    """Runs a module of a kernel package from its source bytes, never from a cached .pyc (one
+    written in the same second as an edit of the same size passes as fresh), and records the
+    fingerprint of the bytes it ran (compiled mode), which _source_files then reports."""
+
+    def get_code(self, fullname):
+        data = self.get_data(self.path)
+        if not fullname.startswith("tjit_kernels_interpreted_"):
+            _fingerprints[os.path.realpath(self.path)] = source_fingerprint(data)
+        return builtins.compile(data, self.path, "exec", dont_inherit=True)
+
+
+class _KernelPackageFinder:
+    """Finds the modules that kernel files import from their own package (relative imports) as
+    Python would, loaded by _SourceLoader."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if path is None or not fullname.startswith(_PACKAGE_PREFIXES):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader:
+            spec.loader = _SourceLoader(fullname, spec.origin)
+        return spec
+
+
+def _package(name, folder):
+    """sys.modules[name], a package whose modules are found in `folder`; its __init__.py is not run
+    (up the tree lies code that is no kernel's: tjit's own __init__.py loads its C++ libraries)."""
+    module = sys.modules.get(name)
+    if module is None:
+        if _KernelPackageFinder not in sys.meta_path:
+            sys.meta_path.insert(0, _KernelPackageFinder)
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [folder]
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, module)
+    return module
+
+
+def _run_module(name, path, data):
+    """Executes `data` (the bytes of `path`) as the new module sys.modules[name]. Call with
+    _mode_lock held and the interpreter knob set: the modules its relative imports import run then,
+    in the same mode."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import kernel file {path}")
+    module = importlib.util.module_from_spec(spec)
+    code = builtins.compile(data, path, "exec", dont_inherit=True)  # this module defines compile()
+    sys.modules[name] = module  # inspect.getsource (used by Triton) looks modules up here
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
 def _import_file(path, interpreted=False):
     """Imports a kernel file once per mode. In interpreted mode every @triton.jit of the file
     (helpers too) becomes Triton's InterpretedFunction, as under TRITON_INTERPRET=1.
+    A file inside a package (a folder with __init__.py, walking up) is imported as a module of
+    that package, under a name private to the package's top folder and the mode, so its relative
+    imports work and import the package's helpers in the same mode. The packages' __init__.py
+    files are not run (_package).
     The module runs from the bytes that were fingerprinted, so a stored kernel never records a
-    fingerprint of other source than the one it was compiled from."""
+    fingerprint of other source than the one it was compiled from (so do the modules it imports
+    from its package: _SourceLoader)."""
     with _lock:
         module = _modules.get((path, interpreted))
         if module is not None:
             return module
-        digest = hashlib.sha256(path.encode()).hexdigest()[:12]
-        stem = os.path.splitext(os.path.basename(path))[0]
-        name = f"tjit_kernels{'_interpreted' if interpreted else ''}.{stem}_{digest}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import kernel file {path}")
-        module = importlib.util.module_from_spec(spec)
+        prefix = f"tjit_kernels{'_interpreted' if interpreted else ''}"
+        root, dotted = _package_of(path)
         with open(path, "rb") as f:
             data = f.read()
-        if not interpreted:
-            _fingerprints[path] = source_fingerprint(data)
-        code = builtins.compile(data, path, "exec", dont_inherit=True)  # this module defines compile()
-        sys.modules[name] = module  # inspect.getsource (used by Triton) looks modules up here
         with _mode_lock:
             saved = knobs.runtime.interpret
             knobs.runtime.interpret = interpreted  # read by @triton.jit when the file runs
             try:
-                exec(code, module.__dict__)
-            except BaseException:
-                del sys.modules[name]
-                raise
+                if root is None:
+                    digest = hashlib.sha256(path.encode()).hexdigest()[:12]
+                    stem = os.path.splitext(os.path.basename(path))[0]
+                    module = _run_module(f"{prefix}.{stem}_{digest}", path, data)
+                else:
+                    # The top package's name is replaced by one that names its folder: two copies
+                    # of a kernel package (another checkout, a test's) never share modules.
+                    top, _, below = dotted.partition(".")
+                    name = f"{prefix}_{top}_{hashlib.sha256(root.encode()).hexdigest()[:12]}"
+                    folder = root
+                    _package(name, folder)
+                    for part in below.split(".")[:-1]:
+                        name, folder = f"{name}.{part}", os.path.join(folder, part)
+                        _package(name, folder)
+                    name = f"{name}.{below.rpartition('.')[2]}"
+                    module = sys.modules.get(name)  # imported already, by another kernel file
+                    if module is None:
+                        module = _run_module(name, path, data)
+                        setattr(sys.modules[name.rpartition(".")[0]], name.rpartition(".")[2], module)
+                    elif os.path.realpath(path) in _fingerprints:  # the bytes _SourceLoader ran
+                        data = None
+                    else:
+                        with open(module.__file__, "rb") as f:
+                            data = f.read()
             finally:
                 knobs.runtime.interpret = saved
+        if not interpreted:
+            _fingerprints[path] = _fingerprints[os.path.realpath(path)] if data is None else source_fingerprint(data)
         _modules[(path, interpreted)] = module
         return module
 
@@ -260,8 +360,11 @@ def _source_files(path, module):
             in_packages = _under(file, packages)
             if not in_packages and _under(file, stdlib):
                 continue
-            with open(file, "rb") as f:
-                found[file] = source_fingerprint(f.read())
+            if file in _fingerprints:  # the bytes a kernel package's module ran from
+                found[file] = _fingerprints[file]
+            else:
+                with open(file, "rb") as f:
+                    found[file] = source_fingerprint(f.read())
             if not in_packages:
                 pending.append((file, imported))
     result = sorted(found.items(), key=lambda item: (item[0] != path, item[0]))

@@ -1,58 +1,24 @@
 """Softmax over the last dimension, forward and backward, for tjit.
 
-Plain ``@triton.jit`` kernels launched from C++: the caller picks every ``tl.constexpr``. This file
-imports nothing but triton.
+Plain ``@triton.jit`` kernels launched from C++ (ops/csrc/ops/softmax.cpp, which picks the kernel and
+every ``tl.constexpr``).
 
 Conventions
 -----------
-* The C++ wrapper moves the softmax dim last and passes 2-D views [M rows, N columns]; columns are
+* The wrapper moves the softmax dim last and passes 2-D views [M rows, N columns]; columns are
   contiguous, each tensor has its own row stride (elements).
 * Accumulation (max, exp, sums) is fp32, or fp64 when the input is fp64; outputs are cast to the
   output pointer's element type.
 * ``INDEX_64``: True when any tensor has >= 2**31 elements (or row * stride can reach 2**31); the
   row index is then int64 before it meets a stride.
-* ``next_pow2`` = ``triton.next_power_of_2``. num_warps advice is a starting point.
-
-Choosing a kernel and its constexprs (ops/csrc/ops/softmax.cpp; LIMIT = 32768, fp64 backward 16384)
-----------------------------------------------------------------------------------------------------
-    N <= 256:   *_rows_kernel, BLOCK_N = next_pow2(N), BLOCK_M = max(1, min(1024 // BLOCK_N, next_pow2(M))),
-                num_warps = 4
-    forward, fp16/bf16, 20480 < N <= 32768, CUDA: softmax_fwd_long_kernel (below; H100, bf16 4224 x 32000:
-                split 4096/4 2.85 TB/s, persistent 2.56)
-    forward, fp16/bf16, 20480 < N <= 32768, CPU (and CUDA graph captures of row lengths not tuned yet):
-                softmax_fwd_persistent_kernel, BLOCK_N = 32768, NUM_STAGES = 3, num_warps = 32, one program
-                per SM (4 on CPU), at most M
-    forward, fp16/bf16, 16384 < N <= 20480: one program per row, looped: BLOCK_N = 4096, num_warps = 16
-    N <= LIMIT: one program per row, row in registers: BLOCK_N = next_pow2(N), SINGLE_PASS = True,
-                num_warps = 32 if BLOCK_N > 16384 (forward) else min(16, max(1, BLOCK_N // 512))
-                (backward at 32768 columns, H200: one pass 4.2 TB/s bf16, 4.1 fp32; split 3.4, 3.9)
-    forward, longer, CUDA, not fp64, cdiv(N, 4096) <= 128: softmax_fwd_long_kernel, @triton.autotune over
-                looped and split configs (below), keyed on N and the row-count bucket, CHUNKS_POW2 =
-                next_pow2(cdiv(N, 4096))
-    longer, CUDA, S = cdiv(N, 4096) <= 128, forward with 4-byte elements or backward with fp16/bf16/fp32:
-                *_split_kernel (below), BLOCK_N = 4096, num_warps = 4; the backward with REREAD for 2-byte
-                elements, and past S = 32 (2-byte) / 48 (4-byte) BLOCK_N = 8192, num_warps = 8, REREAD
-                False (H200 measurements in softmax.cpp)
-    otherwise:  one program per row, looped (SINGLE_PASS = False): BLOCK_N = 16384 / 16 warps when M is
-                below the SM count, else 8192 / 32 warps for 2-byte elements, 4096 / 16 warps otherwise.
-The looped paths read the row twice and hint L2 to keep it between the reads (evict_last, then
-evict_first); SINGLE_PASS=False works for any N >= 1.
-Measured on an H200 (2026-11-22, 4096 rows, from Python; a device copy of the same bytes runs at
-~4.2 TB/s): one pass ~4.1 TB/s for fp32 N = 512 ... 32768 (32768: 32 warps 4.10 vs 16 warps 4.09
-fp32, 3.20 vs 3.06 TB/s bf16); looped forward ~3.0 TB/s at N = 65536; rows kernel at N = 128/256:
-BLOCK_M = 8/4 beat 32/16 by 20-30% (4 warps). bf16 forward past 16384 columns stays near 3.0-3.2 TB/s
-with one program per row (split 8192/8: 3.21 at 32768, 2.89 at 65536; looped 8192/32: 3.01 at 65536);
-the persistent kernel reached 3.66 TB/s at 32768 (0.88x copy; 2 stages: 2.6, 1 stage: 3.0; 132 vs
-264 programs alike) but not at 16384 (3.49 vs 3.83 one program per row); 65536 needs 2 x 128 KB of
-shared memory for 2 stages, more than an SM has, and a persistent looped kernel reached only 0.56x
-copy there. bf16, x copy (persistent / one program per row, 32 warps / looped 4096/16): N = 16385
-0.39/0.39/0.42, 20000 0.62/0.55/0.69, 22000 0.66/0.58/0.65, 24576 0.74/0.64/0.72, 28000 0.77/0.69/0.70,
-32768 0.88/0.76/0.73 (the 32768-lane block is mostly padding just past 16384).
+* Rows that are entirely -inf give NaN, like torch.softmax.
 
 Kernels
 -------
 softmax_fwd_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLOCK_N, SINGLE_PASS, INDEX_64)
     out[m, :] = softmax(in[m, :]).          grid: (M,), one program per row.
+    SINGLE_PASS: the row lives in registers, N <= BLOCK_N. Otherwise the row is taken in BLOCK_N
+    steps and read twice (evict_last, then evict_first, so the second read hits L2); any N >= 1.
 
 softmax_fwd_persistent_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLOCK_N, NUM_STAGES,
                               INDEX_64)
@@ -62,21 +28,30 @@ softmax_fwd_persistent_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_r
 softmax_bwd_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_row, stride_grad_out_row,
                    stride_out_row, BLOCK_N, SINGLE_PASS, INDEX_64)
     grad_in = out * (grad_out - sum(grad_out * out, row)), with out the forward result.
-    grid: (M,), one program per row.
+    grid: (M,), one program per row; SINGLE_PASS as in the forward.
+
+softmax_fwd_rows_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_out_row, BLOCK_M, BLOCK_N, INDEX_64)
+softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_row, stride_grad_out_row,
+                        stride_out_row, BLOCK_M, BLOCK_N, INDEX_64)
+    BLOCK_M rows per program, N <= BLOCK_N.   grid: (cdiv(M, BLOCK_M),).
 
 softmax_fwd_split_kernel(out_ptr, in_ptr, sync_ptr, M, N, S, stride_in_row, stride_out_row, BLOCK_N, S_POW2,
                          ALIGN, INDEX_64)
 softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, sync_ptr, M, N, S, stride_grad_in_row,
                          stride_grad_out_row, stride_out_row, BLOCK_N, S_POW2, ALIGN, INDEX_64, REREAD)
-    The same results with S = cdiv(N, BLOCK_N) programs per row.   grid: (M * S,). CUDA only; see
-    the comment above the kernels for the workspace they need. REREAD: each program reads its chunk
-    of grad_out and out again after the wait instead of holding it in registers.
+    The same results with S = cdiv(N, BLOCK_N) <= S_POW2 programs per row. grid: (M * S,). CUDA
+    only; sync and ALIGN: the comment above the kernels. REREAD: each program reads its chunk of
+    grad_out and out again after the wait instead of holding it in registers.
 
-Rows that are entirely -inf give NaN, like torch.softmax.
+softmax_fwd_long_kernel(out_ptr, in_ptr, sync_ptr, M_BUCKET, N, stride_in_row, stride_out_row, CHUNKS_POW2,
+                        ALIGN, INDEX_64)
+    The forward under @triton.autotune over looped and split configs (the comment above it).
 """
 
 import triton
 import triton.language as tl
+
+from .row_exchange import HELP_AFTER, HELP_BLOCK, publish, publish_missing, row_and_chunk, wait
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) = exp2(x * LOG2E)
 
@@ -194,9 +169,8 @@ def softmax_bwd_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_grad_in_
             tl.store(gi_row + c, (o * (go - dot)).to(grad_in_ptr.dtype.element_ty), mask=mask)
 
 
-# Short rows (N <= 256): one row per program leaves most of a warp idle and launches M programs;
-# these variants give each program BLOCK_M rows as a [BLOCK_M, BLOCK_N] tile.
-#     BLOCK_N = next_pow2(N); BLOCK_M = max(1, min(1024 // BLOCK_N, next_pow2(M))); num_warps = 4
+# Short rows: one row per program leaves most of a warp idle and launches M programs; these
+# variants give each program BLOCK_M rows as a [BLOCK_M, BLOCK_N] tile (N <= BLOCK_N).
 #     grid = (cdiv(M, BLOCK_M),)
 
 
@@ -240,28 +214,15 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
 # Long rows on CUDA: S = cdiv(N, BLOCK_N) programs share a row, each holding its BLOCK_N-column
 # chunk in registers, so the row is read once (the looped kernels read it twice, and once a row
 # no longer fits L2 next to the other rows in flight, the second read comes from memory).
-# Programs exchange per-chunk statistics through one workspace:
-#     sync      int64 [2 + M * S], ZEROED before each launch (sync[0] and sync[1] are not used):
-#               sync[2 + m * S + c] is chunk c's word for row m: its two fp32 statistics (forward:
-#               chunk max and sum of exp; backward: chunk dot, twice) packed into one 64-bit word,
-#               written with one compare-and-swap from 0, and 0 until then.
-# A program publishes its word, then polls its row's S words until none is 0: the data is the
-# flag, so there is no counter, no release fence and no second read (H100, 1088 x 128256 bf16
-# forward, 4096/4: 2.20 TB/s with a counter and separate partials -> 2.80).
-# Program p takes chunk p % S of row p // S, so it loads at once. The GPU does not promise to start
-# programs in id order, so a row's chunk may belong to a program that cannot start until others
-# finish; after HELP_AFTER polls (normally never reached: a sibling publishes within microseconds)
-# a waiting program reads each missing chunk itself, publishes its word, then reads its own chunk
-# again. Whichever word reaches a slot first is the one every program of the row reads, so all of
-# them normalise with the same numbers. No wait depends on a program starting, given room on the
-# GPU for one program (the wrapper keeps S <= 128). (Programs used to take (row, chunk) from an
-# atomic ticket, which is safe only given room for S programs and costs a round trip to L2 before
-# the first load: H100, bf16, forward 512 x 262144 2.81 -> 2.87 TB/s, 33 x 262144 2.39 -> 2.64;
-# backward 8192/8 at 80 registers 2.89 -> 2.95, 896 x 151936 2.94 -> 2.99.) Triton's interpreter
-# runs programs one after another, so there every row waits HELP_AFTER polls once and is helped:
-# tests/python/test_row_sharing_interpreter.py runs these kernels that way on CPU; the operators
-# launch them on CUDA only.
-#     grid = (M * S,); BLOCK_N = 4096, num_warps = 4, S_POW2 = next_pow2(S)
+# Programs exchange per-chunk statistics through row_exchange (its docstring has the protocol):
+#     sync      int64 [2 + M * S], ZEROED before each launch: chunk c's word for row m holds its two
+#               fp32 statistics (forward: chunk max and sum of exp; backward: chunk dot, twice).
+# Program p takes chunk p % S of row p // S; a program that has polled HELP_AFTER times publishes
+# the missing chunks' words itself (publish_missing with _chunk_word), then reads its own chunk
+# again. Every program of a row merges the same words in chunk order, so all of them normalise
+# with the same numbers. The wrapper keeps S <= 128. Triton's interpreter runs programs one after
+# another, so there every row of several chunks is helped.
+#     grid = (M * S,), S_POW2 = next_pow2(S)
 #
 # ALIGN: 1, or the elements in 16 bytes when rows start off 16-byte boundaries (a 50257-column
 # vocabulary). Then each row is cut into a head (the elements before its first 16-byte boundary),
@@ -270,73 +231,11 @@ def softmax_bwd_rows_kernel(grad_in_ptr, grad_out_ptr, out_ptr, M, N, stride_gra
 # The caller passes ALIGN > 1 only when every tensor's base is 16-byte aligned and every row is
 # as far off a boundary in each tensor (same row stride modulo ALIGN): the kernel tells the
 # compiler the chunks are aligned. Without it a row's chunks load one element at a time, and the
-# slowest chunk holds its whole row (H100, 2688 x 50257 bf16 forward: 1.55 -> 2.70 TB/s;
-# backward 2.14 -> 2.55).
-
-
-# Polls a waiting program makes before it computes a missing chunk's word itself, and the columns it
-# takes at a time then.
-HELP_AFTER = tl.constexpr(4096)
-HELP_BLOCK = tl.constexpr(512)
+# slowest chunk holds its whole row.
 
 
 @triton.jit
-def _row_and_chunk(S, INDEX_64: tl.constexpr):
-    # Program p takes chunk p % S of row p // S.
-    pid = tl.program_id(0)
-    row = pid // S
-    if INDEX_64:
-        row = row.to(tl.int64)
-    return row, pid % S
-
-
-@triton.jit
-def _publish(sync_ptr, row, chunk, S, hi, lo):
-    # The chunk's word, unless one is there already (a helper's: see _help). +0.0 in the high half
-    # goes as -0.0 (the same in every sum), so no published word is 0.
-    h = hi.to(tl.int32, bitcast=True)
-    h = tl.where(h == 0, -2147483648, h)
-    word = (h.to(tl.int64) << 32) | (lo.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
-    tl.atomic_cas(sync_ptr + 2 + row * S + chunk, tl.full((), 0, tl.int64), word, sem="relaxed")
-
-
-@triton.jit
-def _poll(slots, kmask):
-    # The row's words through L2 (atomics); 1 past S.
-    return tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
-
-
-@triton.jit
-def _wait(sync_ptr, row, S, S_POW2: tl.constexpr, POLLS: tl.constexpr):
-    # Every chunk's two statistics for the row once all S are published (0.0 past S), the mask of
-    # the chunks, and whether all were there: polls until they are, or POLLS times (0: no limit).
-    k = tl.arange(0, S_POW2)
-    kmask = k < S
-    slots = sync_ptr + 2 + row * S + k
-    words = _poll(slots, kmask)
-    polls = 1
-    while (tl.sum((words == 0).to(tl.int32), axis=0) > 0) & (polls != POLLS):
-        words = _poll(slots, kmask)
-        polls += 1
-    complete = tl.sum((words == 0).to(tl.int32), axis=0) == 0
-    words = tl.where(kmask, words, 0)
-    hi = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
-    lo = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
-    return hi, lo, kmask, complete
-
-
-@triton.jit
-def _help(sync_ptr, row, S, a_row, b_row, offset, N, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
-          FORWARD: tl.constexpr):
-    # Publishes the word of every chunk of the row still missing.
-    for c in tl.range(0, S, num_stages=1):
-        if tl.atomic_add(sync_ptr + 2 + row * S + c, 0, sem="relaxed") == 0:
-            hi, lo = _chunk_word(a_row, b_row, c, S, offset, N, BLOCK_N, ALIGN, FORWARD)
-            _publish(sync_ptr, row, c, S, hi, lo)
-
-
-@triton.jit
-def _chunk_word(a_row, b_row, chunk, S, offset, N, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
+def _chunk_word(chunk, a_row, b_row, S, offset, N, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                 FORWARD: tl.constexpr):
     # The two statistics chunk `chunk`'s own program publishes (forward: the chunk's max and sum
     # of exp(x - max); backward: its dot of grad_out and out, twice), equal up to rounding, read
@@ -432,7 +331,7 @@ def softmax_fwd_split_kernel(out_ptr, in_ptr, sync_ptr, M, N, S, stride_in_row, 
 def _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_out_row, BLOCK_N: tl.constexpr,
                        S_POW2: tl.constexpr, ALIGN: tl.constexpr, INDEX_64: tl.constexpr):
     # One program's BLOCK_N-column chunk of a row shared by S programs (S <= S_POW2).
-    row, chunk = _row_and_chunk(S, INDEX_64)
+    row, chunk = row_and_chunk(S, INDEX_64)
     in_row = in_ptr + row * stride_in_row
     out_row = out_ptr + row * stride_out_row
     head, n_vec, edge_cols, edge_mask = _row_parts(row * stride_in_row, N, chunk == S - 1, ALIGN)
@@ -442,19 +341,20 @@ def _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_ou
     m = tl.maximum(tl.max(x, axis=0), tl.max(x_edge, axis=0))
     # In base 2 with the shift pre-scaled, each element's exponent is one FMA and one ex2 (tl.exp
     # would subtract, then multiply by log2(e)); e stays in registers, so each element costs one
-    # exponential. H200, bf16 1088 x 128256, 8192/8: 2.96 -> 3.15 TB/s.
+    # exponential (+6% at 128256 bf16 columns).
     shift = tl.where(m == float("-inf"), 0.0, m) * LOG2E
     e = tl.math.exp2(x * LOG2E - shift)
     e_edge = tl.math.exp2(x_edge * LOG2E - shift)
-    _publish(sync_ptr, row, chunk, S, m, tl.sum(e, axis=0) + tl.sum(e_edge, axis=0))
+    publish(sync_ptr, row, chunk, S, m, tl.sum(e, axis=0) + tl.sum(e_edge, axis=0), True)
     # Every chunk's (max, sum), merged in chunk order on every program of the row, so all of them
     # normalise with the same numbers.
-    ms, ss, kmask, complete = _wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
+    ms, ss, kmask, complete = wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
     if not complete:
         # Rare: a chunk's program may not have started. Publish what is missing, then read this
         # chunk again (its e is not held across the help, which would cost registers on every path).
-        _help(sync_ptr, row, S, in_row, in_row, row * stride_in_row, N, BLOCK_N, ALIGN, True)
-        ms, ss, kmask, complete = _wait(sync_ptr, row, S, S_POW2, 0)
+        publish_missing(sync_ptr, row, S, _chunk_word, (in_row, in_row, S, row * stride_in_row, N, BLOCK_N, ALIGN,
+                                                     True))
+        ms, ss, kmask, complete = wait(sync_ptr, row, S, S_POW2, 0)
         x = _load_chunk(_vectors(in_row, head, ALIGN), chunk, n_vec, float("-inf"), BLOCK_N, "")
         x_edge = tl.load(in_row + edge_cols, mask=edge_mask, other=float("-inf")).to(tl.float32)
         e = tl.math.exp2(x * LOG2E - shift)
@@ -470,16 +370,15 @@ def _softmax_fwd_chunk(out_ptr, in_ptr, sync_ptr, N, S, stride_in_row, stride_ou
 # Long forward rows on CUDA, under @triton.autotune: each config is either the looped kernel's
 # one program per row (SPLIT=False, grid (M,)) or the split kernel's S = cdiv(N, BLOCK_N) programs
 # per row (SPLIT=True, grid (M * S,)), so the tuner picks the strategy, the step and the warps for
-# the row length, the row count and the dtype it sees. The configs include the hand-written plans
-# this replaced (looped 8192/32 and 4096/16, split 8192/8). The caller passes a ZEROED `sync` with
+# the row length, the row count and the dtype it sees. The caller passes a ZEROED `sync` with
 # room for cdiv(N, 4096) chunks (int64 [2 + M * cdiv(N, 4096)]; the smallest split step; at most
 # 128, so rows of up to 524288 columns; reset_to_zero zeroes it between timing runs),
 # CHUNKS_POW2 = next_pow2(cdiv(N, 4096)) (>= 8: rows past 20480 columns) and ALIGN as for the split
 # kernel. A config polls CHUNKS_POW2 * 4096 / BLOCK_N words, next_pow2 of its own chunk count
-# or the power of two above it: a fixed 128 cost the 8-warp configs a cross-warp reduction per poll
-# (H100, bf16 512 x 262144, 8192/8: 2.39 TB/s polling 128 words, 2.74 polling 32). M_BUCKET, the
-# row count rounded up to a power of two (at most 4096), is in the tuning key but not read: a
-# choice made on 3 rows is not reused for 4000.
+# or the power of two above it: polling more words costs the 8-warp configs a cross-warp
+# reduction per poll (128 words instead of 32: -13%). M_BUCKET, the row count rounded up to a
+# power of two (at most 4096), is in the tuning key but not read: a choice made on 3 rows is not
+# reused for 4000.
 
 
 def _long_row_configs():
@@ -509,7 +408,7 @@ def softmax_fwd_long_kernel(out_ptr, in_ptr, sync_ptr, M_BUCKET, N, stride_in_ro
 def softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, sync_ptr, M, N, S, stride_grad_in_row,
                              stride_grad_out_row, stride_out_row, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
                              ALIGN: tl.constexpr, INDEX_64: tl.constexpr, REREAD: tl.constexpr):
-    row, chunk = _row_and_chunk(S, INDEX_64)
+    row, chunk = row_and_chunk(S, INDEX_64)
     go_row = grad_out_ptr + row * stride_grad_out_row
     o_row = out_ptr + row * stride_out_row
     gi_row = grad_in_ptr + row * stride_grad_in_row
@@ -525,12 +424,13 @@ def softmax_bwd_split_kernel(grad_in_ptr, grad_out_ptr, out_ptr, sync_ptr, M, N,
     go_edge = tl.load(go_row + edge_cols, mask=edge_mask, other=0.0).to(tl.float32)
     o_edge = tl.load(o_row + edge_cols, mask=edge_mask, other=0.0).to(tl.float32)
     dot = tl.sum(go * o, axis=0) + tl.sum(go_edge * o_edge, axis=0)
-    _publish(sync_ptr, row, chunk, S, dot, dot)
-    dots, _, kmask, complete = _wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
+    publish(sync_ptr, row, chunk, S, dot, dot, True)
+    dots, _, kmask, complete = wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
     if not complete:
         # Rare: as in the forward; the chunk is read again below.
-        _help(sync_ptr, row, S, go_row, o_row, row * stride_out_row, N, BLOCK_N, ALIGN, False)
-        dots, _, kmask, complete = _wait(sync_ptr, row, S, S_POW2, 0)
+        publish_missing(sync_ptr, row, S, _chunk_word, (go_row, o_row, S, row * stride_out_row, N, BLOCK_N, ALIGN,
+                                                     False))
+        dots, _, kmask, complete = wait(sync_ptr, row, S, S_POW2, 0)
         if not REREAD:
             go = _load_chunk(_vectors(go_row, head, ALIGN), chunk, n_vec, 0.0, BLOCK_N, "")
             o = _load_chunk(_vectors(o_row, head, ALIGN), chunk, n_vec, 0.0, BLOCK_N, "")

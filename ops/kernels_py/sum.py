@@ -1,8 +1,7 @@
 """Sum reductions for tjit.
 
-All kernels are plain ``@triton.jit`` functions launched from C++ (no autotune, no heuristics):
-the caller picks every ``tl.constexpr``. This file imports nothing but triton, so the C++ runtime can
-load any kernel from it by file and name.
+Plain ``@triton.jit`` kernels launched from C++ (ops/csrc/ops/sum.cpp, which picks the kernel, the
+plan and every ``tl.constexpr``).
 
 Conventions shared by every kernel
 ----------------------------------
@@ -13,8 +12,6 @@ Conventions shared by every kernel
 * ``INDEX_64``: pass True when any tensor touched has >= 2**31 elements (or any offset
   ``row * stride`` can reach 2**31); row/program indices are then widened to int64 before they
   are multiplied by a stride. False keeps all index math in int32 (faster).
-* ``next_pow2(x)`` below means ``triton.next_power_of_2(x)`` (1 for x <= 1).
-* num_warps advice is a starting point (partly measured, see the end of this comment).
 * ``PDL`` (the kernels of the two-stage plan): pass True only when the launch uses programmatic
   dependent launch (Triton's ``launch_pdl=True``; compute capability 9.0 or newer). The kernel then
   waits (``griddepcontrol.wait``) until the kernel before it in the stream has finished and its
@@ -24,78 +21,37 @@ Kernels
 -------
 sum_rows_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_N, INDEX_64, PDL)
     out[m] = sum_n in[m, n] for a 2-D view [M, N]; out is contiguous [M].
-    grid    : (M,)  -- one program per row.
-    BLOCK_N : min(next_pow2(N), 4096). Any N works (the program loops over BLOCK_N chunks).
-    warps   : min(16, max(1, BLOCK_N // 512))
-    Best for long rows when M is large (M >= ~2x the SM count). For short rows (N < ~512) use
-    sum_rows_blocked_kernel; for few very long rows use the two-stage plan below.
+    grid    : (M,)  -- one program per row. Any N works (the program loops over BLOCK_N chunks).
 
 sum_rows_blocked_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_M, BLOCK_N, INDEX_64)
     Same result as sum_rows_kernel, BLOCK_M rows per program (short rows, many of them).
-    grid    : (cdiv(M, BLOCK_M),)
-    BLOCK_N : min(next_pow2(N), 512)   (loops if N > BLOCK_N)
-    BLOCK_M : max(1, min(4096 // BLOCK_N, next_pow2(M)))
-    warps   : 4
+    grid    : (cdiv(M, BLOCK_M),); loops if N > BLOCK_N.
 
 sum_mid_kernel(in_ptr, out_ptr, M, R, K, stride_m, stride_r, BLOCK_R, BLOCK_K, INDEX_64)
     out[m, k] = sum_r in[m, r, k] for a 3-D view [M, R, K] with k contiguous (stride 1); out is
     contiguous [M, K]. Reduces a non-last dim without a transpose: dim 0 of a row-major [R, K]
     matrix is M=1, stride_r=K.
     grid    : (M * cdiv(K, BLOCK_K),)  -- 1-D on purpose: grid dims 1/2 are limited to 65535.
-    BLOCK_K : min(next_pow2(K), 256)
-    BLOCK_R : max(1, min(2048 // BLOCK_K, next_pow2(R)))
-    warps   : 4
-    When M * cdiv(K, BLOCK_K) is small (< ~2x SMs) and R is large, use sum_mid_split_kernel first.
 
 sum_mid_split_kernel(in_ptr, partial_ptr, M, R, K, stride_m, stride_r, rows_per_split,
                      BLOCK_R, BLOCK_K, INDEX_64)
     Stage 1 of a split middle reduction: S = cdiv(R, rows_per_split) splits; program (m, s, kb)
     sums rows [s*rows_per_split, min((s+1)*rows_per_split, R)) and writes partial[m, s, k]
     (contiguous [M, S, K], accumulator dtype).
-    grid    : (M * S * cdiv(K, BLOCK_K),)
-    constexprs as in sum_mid_kernel; rows_per_split should be a multiple of BLOCK_R.
+    grid    : (M * S * cdiv(K, BLOCK_K),); rows_per_split should be a multiple of BLOCK_R.
     Stage 2: sum_mid_kernel(partial, out, M, S, K, stride_m=S*K, stride_r=K, ...).
-    Plan: base = M*cdiv(K, BLOCK_K); S = min(cdiv(4*SMs, base), cdiv(R, BLOCK_R));
-    rows_per_split = cdiv(cdiv(R, S), BLOCK_R) * BLOCK_R; S = cdiv(R, rows_per_split).
 
 sum_partial_kernel(in_ptr, partial_ptr, M, N, stride_in_row, chunk, BLOCK_N, INDEX_64, PDL)
     Stage 1 of a two-stage row/full reduction. Each row is cut into S = cdiv(N, chunk) chunks;
     program p = m*S + s sums in[m, s*chunk : min((s+1)*chunk, N)] into partial[m*S + s]
     (contiguous [M, S], accumulator dtype).
-    grid    : (M * S,)
-    BLOCK_N : 4096 (fp64) or 8192 (16-bit); chunk a multiple of BLOCK_N and < 2**31.
-    warps   : 8
-    Stage 2: sum_rows_kernel(partial, out, M, S, stride_in_row=S, BLOCK_N=min(next_pow2(S), 4096)).
+    grid    : (M * S,); chunk a multiple of BLOCK_N and < 2**31.
+    Stage 2: sum_rows_kernel(partial, out, M, S, stride_in_row=S, ...).
 
 sum_partial_strided_kernel(in_ptr, partial_ptr, M, N, stride_in_row, splits, BLOCK_N, INDEX_64, PDL)
     Stage 1 as sum_partial_kernel, with each row's BLOCK_N-column blocks dealt out round-robin:
     program p = m*S + s (S = splits) sums blocks s, s + S, s + 2S, ... of row m into partial[p].
-    grid    : (M * S,)
-    BLOCK_N : 4096 (fp32); S <= cdiv(N, BLOCK_N).
-    warps   : 8, with maxnreg=32 (8 programs per SM fit only at 32 registers a thread)
-    Stage 2 as above.
-
-Recommended plans
------------------
-* Full reduction of a tensor (made contiguous, numel T): if T <= 8K (16K without dependent
-  launch), one sum_rows_kernel launch with M=1, N=T (H200, 2^16 fp32: one program 38 GB/s, two
-  stages 93 GB/s). Otherwise two stages, both launched with PDL where the device has it:
-  fp32: S = min(cdiv(T, 4096), 8*SMs) programs of sum_partial_strided_kernel; fp16/bf16/fp64:
-  S = min(cdiv(T, BLOCK_N), 4*SMs), for fp16/bf16 raised to min(16*SMs, cdiv(T, BLOCK_N) // 8) when
-  that is more (chunks of at least 8 blocks, more programs than fit at once: H100, bf16 2^28
-  3.05 -> 3.09 TB/s), chunk = cdiv(cdiv(T, S), BLOCK_N) * BLOCK_N, S = cdiv(T, chunk) programs of
-  sum_partial_kernel; then sum_rows_kernel on the [1, S] partial buffer (one program,
-  writes the output dtype).
-* Sum over the last dim of [M, N]: M >= 2x SMs -> sum_rows_kernel (N >= 512) or
-  sum_rows_blocked_kernel (N < 512); few long rows (M < 2x SMs, N past the one-program bound above)
-  -> the two-stage plan with S = min(cdiv(N, BLOCK_N), (8 or 4, or up to 16)*SMs / M) programs per row.
-* Sum over a middle/first dim: sum_mid_kernel, with sum_mid_split_kernel first when it has too few
-  programs (see above).
-Measured with these plans on an H200, fp32, from Python (2026-11-22; torch in brackets): full sum
-of 2**28: 4.19 TB/s [4.14]; last dim of [2**24, 8] (blocked): 3.1 TB/s [0.64]; dim 0 of
-[4096, 8192]: 2.5 TB/s [2.6]; dim 0 of [2**20, 64] (split): 2.0 TB/s [1.6]. The full sum with
-dependent launch and the round-robin first stage (2026-11-26, CUDA-graph replay, FlagGems in
-brackets): 2**28 4.59 TB/s [4.56], 2**20 1.60 TB/s [1.29], 2**16 1.98 us [2.73 us].
+    grid    : (M * S,); S <= cdiv(N, BLOCK_N). Stage 2 as above.
 """
 
 import triton

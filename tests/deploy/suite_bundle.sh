@@ -23,7 +23,7 @@ import json, os, sys
 source, target, kernels = sys.argv[1:]
 folder = os.path.dirname(source)
 entries = [e for e in json.load(open(source))["entries"]
-           if os.path.dirname(os.path.normpath(os.path.join(folder, e["file"]))) == kernels]
+           if os.path.normpath(os.path.join(folder, e["file"])).startswith(kernels + os.sep)]
 for e in entries:
     e["file"] = os.path.normpath(os.path.join(folder, e["file"]))
 assert entries, f"{source} has no entry of tjit's operator kernels ({kernels})"

@@ -9,6 +9,7 @@ Tests of the registered op itself (opcheck, schemas) keep `torch.ops.tjit.<name>
 
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -67,17 +68,22 @@ def random_tensor(shape, dtype, device):
 
 
 def kernels_helping_at_once(name):
-    """A private copy of ops/kernels_py/<name>.py with HELP_AFTER = 1: a program of a shared row
-    whose first poll misses a chunk reads that chunk itself at once (softmax.py's help path), so the
-    path runs on every row, racing the chunks' own programs. Kernels compile separately from the
-    operators' (their own module and constant)."""
+    """A private copy of the kernel module ops/kernels_py/<name> ("softmax", "layer_norm.forward")
+    with HELP_AFTER = 1: a program of a shared row whose first poll misses a chunk reads that chunk
+    itself at once (row_exchange's help path), so the path runs on every row, racing the chunks' own
+    programs. Kernels compile separately from the operators' (their own package, module and
+    constant)."""
+    import importlib
     import importlib.util
 
     import triton.language as tl
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "kernels_py",
-                        f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"{name}_helping_at_once", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "kernels_py")
+    package = "kernels_helping_at_once"
+    if package not in sys.modules:
+        spec = importlib.util.spec_from_file_location(package, os.path.join(folder, "__init__.py"),
+                                                      submodule_search_locations=[folder])
+        sys.modules[package] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[package])
+    module = importlib.import_module(f"{package}.{name}")
     module.HELP_AFTER = tl.constexpr(1)
     return module

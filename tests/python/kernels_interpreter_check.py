@@ -290,7 +290,7 @@ def compile_check():
     from triton.compiler import ASTSource
 
     target = GPUTarget("cuda", 90, 32)
-    R, S, L = W.reduce_k, W.softmax_k, W.layer_norm_k
+    R, S, L = W.sum_k, W.softmax_k, W.layer_norm_k
 
     # (kernel, pointer args -> "in"/"acc" (element type of the tested pointer or the accumulator) or a
     #  fixed element type ("i64"),

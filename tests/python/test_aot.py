@@ -468,12 +468,12 @@ def test_build_tensor_descriptors(tmp_path):
 def test_build_dependent_launch_targets(tmp_path):
     """An entry launched with programmatic dependent launch (launch_pdl, sm_90's griddepcontrol in its
     code) compiles for cuda:90 only; the same kernel without it compiles for every target."""
-    reduce_py = os.path.join(REPO, "ops", "kernels_py", "sum.py")
+    sum_py = os.path.join(REPO, "ops", "kernels_py", "sum.py")
     args = {"in_ptr": "*fp32:16", "out_ptr": "*fp32:16", "M": 1, "N": "i32", "stride_in_row": "i32",
             "BLOCK_N": 1024, "INDEX_64": False}
     manifest = _manifest(tmp_path / "m.json", [
-        _entry(reduce_py, "sum_rows_kernel", dict(args, PDL=True), {"num_warps": 2, "launch_pdl": True}),
-        _entry(reduce_py, "sum_rows_kernel", dict(args, PDL=False), {"num_warps": 2})])
+        _entry(sum_py, "sum_rows_kernel", dict(args, PDL=True), {"num_warps": 2, "launch_pdl": True}),
+        _entry(sum_py, "sum_rows_kernel", dict(args, PDL=False), {"num_warps": 2})])
     output = str(tmp_path / "pdl.tjb")
     lines = []
     stats = aot.build_bundle([manifest], ["cuda:80", "cuda:90"], output, jobs=1, log=lines.append)

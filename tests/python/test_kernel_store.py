@@ -199,6 +199,42 @@ def test_editing_an_unrelated_file_keeps_entries(probe, store, kernels):
     assert warm.from_store(256) and not warm.python
 
 
+PACKAGE_KERNEL_SOURCE = textwrap.dedent("""\
+    import triton
+    import triton.language as tl
+    from {dots}row_exchange import HELP_AFTER
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, x * scale + HELP_AFTER, mask=mask)
+    """)
+
+
+@pytest.mark.parametrize("where", ["probe_kernel.py", "layer_norm/probe_kernel.py"])
+def test_editing_row_exchange_recompiles_a_kernel_importing_it(probe, store, tmp_path, where):
+    # A copy of tjit's kernels package with one more kernel importing row_exchange (relative import,
+    # beside softmax.py or in the layer_norm/ subpackage): the C++ process loads it as a module of
+    # the package, records row_exchange.py among its sources, and recompiles when it changes.
+    kernels = tmp_path / "kernels_py"
+    shutil.copytree(os.path.join(REPO, "ops", "kernels_py"), kernels, ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = kernels / where
+    kernel.write_text(PACKAGE_KERNEL_SOURCE.format(dots="." * (where.count("/") + 1)))
+    first = run_probe(probe, store, [256], kernel_file=kernel)
+    assert run_probe(probe, store, [256], kernel_file=kernel).from_store(256)
+    recorded = {s["path"] for s in kernel_store.read(store).__next__().header["kernel"]["sources"]}
+    assert str(kernels / "row_exchange.py") in recorded
+    assert str(kernels / "softmax.py") not in recorded  # not imported by the kernel
+    exchange = kernels / "row_exchange.py"
+    exchange.write_text(exchange.read_text().replace("HELP_AFTER = tl.constexpr(4096)", "HELP_AFTER = tl.constexpr(1)"))
+    edited = run_probe(probe, store, [256], kernel_file=kernel)
+    assert not edited.from_store(256) and edited.python
+    assert edited.binary(256) != first.binary(256), "the edit changes the code, so the binary must differ"
+
+
 def fake_triton(tmp_path, version):
     folder = tmp_path / f"triton-{version}"
     folder.mkdir()

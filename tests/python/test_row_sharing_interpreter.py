@@ -1,5 +1,5 @@
 """The kernels whose programs share a row (softmax.py's split kernels and autotuned long-row
-forward, layer_norm.py's long-row forward and team backwards) under Triton's interpreter, on CPU.
+forward, layer_norm's long-row forward and team backwards) under Triton's interpreter, on CPU.
 
 The operators launch them only on CUDA: their programs wait for each other, and the interpreter
 runs programs one at a time. With ONE program a row (or a team) nothing waits for a later

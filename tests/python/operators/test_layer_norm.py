@@ -214,12 +214,12 @@ def test_backward_many_rows_cuda(device, ops):
 @requires_cuda
 def test_long_row_forward_help_path_cuda():
     # The long-row forward's split programs read a row's missing chunks themselves after HELP_AFTER
-    # polls, which does not happen at GPU speed on its own. A private copy of layer_norm.py with
+    # polls, which does not happen at GPU speed on its own. A private copy of layer_norm/forward.py with
     # HELP_AFTER = 1 makes every program whose first poll misses a chunk do it at once, racing that
     # chunk's own program: the first word in each slot must win, and every program of a row must
     # normalise with the same mean and rstd. A ragged last chunk, no weight, 2-byte rows.
     import triton
-    ln = kernels_helping_at_once("layer_norm")
+    ln = kernels_helping_at_once("layer_norm.forward")
     kernel = ln.layer_norm_fwd_long_kernel.fn  # launched with a config of our own, not tuned
     for dtype, rows, n, block, warps, affine in [(torch.float32, 300, 65536 + 3000, 4096, 4, True),
                                                  (torch.bfloat16, 97, 131072, 8192, 8, True),

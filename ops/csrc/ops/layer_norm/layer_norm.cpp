@@ -266,7 +266,7 @@ std::optional<TeamBackwardPlan> plan_team_backward(int64_t rows, int64_t cols, c
 void finalize_dwdb(const Stream& stream, const at::Tensor& dw, const at::Tensor& db, const at::Tensor& dw_partial,
                    const at::Tensor& db_partial, int64_t groups, int64_t cols) {
   static auto& finalize =
-      TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_bwd_dwdb_finalize_kernel");
+      TritonJitFunction::get_instance(kernel_path("layer_norm/backward.py"), "layer_norm_bwd_dwdb_finalize_kernel");
   const int64_t block_n = std::clamp<int64_t>(kit::next_power_of_2(kit::ceil_div(cols, 256)), 16, 128);
   const int64_t block_g = std::min<int64_t>(kit::next_power_of_2(groups), std::max<int64_t>(32, 2048 / block_n));
   finalize(stream, Grid(kit::blocks_for(cols, block_n, kBackwardOp)), LaunchOptions{4}, dw, db, dw_partial,
@@ -338,7 +338,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   const Stream stream = current_stream(input.device());
   if (kit::tuned_long_rows(v.rows, cols, x, kForwardSinglePassLimit)) {
     static auto& long_kernel =
-        TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_fwd_long_kernel");
+        TritonJitFunction::get_instance(kernel_path("layer_norm/forward.py"), "layer_norm_fwd_long_kernel");
     const at::Tensor sync = kit::row_exchange_workspace(v.rows, kit::ceil_div(cols, kit::kLongRowMinSplitBlock), x);
     const int64_t row_bucket = kit::long_row_bucket(v.rows);
     // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
@@ -354,7 +354,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   if (cols <= kShortRowLimit) {
     const ShortRowPlan plan = plan_short_rows(cols, x);
     static auto& rows_kernel =
-        TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_fwd_rows_kernel");
+        TritonJitFunction::get_instance(kernel_path("layer_norm/forward.py"), "layer_norm_fwd_rows_kernel");
     rows_kernel(stream, Grid(kit::blocks_for(v.rows, plan.block_m, kOp)), LaunchOptions{plan.num_warps}, out, x, w,
                 b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.block_m,
                 plan.block_n, index64);
@@ -362,7 +362,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   }
   if (const auto persistent = plan_persistent_forward(cols, x)) {
     static auto& persistent_kernel =
-        TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_fwd_persistent_kernel");
+        TritonJitFunction::get_instance(kernel_path("layer_norm/forward.py"), "layer_norm_fwd_persistent_kernel");
     LaunchOptions options{persistent->num_warps};
     options.maxnreg = persistent->maxnreg;
     const auto with_arguments = [&](const auto& call) {
@@ -379,7 +379,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     return {out, mean, rstd};
   }
   const RowPlan plan = plan_forward_rows(cols, x);
-  static auto& kernel = TritonJitFunction::get_instance(kernel_path("layer_norm.py"), "layer_norm_fwd_kernel");
+  static auto& kernel = TritonJitFunction::get_instance(kernel_path("layer_norm/forward.py"), "layer_norm_fwd_kernel");
   // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as the
   // double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten does).
   kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out, x, w, b, mean, rstd,
@@ -457,7 +457,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
     return {dx, dw, db};
   }
   const Stream stream = current_stream(input.device());
-  static const std::string file = kernel_path("layer_norm.py");  // once: the hot path builds no paths
+  static const std::string file = kernel_path("layer_norm/backward.py");  // once: the hot path builds no paths
   const auto [x, xv] = kit::rows_of(input, cols);
   const auto [dy, dyv] = kit::rows_of(grad_out, cols);
   const at::Tensor mean_c = mean.contiguous();

@@ -1,0 +1,475 @@
+"""Layer normalisation over the last dimension, backward kernels (conventions: __init__.py).
+
+layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M, N, stride_dx_row,
+                         stride_dy_row, stride_x_row, HAS_WEIGHT, BLOCK_N, SINGLE_PASS, INDEX_64)
+    xhat = (x - mean) * rstd, g = dy * w (or dy),
+    dx = rstd * (g - mean_n(g) - xhat * mean_n(g * xhat)).   grid: (M,).
+    SINGLE_PASS: the row lives in registers, N <= BLOCK_N; otherwise (any N >= 1) dy, x (and w) are
+    read twice.
+
+layer_norm_bwd_dwdb_kernel(dw_ptr, db_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N, stride_dy_row,
+                           stride_x_row, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    dw[n] = sum_m dy[m, n] * xhat[m, n], db[n] = sum_m dy[m, n], written in dw/db's dtype.
+    Each program owns BLOCK_N columns and walks all M rows in [BLOCK_M, BLOCK_N] tiles.
+    grid: (cdiv(N, BLOCK_N),).  When COMPUTE_DW is False, x/mean/rstd are not read (may be None).
+
+layer_norm_bwd_dwdb_partial_kernel(dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr,
+                                   M, N, stride_dy_row, stride_x_row, rows_per_group,
+                                   COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    Same sums restricted to rows [g*rows_per_group, min((g+1)*rows_per_group, M)) for group g,
+    stored to partial[g, n] (contiguous [G, N], accumulator dtype), G = cdiv(M, rows_per_group).
+    grid: (cdiv(N, BLOCK_N), G)   (G <= 65535).
+
+layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, G, N,
+                                    COMPUTE_DW, COMPUTE_DB, BLOCK_G, BLOCK_N, INDEX_64)
+    dw[n] = sum_g dw_partial[g, n] (and db likewise), both outputs in one launch.
+    grid: (cdiv(N, BLOCK_N),). (sum.py's sum_mid_kernel with M=1, R=G, K=N, stride_r=N does the
+    same for one buffer per launch.)
+
+layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr,
+                            rstd_ptr, M, N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
+                            HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64, BLOCK_TAIL)
+    The whole backward in one pass over dy and x, for N <= BLOCK_N + BLOCK_TAIL (BLOCK_TAIL: columns
+    past BLOCK_N in a [BLOCK_M, BLOCK_TAIL] tile beside each [BLOCK_M, BLOCK_N] one; 0: none): program p takes rows
+    [p * rows_per_program, min((p + 1) * rows_per_program, M)) in [BLOCK_M, BLOCK_N] tiles, writes
+    their dx and stores its sums of dy * xhat and dy to dw_partial[p, :] / db_partial[p, :]
+    (contiguous [G, N], accumulator dtype; or dw/db themselves when G == 1). Any COMPUTE_* may be
+    False (its pointer may then be None). grid: (G,), G = cdiv(M, rows_per_program).
+    Then layer_norm_bwd_dwdb_finalize_kernel over the G partial rows when G > 1.
+
+layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
+                           sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
+                           HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, COMPUTE_DB, BLOCK_N, S_POW2, STAGES, INDEX_64)
+layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr,
+                               rstd_ptr, sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row,
+                               stride_x_row, HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB, BLOCK_N, S_POW2, STAGES,
+                               INDEX_64)
+    The whole backward of long rows by teams of S = cdiv(N, BLOCK_N) <= S_POW2 programs (fp32
+    statistics; the comments above them). grid: (teams * S,). CUDA only. Then
+    layer_norm_bwd_dwdb_finalize_kernel over the teams' partials when there is more than one team.
+"""
+
+import triton
+import triton.language as tl
+
+from ..row_exchange import peek_words, publish, settle_words, ticket, wait, wait_spin
+
+
+@triton.jit
+def layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M, N, stride_dx_row, stride_dy_row,
+                             stride_x_row, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr,
+                             SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr):
+    row = tl.program_id(0)
+    if INDEX_64:
+        row = row.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+
+    dx_row = dx_ptr + row * stride_dx_row
+    dy_row = dy_ptr + row * stride_dy_row
+    x_row = x_ptr + row * stride_x_row
+    mean = tl.load(mean_ptr + row).to(ACC)
+    rstd = tl.load(rstd_ptr + row).to(ACC)
+    cols = tl.arange(0, BLOCK_N)
+
+    if SINGLE_PASS:
+        mask = cols < N
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
+        g = tl.load(dy_row + cols, mask=mask, other=0.0).to(ACC)
+        if HAS_WEIGHT:
+            g = g * tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
+        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        c1 = tl.sum(g * xhat, axis=0) / N
+        c2 = tl.sum(g, axis=0) / N
+        dx = (g - (xhat * c1 + c2)) * rstd
+        tl.store(dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    else:
+        acc_gx = tl.zeros([BLOCK_N], dtype=ACC)
+        acc_g = tl.zeros([BLOCK_N], dtype=ACC)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
+            g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
+            if HAS_WEIGHT:
+                g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+            # g is 0 on padding lanes, so xhat needs no mask here.
+            acc_gx += g * ((x - mean) * rstd)
+            acc_g += g
+        c1 = tl.sum(acc_gx, axis=0) / N
+        c2 = tl.sum(acc_g, axis=0) / N
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+            g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+            if HAS_WEIGHT:
+                g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+            dx = (g - ((x - mean) * rstd * c1 + c2)) * rstd
+            tl.store(dx_row + c, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row_begin, row_end, cols, N, stride_dy_row, stride_x_row,
+                      COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    """(sum dy * xhat, sum dy) over rows [row_begin, row_end) for the BLOCK_N columns `cols`."""
+    ACC: tl.constexpr = tl.float64 if dy_ptr.dtype.element_ty == tl.float64 else tl.float32
+    col_mask = cols < N
+    row_offs = tl.arange(0, BLOCK_M)
+    # 2-D accumulators, reduced over rows once at the end (not a cross-warp reduction per tile).
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    for m0 in range(row_begin, row_end, BLOCK_M):
+        rows = m0 + row_offs
+        row_mask = rows < row_end
+        if INDEX_64:
+            rows = rows.to(tl.int64)
+        mask = row_mask[:, None] & col_mask[None, :]
+        dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+        if COMPUTE_DB:
+            db_acc += dy
+        if COMPUTE_DW:
+            x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+            # dy is 0 outside the mask, so padding contributes nothing.
+            dw_acc += dy * ((x - mean[:, None]) * rstd[:, None])
+    return tl.sum(dw_acc, axis=0), tl.sum(db_acc, axis=0)
+
+
+@triton.jit
+def layer_norm_bwd_dwdb_kernel(dw_ptr, db_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N, stride_dy_row, stride_x_row,
+                               COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr,
+                               BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    dw, db = _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, 0, M, cols, N, stride_dy_row, stride_x_row,
+                               COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    col_mask = cols < N
+    if COMPUTE_DW:
+        tl.store(dw_ptr + cols, dw.to(dw_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_ptr + cols, db.to(db_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_bwd_dwdb_partial_kernel(dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N,
+                                       stride_dy_row, stride_x_row, rows_per_group, COMPUTE_DW: tl.constexpr,
+                                       COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                       INDEX_64: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    group = tl.program_id(1)
+    if INDEX_64:
+        group = group.to(tl.int64)
+    row_begin = group * rows_per_group
+    row_end = tl.minimum(row_begin + rows_per_group, M)
+    dw, db = _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row_begin, row_end, cols, N, stride_dy_row,
+                               stride_x_row, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
+    col_mask = cols < N
+    out_offs = group * N + cols
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + out_offs, dw.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_partial_ptr + out_offs, db.to(db_partial_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, G, N,
+                                        COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_G: tl.constexpr,
+                                        BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    g_offs = tl.arange(0, BLOCK_G)
+    if COMPUTE_DW:
+        ACC_W: tl.constexpr = tl.float64 if dw_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
+        dw_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=ACC_W)
+    if COMPUTE_DB:
+        ACC_B: tl.constexpr = tl.float64 if db_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
+        db_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=ACC_B)
+    for g0 in range(0, G, BLOCK_G):
+        g = g0 + g_offs
+        mask = (g < G)[:, None] & col_mask[None, :]
+        if INDEX_64:
+            g = g.to(tl.int64)
+        offs = g[:, None] * N + cols[None, :]
+        if COMPUTE_DW:
+            dw_acc += tl.load(dw_partial_ptr + offs, mask=mask, other=0.0).to(ACC_W)
+        if COMPUTE_DB:
+            db_acc += tl.load(db_partial_ptr + offs, mask=mask, other=0.0).to(ACC_B)
+    if COMPUTE_DW:
+        tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(db_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def _bwd_tile_pointers(dy_ptr, x_ptr, rows, row_end, cols, col_mask, stride_dy_row, stride_x_row):
+    mask = (rows < row_end)[:, None] & col_mask[None, :]
+    return dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask
+
+
+@triton.jit
+def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M,
+                                N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
+                                HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr, COMPUTE_DW: tl.constexpr,
+                                COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr):
+    # Program p walks rows [p * rows_per_program, ...) in [BLOCK_M, BLOCK_N] tiles (N <= BLOCK_N +
+    # BLOCK_TAIL; with BLOCK_TAIL > 0 a [BLOCK_M, BLOCK_TAIL] tile beside each takes the columns
+    # past BLOCK_N, as in the forward): dx of each row, and its rows' dw/db sums kept in registers,
+    # stored once to partial[p, :]. dy and x are read once for all three gradients. The next
+    # tile's loads are issued before this tile's reductions, so one program per SM keeps memory
+    # busy (+10-30% for bf16).
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    NEEDS_X: tl.constexpr = COMPUTE_DX or COMPUTE_DW
+    row_begin = pid * rows_per_program
+    row_end = tl.minimum(row_begin + rows_per_program, M)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if COMPUTE_DX and HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    first_rows = row_begin + tl.arange(0, BLOCK_M)
+    dy_tile, x_tile, mask = _bwd_tile_pointers(dy_ptr, x_ptr, first_rows, row_end, cols, col_mask, stride_dy_row,
+                                               stride_x_row)
+    dy_next = tl.load(dy_tile, mask=mask, other=0.0)
+    if NEEDS_X:
+        x_next = tl.load(x_tile, mask=mask, other=0.0)
+    if BLOCK_TAIL > 0:
+        tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
+        tail_col_mask = tail_cols < N
+        if COMPUTE_DX and HAS_WEIGHT:
+            w_tail = tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)
+        dw_acc_tail = tl.zeros([BLOCK_M, BLOCK_TAIL], dtype=ACC)
+        db_acc_tail = tl.zeros([BLOCK_M, BLOCK_TAIL], dtype=ACC)
+        dy_tile, x_tile, first_tail_mask = _bwd_tile_pointers(dy_ptr, x_ptr, first_rows, row_end, tail_cols,
+                                                              tail_col_mask, stride_dy_row, stride_x_row)
+        dy_tail_next = tl.load(dy_tile, mask=first_tail_mask, other=0.0)
+        if NEEDS_X:
+            x_tail_next = tl.load(x_tile, mask=first_tail_mask, other=0.0)
+    for r0 in range(row_begin, row_end, BLOCK_M):
+        rows = r0 + tl.arange(0, BLOCK_M)
+        row_mask = rows < row_end
+        mask = row_mask[:, None] & col_mask[None, :]
+        dy = dy_next.to(ACC)
+        dy_tile, x_tile, next_mask = _bwd_tile_pointers(dy_ptr, x_ptr, rows + BLOCK_M, row_end, cols, col_mask,
+                                                        stride_dy_row, stride_x_row)
+        dy_next = tl.load(dy_tile, mask=next_mask, other=0.0)
+        if NEEDS_X:
+            x = x_next.to(ACC)
+            x_next = tl.load(x_tile, mask=next_mask, other=0.0)
+        if BLOCK_TAIL > 0:
+            tail_mask = row_mask[:, None] & tail_col_mask[None, :]
+            dy_tail = dy_tail_next.to(ACC)
+            dy_tile, x_tile, next_tail_mask = _bwd_tile_pointers(dy_ptr, x_ptr, rows + BLOCK_M, row_end, tail_cols,
+                                                                 tail_col_mask, stride_dy_row, stride_x_row)
+            dy_tail_next = tl.load(dy_tile, mask=next_tail_mask, other=0.0)
+            if NEEDS_X:
+                x_tail = x_tail_next.to(ACC)
+                x_tail_next = tl.load(x_tile, mask=next_tail_mask, other=0.0)
+        if NEEDS_X:
+            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            if BLOCK_TAIL > 0:
+                xhat_tail = tl.where(tail_mask, (x_tail - mean[:, None]) * rstd[:, None], 0.0)
+        if COMPUTE_DX:
+            if HAS_WEIGHT:
+                g = dy * w[None, :]
+            else:
+                g = dy
+            sum_gx = tl.sum(g * xhat, axis=1)
+            sum_g = tl.sum(g, axis=1)
+            if BLOCK_TAIL > 0:
+                if HAS_WEIGHT:
+                    g_tail = dy_tail * w_tail[None, :]
+                else:
+                    g_tail = dy_tail
+                sum_gx += tl.sum(g_tail * xhat_tail, axis=1)
+                sum_g += tl.sum(g_tail, axis=1)
+            c1 = sum_gx / N
+            c2 = sum_g / N
+            dx = (g - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+            tl.store(dx_ptr + rows[:, None] * stride_dx_row + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            if BLOCK_TAIL > 0:
+                dx_tail = (g_tail - (xhat_tail * c1[:, None] + c2[:, None])) * rstd[:, None]
+                tl.store(dx_ptr + rows[:, None] * stride_dx_row + tail_cols[None, :],
+                         dx_tail.to(dx_ptr.dtype.element_ty), mask=tail_mask)
+        if COMPUTE_DW:
+            dw_acc += dy * xhat
+            if BLOCK_TAIL > 0:
+                dw_acc_tail += dy_tail * xhat_tail
+        if COMPUTE_DB:
+            db_acc += dy
+            if BLOCK_TAIL > 0:
+                db_acc_tail += dy_tail
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + pid * N + cols, tl.sum(dw_acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
+                 mask=col_mask)
+        if BLOCK_TAIL > 0:
+            tl.store(dw_partial_ptr + pid * N + tail_cols,
+                     tl.sum(dw_acc_tail, axis=0).to(dw_partial_ptr.dtype.element_ty), mask=tail_col_mask)
+    if COMPUTE_DB:
+        tl.store(db_partial_ptr + pid * N + cols, tl.sum(db_acc, axis=0).to(db_partial_ptr.dtype.element_ty),
+                 mask=col_mask)
+        if BLOCK_TAIL > 0:
+            tl.store(db_partial_ptr + pid * N + tail_cols,
+                     tl.sum(db_acc_tail, axis=0).to(db_partial_ptr.dtype.element_ty), mask=tail_col_mask)
+
+
+# Long rows backward on CUDA (where the fused kernel's row and its dw/db sums no longer fit one
+# program's registers): a team of S = cdiv(N, BLOCK_N) programs shares rows
+# [team * rows_per_team, ...), program `chunk` of the team owning columns [chunk * BLOCK_N, ...).
+# Per row each program publishes its chunk's sums of g * xhat and g (g = dy * w) as one word and
+# waits until the row's S chunks have (row_exchange); dx needs both sums over the whole row. Each
+# program keeps its columns' dw/db sums in registers across the team's rows, stored once to
+# dw_partial[team, :] / db_partial[team, :] (the finalize kernel adds the teams up, or dw/db
+# themselves when there is one team). dy and x are read once.
+# STAGES > 1: Triton's pipeliner copies the next rows' dy and x into shared memory (STAGES - 1 rows
+# ahead) while this row waits on its team; the wait then spins in PTX (wait_spin), since a loop
+# in the row loop's body keeps the pipeliner from taking it. STAGES = 1 (the interpreter, which
+# runs no PTX): wait's loop, no copies ahead.
+#     sync      int64 [2 + M * S], ZEROED before each launch: sync[0] hands out tickets (a team is S
+#               consecutive tickets, so a team only waits on programs that have started: room on
+#               the GPU for S programs suffices; no wait has a limit), then the rows' words
+#     grid = (teams * S,). CUDA only (programs wait for each other).
+
+
+@triton.jit
+def _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr,
+                 INDEX_64: tl.constexpr):
+    # A team program's ticket, its columns and their weight (1.0 without one), and its team's rows
+    # [row_begin, row_end).
+    team, chunk = ticket(sync_ptr, S)
+    if INDEX_64:
+        team = team.to(tl.int64)
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    w = 1.0
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    row_begin = team * rows_per_team
+    row_end = tl.minimum(row_begin + rows_per_team, M)
+    return team, chunk, cols, col_mask, w, row_begin, row_end
+
+
+@triton.jit
+def _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, mask, stride_dy_row, stride_x_row, EVICT: tl.constexpr):
+    # A row's dy and xhat (0 where masked) at `cols`, and its rstd; EVICT is the loads' L2 hint.
+    dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+    x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+    mean = tl.load(mean_ptr + row).to(tl.float32)
+    rstd = tl.load(rstd_ptr + row).to(tl.float32)
+    return dy, tl.where(mask, (x - mean) * rstd, 0.0), rstd
+
+
+@triton.jit
+def _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc,
+                     COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr):
+    # The program's columns of its team's row of the dw/db partial sums.
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_partial_ptr + team * N + cols, db_acc.to(db_partial_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
+                               sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row,
+                               stride_x_row, HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr,
+                               COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_N: tl.constexpr,
+                               S_POW2: tl.constexpr, STAGES: tl.constexpr, INDEX_64: tl.constexpr):
+    team, chunk, cols, col_mask, w, row_begin, row_end = _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team,
+                                                                      HAS_WEIGHT, BLOCK_N, INDEX_64)
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for row in tl.range(row_begin, row_end, num_stages=STAGES):
+        dy, xhat, rstd = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask, stride_dy_row, stride_x_row,
+                                   "")
+        if COMPUTE_DX:
+            if HAS_WEIGHT:
+                g = dy * w
+            else:
+                g = dy
+            publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0))
+            if STAGES > 1:
+                sums_gx, sums_g, _ = wait_spin(sync_ptr, row, S, S_POW2)
+            else:
+                sums_gx, sums_g, _, _complete = wait(sync_ptr, row, S, S_POW2, 0)
+            c1 = tl.sum(sums_gx, axis=0) / N
+            c2 = tl.sum(sums_g, axis=0) / N
+            dx = (g - (xhat * c1 + c2)) * rstd
+            tl.store(dx_ptr + row * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
+        if COMPUTE_DW:
+            dw_acc += dy * xhat
+        if COMPUTE_DB:
+            db_acc += dy
+    _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
+
+
+# The team backward with the exchange off the critical path, for 2-byte rows when dx is wanted.
+# In layer_norm_bwd_team_kernel a row's dx waits for the team's words, which takes an L2 round trip
+# or more every row; at 8 warps an SM those waits leave the memory system idle. Here iteration i
+# publishes row i's sums and adds row i to dw/db, then writes dx of row i - 1, whose words every
+# member published an iteration before: they were loaded at the top of the iteration
+# (peek_words) and are polled again only if one is still missing (settle_words). Row i - 1's dy
+# and x are loaded a second time (the pipeliner copies them with row i's; L2 hits, DRAM traffic
+# unchanged), so no row's values live across a wait: 2048-column chunks fit 128 registers, four
+# 4-warp programs an SM. The protocol, sync and grid are layer_norm_bwd_team_kernel's; every
+# member publishes row i before it waits on row i - 1, so a team never waits on itself. fp32 rows
+# gain nothing (the shared memory holds 3 programs an SM at most) and keep the other kernel.
+@triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
+def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
+                                   sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
+                                   HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
+                                   BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, STAGES: tl.constexpr,
+                                   INDEX_64: tl.constexpr):
+    team, chunk, cols, col_mask, w, row_begin, row_end = _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team,
+                                                                      HAS_WEIGHT, BLOCK_N, INDEX_64)
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
+        # Row i (none on the last iteration): its sums published, its dy and xhat added to dw/db.
+        row = tl.minimum(i, row_end - 1)
+        now = i < row_end
+        # Row i - 1 (none on the first iteration): its dx.
+        prev = tl.maximum(i - 1, row_begin)
+        after_first = i > row_begin
+        if STAGES > 1:
+            words = peek_words(sync_ptr, prev, S, S_POW2)
+        dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask & now, stride_dy_row,
+                                stride_x_row, "")
+        if HAS_WEIGHT:
+            g = dy * w
+        else:
+            g = dy
+        if now:
+            publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0))
+        if COMPUTE_DW:
+            dw_acc += dy * xhat
+        if COMPUTE_DB:
+            db_acc += dy
+        prev_mask = col_mask & after_first
+        # Read for the second time: L2 may drop them now.
+        dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
+                                                  stride_dy_row, stride_x_row, "evict_first")
+        if after_first:
+            if STAGES > 1:
+                sums_gx, sums_g = settle_words(sync_ptr, prev, S, words, S_POW2)
+            else:
+                sums_gx, sums_g, _chunk_mask, _complete = wait(sync_ptr, prev, S, S_POW2, 0)
+            c1 = tl.sum(sums_gx, axis=0) / N
+            c2 = tl.sum(sums_g, axis=0) / N
+            if HAS_WEIGHT:
+                g_prev = dy_prev * w
+            else:
+                g_prev = dy_prev
+            dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
+            tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
+    _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)

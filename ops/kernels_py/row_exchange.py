@@ -1,0 +1,180 @@
+"""The exchange of programs that share a row: each of a row's S programs owns one chunk of its
+columns, publishes two fp32 statistics of that chunk and waits until every chunk's are there.
+
+Workspace ``sync``: int64 [2 + M * S], ZEROED before each launch. sync[0] hands out tickets
+(``ticket``), sync[1] is not used, sync[2 + row * S + chunk] is the chunk's word for the row: its
+two statistics packed into one 64-bit word, 0 until published. The data is the flag: a waiting
+program polls its row's words until none is 0, with no counter, no release fence and no second
+read.
+
+Which program owns which chunk:
+
+* ``row_and_chunk``: from the program id, so a program loads at once. The GPU does not promise to
+  start programs in id order, so a row's chunk may belong to a program that cannot start until
+  others finish: such kernels wait at most HELP_AFTER polls (normally never reached: a sibling
+  publishes within microseconds), then publish the words of the chunks still missing themselves
+  (``publish_missing``, given the kernel's function computing a chunk's statistics), with
+  compare-and-swap from 0, so whichever word reaches a slot first is the one every program of the
+  row reads. No wait then depends on a program starting, given room on the GPU for one program.
+* ``ticket``: from an atomic counter; a row's programs take consecutive tickets, so a program only
+  waits on programs that took a ticket before the last one handed out: safe given room on the GPU
+  for S programs, with no help path; costs a round trip to L2 before the first load.
+
+Triton's interpreter runs programs one after another: there a row of several chunks is complete
+only through the help path.
+"""
+
+import triton
+import triton.language as tl
+
+# Polls a waiting program makes before it publishes the missing chunks itself, and the columns a
+# helper reads at a time.
+HELP_AFTER = tl.constexpr(4096)
+HELP_BLOCK = tl.constexpr(512)
+
+
+@triton.jit
+def row_and_chunk(S, INDEX_64: tl.constexpr):
+    # Program p takes chunk p % S of row p // S.
+    pid = tl.program_id(0)
+    row = pid // S
+    if INDEX_64:
+        row = row.to(tl.int64)
+    return row, pid % S
+
+
+@triton.jit
+def ticket(sync_ptr, S):
+    # The next ticket's (team or row, chunk): S consecutive tickets share one.
+    number = tl.atomic_add(sync_ptr, 1, sem="relaxed")
+    return (number // S).to(tl.int32), (number % S).to(tl.int32)
+
+
+@triton.jit
+def publish(sync_ptr, row, chunk, S, hi, lo, FIRST: tl.constexpr = False):
+    # +0.0 in the high half goes as -0.0 (the same in every sum), so no published word is 0.
+    # FIRST: only into an empty slot (a compare-and-swap from 0), for slots two programs may fill.
+    h = hi.to(tl.int32, bitcast=True)
+    h = tl.where(h == 0, -2147483648, h)
+    word = (h.to(tl.int64) << 32) | (lo.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+    if FIRST:
+        tl.atomic_cas(sync_ptr + 2 + row * S + chunk, tl.full((), 0, tl.int64), word, sem="relaxed")
+    else:
+        tl.atomic_xchg(sync_ptr + 2 + row * S + chunk, word, sem="relaxed")
+
+
+@triton.jit
+def missing(sync_ptr, row, S, chunk):
+    # Whether the chunk's word is still unpublished (read through L2).
+    return tl.atomic_add(sync_ptr + 2 + row * S + chunk, 0, sem="relaxed") == 0
+
+
+@triton.jit
+def publish_missing(sync_ptr, row, S, chunk_word: tl.constexpr, args):
+    # The help path: publishes the word of every chunk of the row still missing, whose two
+    # statistics chunk_word(chunk, *args) computes (the kernel's own @triton.jit function; equal to
+    # what the chunk's program publishes up to rounding). The first word in a slot stays.
+    for c in tl.range(0, S, num_stages=1):
+        if missing(sync_ptr, row, S, c):
+            hi, lo = chunk_word(c, *args)
+            publish(sync_ptr, row, c, S, hi, lo, True)
+
+
+@triton.jit
+def _poll(slots, kmask):
+    # The row's words through L2 (atomics); 1 past S.
+    return tl.where(kmask, tl.atomic_add(slots, 0, mask=kmask, sem="relaxed"), 1)
+
+
+@triton.jit
+def poll_words(sync_ptr, row, S, S_POW2: tl.constexpr, POLLS: tl.constexpr):
+    # The row's S words (S <= S_POW2) once none is 0, or after POLLS polls (0: no limit), and the
+    # mask of the chunks; 1 past S.
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    slots = sync_ptr + 2 + row * S + k
+    words = _poll(slots, kmask)
+    polls = 1
+    while (tl.sum((words == 0).to(tl.int32), axis=0) > 0) & (polls != POLLS):
+        words = _poll(slots, kmask)
+        polls += 1
+    return words, kmask
+
+
+@triton.jit
+def unpack_words(words, kmask):
+    # The words' two fp32 halves; lanes past the row's chunks (kmask False) give 0.0.
+    words = tl.where(kmask, words, 0)
+    hi = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    lo = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    return hi, lo
+
+
+@triton.jit
+def wait(sync_ptr, row, S, S_POW2: tl.constexpr, POLLS: tl.constexpr):
+    # Every chunk's two statistics for the row (0.0 past S), the mask of the chunks, and whether
+    # all were published: polls until they are, or POLLS times (0: no limit).
+    words, kmask = poll_words(sync_ptr, row, S, S_POW2, POLLS)
+    complete = tl.sum((words == 0).to(tl.int32), axis=0) == 0
+    hi, lo = unpack_words(words, kmask)
+    return hi, lo, kmask, complete
+
+
+# Waits in PTX, for a wait inside a loop that Triton's pipeliner must still take (a Triton loop in
+# the body keeps it from pipelining); no limit, and none under the interpreter, which runs no PTX.
+
+
+@triton.jit
+def wait_spin(sync_ptr, row, S, S_POW2: tl.constexpr):
+    # wait without a limit and without a Triton loop. Each lane loads its chunk's word until every
+    # lane of its warp has a published (non-zero) one: vote.all keeps the branch warp-uniform. Lanes
+    # past S read the row's first word (a valid address) and count as done; unpack_words gives them 0.
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    slots = sync_ptr + 2 + row * S + tl.where(kmask, k, 0)
+    words = tl.inline_asm_elementwise(
+        """{
+        .reg .pred %pw, %pm;
+        setp.eq.s32 %pm, $2, 0;
+        SPIN:
+        ld.relaxed.gpu.global.b64 $0, [$1];
+        setp.ne.s64 %pw, $0, 0;
+        or.pred %pw, %pw, %pm;
+        vote.sync.all.pred %pw, %pw, -1;
+        @!%pw bra.uni SPIN;
+        }""", "=l,l,r", [slots, kmask.to(tl.int32)], dtype=tl.int64, is_pure=False, pack=1)
+    hi, lo = unpack_words(words, kmask)
+    return hi, lo, kmask
+
+
+@triton.jit
+def peek_words(sync_ptr, row, S, S_POW2: tl.constexpr):
+    # The row's words as they are now (0: not published yet), without waiting for the load.
+    k = tl.arange(0, S_POW2)
+    slots = sync_ptr + 2 + row * S + tl.where(k < S, k, 0)
+    return tl.inline_asm_elementwise("ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l", [slots], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def settle_words(sync_ptr, row, S, words, S_POW2: tl.constexpr):
+    # wait_spin, starting from words peeked earlier: polls again only while a lane of the warp
+    # still has 0. Returns the two statistics.
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    slots = sync_ptr + 2 + row * S + tl.where(kmask, k, 0)
+    words = tl.inline_asm_elementwise(
+        """{
+        .reg .pred %pw, %pm;
+        mov.b64 $0, $3;
+        setp.eq.s32 %pm, $2, 0;
+        CHECK:
+        setp.ne.s64 %pw, $0, 0;
+        or.pred %pw, %pw, %pm;
+        vote.sync.all.pred %pw, %pw, -1;
+        @%pw bra.uni DONE;
+        ld.relaxed.gpu.global.b64 $0, [$1];
+        bra.uni CHECK;
+        DONE:
+        }""", "=l,l,r,l", [slots, kmask.to(tl.int32), words], dtype=tl.int64, is_pure=False, pack=1)
+    return unpack_words(words, kmask)
