@@ -1,7 +1,7 @@
 #pragma once
 // TritonJitFunction's insides, shared by the files of this folder only: its signature and Python
 // side, its cache of loaded binaries, its tuning state, and the steps the public members are
-// made of. Each step is defined in the file named for it (see the list at each declaration).
+// made of, grouped below by the file that defines them.
 
 #include "binaries/kernel_store_detail.h"
 #include "function/kernel_cache.h"
