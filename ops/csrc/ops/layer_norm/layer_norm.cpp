@@ -147,7 +147,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   inputs.dtype = x.scalar_type();
   inputs.index64 = index64;
   const kit::DeviceFacts device = kit::device_facts(x);
-  LayerNormForwardPlan plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Available);
+  kit::Tuner tuner = kit::Tuner::Available;
+  LayerNormForwardPlan plan = plan_layer_norm_forward(inputs, device, tuner);
   const std::string& file = layer_norm_file();
   if (plan.kind == LayerNormForwardPlan::Kind::TunedLongRows) {
     static auto& long_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdLongKernel);
@@ -161,7 +162,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
                       cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.index64);
       return {out, mean, rstd};
     }
-    plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Unavailable);
+    tuner = kit::Tuner::Unavailable;
+    plan = plan_layer_norm_forward(inputs, device, tuner);
   }
   LaunchOptions options{plan.num_warps};
   options.maxnreg = plan.maxnreg;
@@ -181,7 +183,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
       // The grid is as many programs as the GPU holds: the plan asked again with the occupancy.
       inputs.resident_programs_per_sm = with_arguments(
           [&](const auto&... args) { return persistent_kernel.resident_programs_per_sm(options, args...); });
-      plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Unavailable);
+      plan = plan_layer_norm_forward(inputs, device, tuner);
       with_arguments([&](const auto&... args) { persistent_kernel(stream, Grid(plan.programs), options, args...); });
       break;
     }
