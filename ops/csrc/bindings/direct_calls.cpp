@@ -18,6 +18,7 @@
 // where Dynamo can see the branch.
 
 #include <tjit/kit/operator_docs.h>
+#include <tjit/kit/plans.h>
 #include <tjit/operators.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>
@@ -354,4 +355,44 @@ PYBIND11_MODULE(_C, m) {
   m.attr("operator_names") = py::tuple(names);
   m.def("operator_doc", [](const std::string& name) { return tjit::kit::operator_doc("tjit::" + name); },
         "The documentation the operator tjit::<name> was defined with.");
+
+  // Launch plans (tjit/kit/plans.h), read by tjit.plans: the same functions the operators execute.
+  m.def("plan_names", [] { return tjit::kit::plan_names(); }, "The plans operators registered.");
+  m.def(
+      "describe_plan",
+      [](const std::string& name, const py::dict& inputs, const py::object& dtype, const py::dict& device) {
+        tjit::kit::PlanQuery query;
+        TORCH_CHECK(THPDtype_Check(dtype.ptr()), "describe_plan: dtype must be a torch.dtype");
+        query.dtype = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+        for (const auto& [key, value] : inputs) {
+          std::vector<int64_t> values;
+          if (py::isinstance<py::sequence>(value)) {
+            for (const auto& v : value.cast<py::sequence>()) {
+              values.push_back(v.cast<int64_t>());
+            }
+          } else {
+            values.push_back(value.cast<int64_t>());
+          }
+          query.values[key.cast<std::string>()] = std::move(values);
+        }
+        query.device.is_cuda = device["is_cuda"].cast<bool>();
+        query.device.multiprocessors = device["multiprocessors"].cast<int>();
+        query.device.memory_gbps = device["memory_gbps"].cast<int>();
+        query.device.dependent_launch = device["dependent_launch"].cast<bool>();
+        return tjit::kit::describe_plan(name, query);
+      },
+      "The plan `name` as JSON for `inputs` (names to ints or lists of ints), `dtype` and `device` facts "
+      "(is_cuda, multiprocessors, memory_gbps, dependent_launch).");
+  m.def(
+      "device_facts",
+      [](const std::string& device) {
+        const tjit::kit::DeviceFacts f = tjit::kit::device_facts(c10::Device(device));
+        py::dict d;
+        d["is_cuda"] = f.is_cuda;
+        d["multiprocessors"] = f.multiprocessors;
+        d["memory_gbps"] = f.memory_gbps;
+        d["dependent_launch"] = f.dependent_launch;
+        return d;
+      },
+      "The device facts the operators plan with for `device` (e.g. \"cuda:0\", \"cpu\").");
 }

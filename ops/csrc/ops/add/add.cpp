@@ -4,6 +4,7 @@
 #include <tjit/ops/add.h>  // this folder's add.h, as installed
 
 #include "../kernel_files.h"
+#include "plan.h"
 
 #include <tjit/current_stream.h>
 #include <tjit/kit/kit.h>
@@ -26,8 +27,6 @@ namespace tjit::ops {
 namespace {
 
 constexpr const char* kOp = "tjit::add";
-constexpr int64_t kBlock = 1024;
-constexpr int kNumWarps = 4;
 constexpr int kMaxCollapsedDims = 4;
 
 // Shared by the real and the Meta kernel, so both reject the same inputs.
@@ -160,48 +159,45 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
   const float alpha_f = static_cast<float>(alpha_d);
   const double alpha_lo = self.scalar_type() == at::kDouble ? alpha_d - static_cast<double>(alpha_f) : 0.0;
   const Stream stream = current_stream(self.device());
-  const Grid grid(kit::blocks_for(n, kBlock, kOp));
-  const LaunchOptions options{kNumWarps};
 
-  // x and y refer to the inputs (no reference-count traffic on the common path) unless the
-  // inputs have to be materialised.
-  at::Tensor materialised_x;
-  at::Tensor materialised_y;
-  const at::Tensor* xp = &self;
-  const at::Tensor* yp = &other;
   CollapsedShape c;
-  const bool same_shape_contiguous =
+  AddInputs inputs;
+  inputs.numel = n;
+  inputs.has_alpha = has_alpha;
+  inputs.same_shape_contiguous =
       self.sizes() == out.sizes() && other.sizes() == out.sizes() && self.is_contiguous() && other.is_contiguous();
-  if (!same_shape_contiguous && !collapse(shape, self, other, c)) {
-    // More than four non-mergeable dims: materialise the broadcast inputs, then add flat.
-    materialised_x = self.expand(shape).contiguous();
-    materialised_y = other.expand(shape).contiguous();
-    xp = &materialised_x;
-    yp = &materialised_y;
+  if (!inputs.same_shape_contiguous) {
+    inputs.collapsed = collapse(shape, self, other, c);
+    inputs.x_max_offset = max_offset(c, c.x_stride);
+    inputs.y_max_offset = max_offset(c, c.y_stride);
   }
-  const at::Tensor& x = *xp;
-  const at::Tensor& y = *yp;
-  const bool flat = same_shape_contiguous || (x.is_contiguous() && x.sizes() == out.sizes() &&
-                                              y.is_contiguous() && y.sizes() == out.sizes());
-  if (flat) {
-    static auto& kernel = TritonJitFunction::get_instance(kernel_path("add.py"), "add_kernel");
-    const bool index64 = n + kBlock > kit::kInt32Limit;
+  const AddPlan plan = plan_add(inputs, kit::device_facts(self));
+  const Grid grid(plan.programs);
+  const LaunchOptions options{plan.num_warps};
+  if (plan.flat) {
+    static auto& kernel = TritonJitFunction::get_instance(kernel_path("add.py"), kAddKernel);
+    // x and y refer to the inputs (no reference-count traffic on the common path) unless the plan
+    // materialises them.
+    at::Tensor materialised_x;
+    at::Tensor materialised_y;
+    if (plan.materialise) {
+      materialised_x = self.expand(shape).contiguous();
+      materialised_y = other.expand(shape).contiguous();
+    }
+    const at::Tensor& x = plan.materialise ? materialised_x : self;
+    const at::Tensor& y = plan.materialise ? materialised_y : other;
     if (is_integral) {
-      kernel(stream, grid, options, x, y, out, n, alpha.toLong(), 0.0, has_alpha, kBlock, index64);
+      kernel(stream, grid, options, x, y, out, n, alpha.toLong(), 0.0, plan.has_alpha, plan.block, plan.index64);
     } else {
-      kernel(stream, grid, options, x, y, out, n, alpha_f, alpha_lo, has_alpha, kBlock, index64);
+      kernel(stream, grid, options, x, y, out, n, alpha_f, alpha_lo, plan.has_alpha, plan.block, plan.index64);
     }
     return out;
   }
-  static auto& strided =
-      TritonJitFunction::get_instance(kernel_path("add.py"), "add_strided_kernel");
-  const bool index64 =
-      n + kBlock > kit::kInt32Limit || max_offset(c, c.x_stride) >= kit::kInt32Limit ||
-      max_offset(c, c.y_stride) >= kit::kInt32Limit;
+  static auto& strided = TritonJitFunction::get_instance(kernel_path("add.py"), kAddStridedKernel);
   auto launch = [&](auto alpha_value) {
-    strided(stream, grid, options, x, y, out, n, c.size[1], c.size[2], c.size[3], c.x_stride[0], c.x_stride[1],
-            c.x_stride[2], c.x_stride[3], c.y_stride[0], c.y_stride[1], c.y_stride[2], c.y_stride[3], alpha_value,
-            alpha_lo, has_alpha, kBlock, index64);
+    strided(stream, grid, options, self, other, out, n, c.size[1], c.size[2], c.size[3], c.x_stride[0],
+            c.x_stride[1], c.x_stride[2], c.x_stride[3], c.y_stride[0], c.y_stride[1], c.y_stride[2], c.y_stride[3],
+            alpha_value, alpha_lo, plan.has_alpha, plan.block, plan.index64);
   };
   if (is_integral) {
     launch(alpha.toLong());

@@ -1,10 +1,10 @@
 // tjit::softmax and its backward over any dim, as Triton row kernels (kernels_py/softmax.py):
-// the dim is moved last, rows are normalised in one pass when they fit a block, in an online
-// (looped) pass otherwise.
+// the dim is moved last and the rows go to the kernel plan.h's plan_softmax picks.
 
 #include <tjit/ops/softmax.h>  // this folder's softmax.h, as installed
 
 #include "../kernel_files.h"
+#include "plan.h"
 
 #include <tjit/current_stream.h>
 #include <tjit/device_properties.h>
@@ -36,126 +36,10 @@ void check_floating(const at::Tensor& t, const char* op, const char* arg) {
   kit::check_dtype_in(t, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, op, arg);
 }
 
-// How one softmax call covers its rows (softmax.py's header has the measurements behind it).
-struct RowPlan {
-  enum class Kind { ShortRows, OneProgramPerRow, SplitRows, Persistent };
-  Kind kind = Kind::OneProgramPerRow;
-  int64_t block_m = 1;     // ShortRows: rows per program
-  int64_t block_n = 1;     // columns per program (per chunk for SplitRows, per step when looped)
-  bool single_pass = true;  // OneProgramPerRow: the row stays in registers
-  int64_t chunks = 1;      // SplitRows: programs per row
-  int64_t programs = 1;    // Persistent: programs, each walking every programs-th row
-  bool reread = false;     // SplitRows, backward: read the chunk again after the wait (softmax.py)
-  int num_warps = 4;
-  int maxnreg = 0;         // a register cap for the compiler (0: none)
-};
-
-constexpr int kPersistentStages = 3;  // row-loop buffers: 2 x 64 KB of shared memory in flight
-
-constexpr int64_t kSplitBlock = 4096;
-constexpr int64_t kMaxSplitChunks = 128;  // programs of one row must fit on the GPU at once
-
-// `single_pass_limit`: the longest row kept in registers (32768 columns; the fp64 backward holds
-// two rows of 8-byte elements, so 16384).
-RowPlan plan_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t single_pass_limit, bool backward) {
-  RowPlan plan;
-  if (cols <= 256) {
-    // BLOCK_M rows per program, enough programs to fill the GPU (4096 x 128: 512 programs).
-    plan.kind = RowPlan::Kind::ShortRows;
-    plan.block_n = kit::next_power_of_2(cols);
-    plan.block_m = std::max<int64_t>(1, std::min(1024 / plan.block_n, kit::next_power_of_2(rows)));
-    return plan;
-  }
-  // (On CUDA the forward's 2-byte rows past 20480 columns are tuned before this plan is asked for:
-  // it serves them on the CPU and in CUDA graph captures of row lengths not tuned yet.)
-  if (!backward && t.element_size() == 2 && cols > 16384 && cols <= single_pass_limit) {
-    // A 2-byte row of 16K-32K columns fills an SM; one program per row leaves the SM idle while
-    // it reduces. Persistent programs overlap the next row's loads with that (softmax.py), once
-    // the row fills enough of the 32768-lane block; shorter rows go looped in 4096-column steps.
-    if (cols > 20480) {
-      plan.kind = RowPlan::Kind::Persistent;
-      plan.block_n = kit::next_power_of_2(cols);
-      plan.programs = std::min<int64_t>(rows, kit::planning_multiprocessors(t));
-      plan.num_warps = 32;
-    } else {
-      plan.single_pass = false;
-      plan.block_n = 4096;
-      plan.num_warps = 16;
-    }
-    return plan;
-  }
-  if (cols <= single_pass_limit) {
-    plan.block_n = kit::next_power_of_2(cols);
-    // The backward's 32768-column rows: 16 warps beat 32 (H200 bf16: 4.2 vs 4.0 TB/s; split: 3.4).
-    plan.num_warps = plan.block_n > 16384 && !backward
-                         ? 32
-                         : static_cast<int>(std::clamp<int64_t>(plan.block_n / 512, 1, 16));
-    return plan;
-  }
-  // Long rows. The split kernels wait for each other, which only CUDA runs concurrently; they
-  // pay off for 4-byte elements forward and for everything but fp64 backward.
-  const int64_t chunks = kit::ceil_div(cols, kSplitBlock);
-  const bool split_dtype = backward ? t.scalar_type() != at::kDouble : t.element_size() == 4;
-  if (t.is_cuda() && split_dtype && chunks <= kMaxSplitChunks && rows * chunks < kit::kInt32Limit / 2) {
-    plan.kind = RowPlan::Kind::SplitRows;
-    plan.block_n = kSplitBlock;
-    plan.num_warps = 4;
-    if (backward) {
-      // H200, one run, TB/s (4096/4 held, re-read; 8192/8 held), bf16: 50257 3.47, 3.64; 2.93,
-      // 128256 3.70, 3.77; 3.66, 151936 3.48, 3.60; 3.68, 262144 3.03, 3.14; 3.47. fp32 (4096/4 held,
-      // 8192/8 held): 151936 4.13, 4.04; 262144 3.68, 3.85; re-reading costs fp32 1-3%. On an H100
-      // no vocabulary-size row got slower with this plan (bf16 262144: 2.62 -> 2.91 TB/s).
-      const bool two_byte = t.element_size() == 2;
-      if (chunks > (two_byte ? 32 : 48)) {
-        plan.block_n = 2 * kSplitBlock;  // fewer, larger chunks: less waiting per byte on long rows
-        plan.num_warps = 8;
-        // Left alone the compiler takes 95 registers (86 fp32) for the rarely taken help path, and
-        // 2 programs fit an SM instead of 3 (H100, bf16 512 x 262144: 2.32 TB/s; at 80: 2.95, no
-        // spills).
-        plan.maxnreg = 80;
-      } else {
-        plan.reread = two_byte;
-      }
-    }
-    plan.chunks = kit::ceil_div(cols, plan.block_n);
-    return plan;
-  }
-  plan.single_pass = false;
-  if (t.is_cuda() && rows < multiprocessor_count(t.device())) {
-    plan.block_n = 16384;  // few very long rows: bigger steps keep the SMs busy
-    plan.num_warps = 16;
-  } else if (t.element_size() == 2) {
-    plan.block_n = 8192;
-    plan.num_warps = 32;
-  } else {
-    plan.block_n = 4096;
-    plan.num_warps = 16;
-  }
-  return plan;
-}
-
-// One tensor's rows as a split kernel sees them.
-struct RowsOf {
-  const at::Tensor& rows;
-  int64_t row_stride;
-};
-
-// The split kernels' ALIGN (softmax.py): the elements in 16 bytes when rows start off 16-byte
-// boundaries yet can all be cut at the same columns into whole vectors (every base 16-byte aligned,
-// every row stride the same modulo a vector, one element size), else 1.
-int64_t split_alignment(int64_t cols, std::initializer_list<RowsOf> tensors) {
-  const int64_t element_size = tensors.begin()->rows.element_size();
-  const int64_t per_vector = 16 / element_size;
-  const int64_t offset = tensors.begin()->row_stride % per_vector;
-  bool aligned_already = cols % per_vector == 0;
-  for (const RowsOf& t : tensors) {
-    if (t.rows.element_size() != element_size || reinterpret_cast<uintptr_t>(t.rows.data_ptr()) % 16 != 0 ||
-        t.row_stride % per_vector != offset) {
-      return 1;
-    }
-    aligned_already = aligned_already && t.row_stride % per_vector == 0;
-  }
-  return aligned_already ? 1 : per_vector;
+// One tensor's rows as the split kernels' ALIGN needs them.
+SoftmaxRows rows_facts(const at::Tensor& t, int64_t row_stride) {
+  return {static_cast<int64_t>(t.element_size()), static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16),
+          row_stride};
 }
 
 // `t` with `dim` moved last: a view, or `t` itself when `dim` is already last (the common case;
@@ -187,6 +71,11 @@ at::Tensor restore_dim(const at::Tensor& moved_out, const at::Tensor& like, int6
   return dim == like.dim() - 1 ? moved_out : moved_out.movedim(-1, dim);
 }
 
+const std::string& softmax_file() {
+  static const std::string file = kernel_path("softmax.py");  // once: the hot path builds no paths
+  return file;
+}
+
 at::Tensor softmax_meta(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
   check_floating(self, kOp, "self");
   dim = kit::wrap_dim(dim, self.dim(), kOp, "dim");
@@ -213,56 +102,60 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   const auto [in, v] = kit::rows_of(dim_last(x, dim), cols);
   const bool index64 = kit::needs_index64(in) || kit::needs_index64(out_moved);
   const Stream stream = current_stream(x.device());
-  // 2-byte rows from 20481 columns: the split configs beat the persistent plan below (softmax.py).
-  if (kit::tuned_long_rows(v.rows, cols, x, x.element_size() == 2 ? 20480 : 32768)) {
-    static auto& long_kernel =
-        TritonJitFunction::get_instance(kernel_path("softmax.py"), "softmax_fwd_long_kernel");
-    const int64_t chunks = kit::ceil_div(cols, kit::kLongRowMinSplitBlock);
-    const at::Tensor sync = kit::row_exchange_workspace(v.rows, chunks, x);
-    const int64_t chunks_pow2 = kit::next_power_of_2(chunks);
-    const int64_t row_bucket = kit::long_row_bucket(v.rows);
-    const int64_t align = split_alignment(cols, {{in, v.row_stride}, {out_moved, cols}});
-    // While a CUDA graph is being captured nothing can be timed: a row length not tuned yet takes
-    // the hand-written plan below.
+  SoftmaxInputs inputs;
+  inputs.rows = v.rows;
+  inputs.cols = cols;
+  inputs.dtype = x.scalar_type();
+  inputs.index64 = index64;
+  inputs.tensors = {rows_facts(out_moved, cols), rows_facts(in, v.row_stride)};
+  inputs.tensor_count = 2;
+  const kit::DeviceFacts device = kit::device_facts(x);
+  SoftmaxPlan plan = plan_softmax(inputs, device, kit::Tuner::Available);
+  const std::string& file = softmax_file();
+  if (plan.kind == SoftmaxPlan::Kind::TunedLongRows) {
+    static auto& long_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdLongKernel);
+    const at::Tensor sync = kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x);
+    // While a CUDA graph is being captured nothing can be timed: without a chosen config the tuner
+    // is unavailable to this call, and the plan says what serves it instead.
     if (!stream_is_capturing(stream) ||
-        long_kernel.chosen_config(out_moved, in, sync, row_bucket, cols, v.row_stride, cols, chunks_pow2, align,
-                                  index64)) {
-      long_kernel.run(stream, kit::long_row_grid(v.rows, cols, kOp), out_moved, in, sync, row_bucket, cols,
-                      v.row_stride, cols, chunks_pow2, align, index64);
+        long_kernel.chosen_config(out_moved, in, sync, plan.row_bucket, cols, v.row_stride, cols, plan.s_pow2,
+                                  plan.align, plan.index64)) {
+      long_kernel.run(stream, kit::long_row_grid(v.rows, cols, kOp), out_moved, in, sync, plan.row_bucket, cols,
+                      v.row_stride, cols, plan.s_pow2, plan.align, plan.index64);
       return restore_dim(out_moved, x, dim);
     }
+    plan = plan_softmax(inputs, device, kit::Tuner::Unavailable);
   }
-  const RowPlan plan = plan_rows(v.rows, cols, x, 32768, /*backward=*/false);
+  LaunchOptions options{plan.num_warps};
+  options.maxnreg = plan.maxnreg;
+  const Grid grid(plan.programs);
   switch (plan.kind) {
-    case RowPlan::Kind::ShortRows: {
-      static auto& rows_kernel =
-          TritonJitFunction::get_instance(kernel_path("softmax.py"), "softmax_fwd_rows_kernel");
-      rows_kernel(stream, Grid(kit::blocks_for(v.rows, plan.block_m, kOp)), LaunchOptions{plan.num_warps}, out_moved,
-                  in, v.rows, cols, v.row_stride, cols, plan.block_m, plan.block_n, index64);
+    case SoftmaxPlan::Kind::ShortRows: {
+      static auto& rows_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdRowsKernel);
+      rows_kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_m, plan.block_n,
+                  plan.index64);
       break;
     }
-    case RowPlan::Kind::SplitRows: {
-      static auto& split_kernel =
-          TritonJitFunction::get_instance(kernel_path("softmax.py"), "softmax_fwd_split_kernel");
-      split_kernel(stream, Grid(kit::blocks_for(v.rows * plan.chunks, 1, kOp)), LaunchOptions{plan.num_warps},
-                   out_moved, in, kit::row_exchange_workspace(v.rows, plan.chunks, x), v.rows, cols, plan.chunks, v.row_stride,
-                   cols, plan.block_n, kit::next_power_of_2(plan.chunks),
-                   split_alignment(cols, {{in, v.row_stride}, {out_moved, cols}}), index64);
+    case SoftmaxPlan::Kind::SplitRows: {
+      static auto& split_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdSplitKernel);
+      split_kernel(stream, grid, options, out_moved, in, kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x),
+                   v.rows, cols, plan.chunks, v.row_stride, cols, plan.block_n, plan.s_pow2, plan.align, plan.index64);
       break;
     }
-    case RowPlan::Kind::Persistent: {
-      static auto& persistent_kernel =
-          TritonJitFunction::get_instance(kernel_path("softmax.py"), "softmax_fwd_persistent_kernel");
-      persistent_kernel(stream, Grid(static_cast<uint32_t>(plan.programs)), LaunchOptions{plan.num_warps}, out_moved,
-                        in, v.rows, cols, v.row_stride, cols, plan.block_n, kPersistentStages, index64);
+    case SoftmaxPlan::Kind::Persistent: {
+      static auto& persistent_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdPersistentKernel);
+      persistent_kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_n,
+                        plan.num_stages, plan.index64);
       break;
     }
-    case RowPlan::Kind::OneProgramPerRow: {
-      static auto& kernel = TritonJitFunction::get_instance(kernel_path("softmax.py"), "softmax_fwd_kernel");
-      kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), LaunchOptions{plan.num_warps}, out_moved, in, v.rows,
-             cols, v.row_stride, cols, plan.block_n, plan.single_pass, index64);
+    case SoftmaxPlan::Kind::OneProgramPerRow: {
+      static auto& kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdKernel);
+      kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_n, plan.single_pass,
+             plan.index64);
       break;
     }
+    case SoftmaxPlan::Kind::TunedLongRows:
+      TORCH_INTERNAL_ASSERT(false, kOp, ": the plan asked for the tuner again");
   }
   return restore_dim(out_moved, x, dim);
 }
@@ -297,39 +190,42 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
   const auto [y, yv] = kit::rows_of(dim_last(output, dim), cols);
   const bool index64 = kit::needs_index64(g) || kit::needs_index64(y) || kit::needs_index64(grad_in_moved);
   const Stream stream = current_stream(output.device());
-  // A whole row in registers up to 32768 columns (fp64: 16384), one read of each input.
-  const RowPlan plan = plan_rows(yv.rows, cols, grad_in_moved, grad_in_moved.scalar_type() == at::kDouble ? 16384 : 32768,
-                                 /*backward=*/true);
+  SoftmaxInputs inputs;
+  inputs.rows = yv.rows;
+  inputs.cols = cols;
+  inputs.dtype = grad_in_moved.scalar_type();
+  inputs.backward = true;
+  inputs.index64 = index64;
+  inputs.tensors = {rows_facts(grad_in_moved, cols), rows_facts(g, gv.row_stride), rows_facts(y, yv.row_stride)};
+  inputs.tensor_count = 3;
+  const SoftmaxPlan plan = plan_softmax(inputs, kit::device_facts(output), kit::Tuner::Unavailable);
+  const std::string& file = softmax_file();
+  LaunchOptions options{plan.num_warps};
+  options.maxnreg = plan.maxnreg;
+  const Grid grid(plan.programs);
   switch (plan.kind) {
-    case RowPlan::Kind::ShortRows: {
-      static auto& rows_kernel =
-          TritonJitFunction::get_instance(kernel_path("softmax.py"), "softmax_bwd_rows_kernel");
-      rows_kernel(stream, Grid(kit::blocks_for(yv.rows, plan.block_m, kBackwardOp)), LaunchOptions{plan.num_warps},
-                  grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride, plan.block_m, plan.block_n,
-                  index64);
+    case SoftmaxPlan::Kind::ShortRows: {
+      static auto& rows_kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdRowsKernel);
+      rows_kernel(stream, grid, options, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,
+                  plan.block_m, plan.block_n, plan.index64);
       break;
     }
-    case RowPlan::Kind::SplitRows: {
-      static auto& split_kernel =
-          TritonJitFunction::get_instance(kernel_path("softmax.py"), "softmax_bwd_split_kernel");
-      LaunchOptions options{plan.num_warps};
-      options.maxnreg = plan.maxnreg;
-      split_kernel(stream, Grid(kit::blocks_for(yv.rows * plan.chunks, 1, kBackwardOp)), options, grad_in_moved,
-                   g, y, kit::row_exchange_workspace(yv.rows, plan.chunks, y),
-                   yv.rows, cols, plan.chunks, cols, gv.row_stride, yv.row_stride, plan.block_n,
-                   kit::next_power_of_2(plan.chunks),
-                   split_alignment(cols, {{grad_in_moved, cols}, {g, gv.row_stride}, {y, yv.row_stride}}), index64,
-                   plan.reread);
+    case SoftmaxPlan::Kind::SplitRows: {
+      static auto& split_kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdSplitKernel);
+      split_kernel(stream, grid, options, grad_in_moved, g, y, kit::row_exchange_workspace(yv.rows, plan.exchange_chunks, y),
+                   yv.rows, cols, plan.chunks, cols, gv.row_stride, yv.row_stride, plan.block_n, plan.s_pow2,
+                   plan.align, plan.index64, plan.reread);
       break;
     }
-    case RowPlan::Kind::OneProgramPerRow: {
-      static auto& kernel = TritonJitFunction::get_instance(kernel_path("softmax.py"), "softmax_bwd_kernel");
-      kernel(stream, Grid(kit::blocks_for(yv.rows, 1, kBackwardOp)), LaunchOptions{plan.num_warps}, grad_in_moved,
-             g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride, plan.block_n, plan.single_pass, index64);
+    case SoftmaxPlan::Kind::OneProgramPerRow: {
+      static auto& kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdKernel);
+      kernel(stream, grid, options, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,
+             plan.block_n, plan.single_pass, plan.index64);
       break;
     }
-    case RowPlan::Kind::Persistent:
-      TORCH_INTERNAL_ASSERT(false, kBackwardOp, ": no persistent plan for the backward");
+    case SoftmaxPlan::Kind::Persistent:
+    case SoftmaxPlan::Kind::TunedLongRows:
+      TORCH_INTERNAL_ASSERT(false, kBackwardOp, ": no such plan for the backward");
   }
   return restore_dim(grad_in_moved, output, dim);
 }

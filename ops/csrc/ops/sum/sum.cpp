@@ -4,6 +4,7 @@
 #include <tjit/ops/sum.h>  // this folder's sum.h, as installed
 
 #include "../kernel_files.h"
+#include "plan.h"
 
 #include <tjit/current_stream.h>
 #include <tjit/device_properties.h>
@@ -71,108 +72,71 @@ c10::SmallVector<T, 8> output_shape(c10::ArrayRef<T> sizes, const DimMask& mask,
 }
 
 
+const std::string& sum_file() {
+  static const std::string file = kernel_path("sum.py");  // once: the hot path builds no paths
+  return file;
+}
+
 // out[m] = sum of row m of `in` viewed as [M, N] with `row_stride`.
 void sum_rows(const at::Tensor& in, const kit::RowsView& v, const at::Tensor& out, bool index64) {
   const Stream stream = current_stream(in.device());
-  const int sms = kit::planning_multiprocessors(in);
-  static const std::string file = kernel_path("sum.py");  // once: the hot path builds no paths
-  // Both stages of the two-stage plan launch with programmatic dependent launch where the device has
-  // it: each stage's launch overlaps the kernel before it. Past 8192 columns (16384 without it) one
-  // program per row is then too few for a handful of rows (H200, fp32: 2^14 in one program 2.6 us,
-  // in two dependent stages 1.8 us; 2^16 in one program 38 GB/s, in two stages 93 GB/s).
-  const bool dependent = dependent_launch_supported(in.device());
-  const int64_t one_program_cols = dependent ? 8192 : 16384;
-  if (v.rows < 2 * sms && v.cols > one_program_cols) {
-    // Two stages: parts of each row into a partial buffer, then the rows of that buffer.
-    const auto acc = in.options().dtype(kit::accumulator_type(in.scalar_type()));
-    LaunchOptions first_stage{8};
-    first_stage.launch_pdl = dependent;
-    at::Tensor partial;
-    int64_t splits = 0;
-    if (in.element_size() == 4) {
-      // 4-byte elements: blocks of 4096 dealt out round-robin to up to 8 programs per SM (H200, fp32
-      // 2^16-2^28: 1.005-1.51x FlagGems with dependent launch; contiguous chunks at 4 programs per
-      // SM held fewer bytes in flight and reached 0.87x at 2^24-2^28).
-      static auto& strided = TritonJitFunction::get_instance(file, "sum_partial_strided_kernel");
-      constexpr int64_t block = 4096;
-      // 8 programs of 256 threads fill an SM's 64K registers at 32 each; left alone the compiler
-      // takes 40, 6 programs fit, and the programs left over for a second wave cost 4% at 2^28.
-      first_stage.maxnreg = 32;
-      splits = std::max<int64_t>(1, std::min(kit::ceil_div(v.cols, block), 8 * sms / std::max<int64_t>(v.rows, 1)));
-      partial = kit::empty_output({v.rows, splits}, acc);
-      strided(stream, Grid(kit::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
-              v.row_stride, splits, block, index64, dependent);
-    } else {
-      // 2- and 8-byte elements: one contiguous chunk per program, up to 4 programs per SM (2-byte
-      // chunks measured faster than round-robin blocks at 2^24-2^28 elements). 2-byte rows long
-      // enough for chunks of 8 blocks at more programs per SM than fit at once take up to 16 per SM:
-      // the SMs then finish together (H100, bf16 2^27/2^28: 3.03/3.05 -> 3.05/3.09 TB/s, FlagGems
-      // 3.02/3.08); at 2^24 (1-block chunks) 16 per SM lost a fifth.
-      static auto& chunked = TritonJitFunction::get_instance(file, "sum_partial_kernel");
-      const int64_t block = in.element_size() == 2 ? 8192 : 4096;
-      const int64_t blocks = kit::ceil_div(v.cols, block);
-      const int64_t rows = std::max<int64_t>(v.rows, 1);
-      splits = 4 * sms / rows;
-      if (in.element_size() == 2) {
-        splits = std::max(splits, std::min(16 * sms / rows, blocks / 8));
-      }
-      splits = std::max<int64_t>(1, std::min(blocks, splits));
-      int64_t chunk = kit::ceil_div(kit::ceil_div(v.cols, splits), block) * block;
-      chunk = std::min<int64_t>(chunk, (int64_t{1} << 30) / block * block);
-      splits = kit::ceil_div(v.cols, chunk);
-      partial = kit::empty_output({v.rows, splits}, acc);
-      chunked(stream, Grid(kit::blocks_for(v.rows * splits, 1, kOp)), first_stage, in, partial, v.rows, v.cols,
-              v.row_stride, chunk, block, index64, dependent);
+  const SumRowsPlan plan = plan_sum_rows({v.rows, v.cols, in.scalar_type(), index64}, kit::device_facts(in));
+  const std::string& file = sum_file();
+  static auto& rows_kernel = TritonJitFunction::get_instance(file, kSumRowsKernel);
+  LaunchOptions options{plan.num_warps};
+  options.maxnreg = plan.maxnreg;
+  options.launch_pdl = plan.launch_pdl;
+  switch (plan.kind) {
+    case SumRowsPlan::Kind::Rows:
+      rows_kernel(stream, Grid(plan.programs), options, in, out, v.rows, v.cols, v.row_stride, plan.block_n,
+                  plan.index64, false);
+      return;
+    case SumRowsPlan::Kind::Blocked: {
+      static auto& blocked = TritonJitFunction::get_instance(file, kSumRowsBlockedKernel);
+      blocked(stream, Grid(plan.programs), options, in, out, v.rows, v.cols, v.row_stride, plan.block_m, plan.block_n,
+              plan.index64);
+      return;
     }
-    static auto& rows_kernel = TritonJitFunction::get_instance(file, "sum_rows_kernel");
-    const int64_t block2 = std::min<int64_t>(kit::next_power_of_2(splits), 4096);
-    LaunchOptions second_stage{static_cast<int>(std::clamp<int64_t>(block2 / 512, 1, 16))};
-    second_stage.launch_pdl = dependent;
-    rows_kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, splits, splits,
-                block2, false, dependent);
-    return;
+    case SumRowsPlan::Kind::TwoStageStrided:
+    case SumRowsPlan::Kind::TwoStageChunked: {
+      // Parts of each row into a partial buffer, then the rows of that buffer.
+      const auto acc = in.options().dtype(kit::accumulator_type(in.scalar_type()));
+      const at::Tensor partial = kit::empty_output({v.rows, plan.splits}, acc);
+      if (plan.kind == SumRowsPlan::Kind::TwoStageStrided) {
+        static auto& strided = TritonJitFunction::get_instance(file, kSumPartialStridedKernel);
+        strided(stream, Grid(plan.programs), options, in, partial, v.rows, v.cols, v.row_stride, plan.splits,
+                plan.block_n, plan.index64, plan.launch_pdl);
+      } else {
+        static auto& chunked = TritonJitFunction::get_instance(file, kSumPartialKernel);
+        chunked(stream, Grid(plan.programs), options, in, partial, v.rows, v.cols, v.row_stride, plan.chunk,
+                plan.block_n, plan.index64, plan.launch_pdl);
+      }
+      LaunchOptions second_stage{plan.second_num_warps};
+      second_stage.launch_pdl = plan.launch_pdl;
+      rows_kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, plan.splits,
+                  plan.splits, plan.second_block_n, false, plan.launch_pdl);
+      return;
+    }
   }
-  if (v.cols < 512) {
-    static auto& blocked = TritonJitFunction::get_instance(file, "sum_rows_blocked_kernel");
-    const int64_t block_n = std::min<int64_t>(kit::next_power_of_2(v.cols), 512);
-    const int64_t block_m = std::max<int64_t>(1, std::min(4096 / block_n, kit::next_power_of_2(v.rows)));
-    blocked(stream, Grid(kit::blocks_for(v.rows, block_m, kOp)), LaunchOptions{4}, in, out, v.rows, v.cols,
-            v.row_stride, block_m, block_n, index64);
-    return;
-  }
-  static auto& rows_kernel = TritonJitFunction::get_instance(file, "sum_rows_kernel");
-  const int64_t block_n = std::min<int64_t>(kit::next_power_of_2(v.cols), 4096);
-  rows_kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)),
-              LaunchOptions{static_cast<int>(std::clamp<int64_t>(block_n / 512, 1, 16))}, in, out, v.rows, v.cols,
-              v.row_stride, block_n, index64, false);
 }
 
 // out[m, k] = sum over r of in[m, r, k] for a contiguous input viewed as [M, R, K].
 void sum_middle(const at::Tensor& in, int64_t m, int64_t r, int64_t k, const at::Tensor& out, bool index64) {
   const Stream stream = current_stream(in.device());
-  static const std::string file = kernel_path("sum.py");  // once: the hot path builds no paths
-  static auto& mid = TritonJitFunction::get_instance(file, "sum_mid_kernel");
-  const int64_t block_k = std::min<int64_t>(kit::next_power_of_2(k), 256);
-  const int64_t block_r = std::max<int64_t>(1, std::min(2048 / block_k, kit::next_power_of_2(r)));
-  const int64_t base = m * kit::ceil_div(k, block_k);
-  const int sms = kit::planning_multiprocessors(in);
-  if (base < 2 * sms && r >= 4 * block_r) {
-    // Too few programs: split R, reduce each split into a partial buffer, then reduce those.
-    static auto& split = TritonJitFunction::get_instance(file, "sum_mid_split_kernel");
-    int64_t splits = std::min(kit::ceil_div(4 * sms, base), kit::ceil_div(r, block_r));
-    const int64_t rows_per_split = kit::ceil_div(kit::ceil_div(r, splits), block_r) * block_r;
-    splits = kit::ceil_div(r, rows_per_split);
+  const SumMiddlePlan plan = plan_sum_middle({m, r, k, index64}, kit::device_facts(in));
+  static auto& mid = TritonJitFunction::get_instance(sum_file(), kSumMidKernel);
+  if (plan.split) {
+    static auto& split = TritonJitFunction::get_instance(sum_file(), kSumMidSplitKernel);
     const auto acc = in.options().dtype(kit::accumulator_type(in.scalar_type()));
-    at::Tensor partial = kit::empty_output({m, splits, k}, acc);
-    split(stream, Grid(kit::blocks_for(base * splits, 1, kOp)), LaunchOptions{4}, in, partial, m, r, k, r * k, k,
-          rows_per_split, block_r, block_k, index64);
-    const int64_t block_r2 = std::max<int64_t>(1, std::min(2048 / block_k, kit::next_power_of_2(splits)));
-    mid(stream, Grid(kit::blocks_for(base, 1, kOp)), LaunchOptions{4}, partial, out, m, splits, k, splits * k, k,
-        block_r2, block_k, index64);
+    at::Tensor partial = kit::empty_output({m, plan.splits, k}, acc);
+    split(stream, Grid(plan.split_programs), LaunchOptions{4}, in, partial, m, r, k, r * k, k, plan.rows_per_split,
+          plan.block_r, plan.block_k, plan.index64);
+    mid(stream, Grid(plan.programs), LaunchOptions{4}, partial, out, m, plan.splits, k, plan.splits * k, k,
+        plan.second_block_r, plan.block_k, plan.index64);
     return;
   }
-  mid(stream, Grid(kit::blocks_for(base, 1, kOp)), LaunchOptions{4}, in, out, m, r, k, r * k, k, block_r, block_k,
-      index64);
+  mid(stream, Grid(plan.programs), LaunchOptions{4}, in, out, m, r, k, r * k, k, plan.block_r, plan.block_k,
+      plan.index64);
 }
 
 at::Tensor sum_meta(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,

@@ -3,6 +3,7 @@
 // statistics through a zeroed int64 workspace, and the autotuned long-row kernels built on it.
 
 #include <tjit/kit/grid.h>
+#include <tjit/kit/plans.h>
 #include <tjit/kit/rows.h>
 #include <tjit/launch_types.h>
 
@@ -24,9 +25,10 @@ inline constexpr int64_t kLongRowMaxChunks = 128;
 // Whether rows of more than `min_cols` columns go to a long-row kernel: CUDA only (a split row's
 // programs wait for each other, which the interpreter cannot run at once), not fp64 (the kernels
 // keep statistics in fp32), and the row's chunks must fit on the GPU at once.
-inline bool tuned_long_rows(int64_t rows, int64_t cols, const at::Tensor& t, int64_t min_cols) {
+inline bool tuned_long_rows(int64_t rows, int64_t cols, c10::ScalarType dtype, const DeviceFacts& device,
+                            int64_t min_cols) {
   const int64_t chunks = ceil_div(cols, kLongRowMinSplitBlock);
-  return t.is_cuda() && cols > min_cols && t.scalar_type() != at::kDouble && chunks <= kLongRowMaxChunks &&
+  return device.is_cuda && cols > min_cols && dtype != at::kDouble && chunks <= kLongRowMaxChunks &&
          rows * chunks < kInt32Limit / 2;
 }
 

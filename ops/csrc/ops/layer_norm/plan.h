@@ -1,0 +1,110 @@
+#pragma once
+// layer_norm's launch plans: which kernels of kernels_py/layer_norm/forward.py and backward.py run a forward or a backward,
+// with what.
+
+#include <tjit/kit/plans.h>
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+namespace tjit::ops {
+
+inline constexpr const char* kLayerNormFwdKernel = "layer_norm_fwd_kernel";
+inline constexpr const char* kLayerNormFwdRowsKernel = "layer_norm_fwd_rows_kernel";
+inline constexpr const char* kLayerNormFwdPersistentKernel = "layer_norm_fwd_persistent_kernel";
+inline constexpr const char* kLayerNormFwdLongKernel = "layer_norm_fwd_long_kernel";
+inline constexpr const char* kLayerNormBwdFusedKernel = "layer_norm_bwd_fused_kernel";
+inline constexpr const char* kLayerNormBwdTeamKernel = "layer_norm_bwd_team_kernel";
+inline constexpr const char* kLayerNormBwdTeamLagKernel = "layer_norm_bwd_team_lag_kernel";
+inline constexpr const char* kLayerNormBwdDxKernel = "layer_norm_bwd_dx_kernel";
+inline constexpr const char* kLayerNormBwdDwdbKernel = "layer_norm_bwd_dwdb_kernel";
+inline constexpr const char* kLayerNormBwdDwdbPartialKernel = "layer_norm_bwd_dwdb_partial_kernel";
+inline constexpr const char* kLayerNormBwdDwdbFinalizeKernel = "layer_norm_bwd_dwdb_finalize_kernel";
+
+struct LayerNormForwardInputs {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  c10::ScalarType dtype = c10::kFloat;
+  bool index64 = false;
+  // Programs of the chosen kernel an SM holds at once (the driver's occupancy of its binary); 0:
+  // not asked yet. A plan that needs it says so (needs_occupancy) and is asked again with it.
+  int resident_programs_per_sm = 0;
+};
+
+struct LayerNormForwardPlan {
+  enum class Kind { TunedLongRows, ShortRows, Persistent, OneProgramPerRow };
+  Kind kind = Kind::OneProgramPerRow;
+  const char* kernel = kLayerNormFwdKernel;
+  bool needs_occupancy = false;  // Persistent without resident_programs_per_sm
+  uint32_t programs = 1;         // the grid (TunedLongRows: the tuner's config decides)
+  int num_warps = 4;
+  int maxnreg = 0;
+  int64_t block_m = 1;      // ShortRows: rows per program
+  int64_t block_n = 1;
+  int64_t block_tail = 0;   // columns past block_n in a second block (0: none)
+  bool single_pass = true;  // OneProgramPerRow: the row stays in registers
+  int stages = 2;           // Persistent: the row loop's pipeline depth
+  int64_t row_bucket = 0;   // TunedLongRows: M_BUCKET
+  int64_t exchange_chunks = 0;  // row-exchange workspace: 2 + rows * exchange_chunks words (0: none)
+  bool index64 = false;
+};
+
+LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, const kit::DeviceFacts& device,
+                                             kit::Tuner tuner);
+
+struct LayerNormBackwardInputs {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  c10::ScalarType dtype = c10::kFloat;
+  bool want_dx = true;
+  bool want_dw = true;
+  bool want_db = true;
+  bool index64 = false;
+  int resident_programs_per_sm = 0;  // as for the forward (the team lag kernel's)
+};
+
+// dw/db = the sum over `groups` rows of [groups, cols] partial sums, in one launch.
+struct DwdbFinalizePlan {
+  uint32_t programs = 1;
+  int64_t block_g = 1;
+  int64_t block_n = 1;
+};
+
+struct LayerNormBackwardPlan {
+  enum class Kind { Nothing, Fused, Team, TeamLag, DxThenColumns };
+  Kind kind = Kind::Nothing;
+  bool needs_occupancy = false;  // TeamLag without resident_programs_per_sm
+  bool index64 = false;
+  // The one-pass kernels (Fused, Team, TeamLag).
+  const char* kernel = nullptr;
+  uint32_t programs = 1;
+  int num_warps = 4;
+  int maxnreg = 0;
+  int64_t block_m = 1;          // Fused: rows per tile
+  int64_t block_n = 1;
+  int64_t block_tail = 0;       // Fused: columns past block_n in a second tile
+  int64_t rows_per_program = 0; // Fused: rows_per_program; Team, TeamLag: rows_per_team
+  int64_t chunks = 1;           // Team, TeamLag: programs of a team (S)
+  int64_t s_pow2 = 1;
+  int stages = 1;
+  int64_t exchange_chunks = 0;  // row-exchange workspace: 2 + rows * exchange_chunks words (0: none)
+  // DxThenColumns: the dx kernel (when dx is wanted), then dw/db by column blocks.
+  bool dx = false;
+  int64_t dx_block_n = 1;
+  bool dx_single_pass = true;
+  int dx_num_warps = 4;
+  const char* columns_kernel = nullptr;  // dwdb (one group) or dwdb_partial; nullptr: no dw/db
+  uint32_t column_blocks = 1;
+  int64_t columns_block_m = 1;
+  int64_t columns_block_n = 1;
+  int64_t rows_per_group = 0;
+  // Rows of the dw/db partial sums: > 1 means [groups, cols] buffers in the accumulator dtype and
+  // the finalize launch; 1 means the kernel stores into dw/db directly.
+  int64_t groups = 1;
+  DwdbFinalizePlan finalize;
+};
+
+LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device);
+
+}  // namespace tjit::ops
