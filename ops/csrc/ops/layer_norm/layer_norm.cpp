@@ -1,6 +1,6 @@
-// tjit::layer_norm and its backward over the trailing normalized_shape dims, as Triton row
-// kernels (kernels_py/layer_norm/forward.py and backward.py). mean and rstd are kept (in fp32, fp64 for fp64 input) for
-// the backward. Which kernels run, with what, is plan.h's plans; this file executes them.
+// tjit::layer_norm and its backward over the trailing normalized_shape dims, as Triton row kernels
+// (kernels_py/layer_norm/). mean and rstd are kept (in fp32, fp64 for fp64 input) for the backward.
+// Which kernels run, with what, is plan.h's plans; this file executes them.
 
 #include <tjit/ops/layer_norm.h>  // this folder's layer_norm.h, as installed
 

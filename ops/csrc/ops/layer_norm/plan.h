@@ -1,6 +1,6 @@
 #pragma once
-// layer_norm's launch plans: which kernels of kernels_py/layer_norm/forward.py and backward.py run a forward or a backward,
-// with what.
+// layer_norm's launch plans: which kernels of kernels_py/layer_norm/ (forward.py, backward.py) run a
+// forward or a backward, with what.
 
 #include <tjit/kit/plans.h>
 
