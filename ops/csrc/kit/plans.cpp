@@ -5,8 +5,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <nlohmann/json.hpp>
+
 #include <mutex>
-#include <sstream>
 
 namespace tjit::kit {
 
@@ -63,13 +64,13 @@ PlanWriter& PlanWriter::tuned_launch(const char* kernel) {
 
 PlanWriter& PlanWriter::constexpr_value(const char* name, int64_t value) {
   TORCH_INTERNAL_ASSERT(!launches_.empty());
-  launches_.back().constexprs.emplace_back(name, std::to_string(value));
+  launches_.back().constexprs.push_back({name, value, false});
   return *this;
 }
 
 PlanWriter& PlanWriter::constexpr_flag(const char* name, bool value) {
   TORCH_INTERNAL_ASSERT(!launches_.empty());
-  launches_.back().constexprs.emplace_back(name, value ? "true" : "false");
+  launches_.back().constexprs.push_back({name, int64_t{value}, true});
   return *this;
 }
 
@@ -84,53 +85,37 @@ PlanWriter& PlanWriter::workspace(const char* name, std::initializer_list<int64_
   return *this;
 }
 
-namespace {
-
-void write_list(std::ostringstream& s, const std::vector<int64_t>& v) {
-  s << '[';
-  for (size_t i = 0; i < v.size(); ++i) {
-    s << (i ? ", " : "") << v[i];
-  }
-  s << ']';
-}
-
-}  // namespace
-
 std::string PlanWriter::json() const {
-  std::ostringstream s;
-  s << "{\"kind\": \"" << kind_ << "\", \"needs_occupancy\": " << (needs_occupancy_ ? "true" : "false")
-    << ", \"launches\": [";
-  for (size_t i = 0; i < launches_.size(); ++i) {
-    const Launch& l = launches_[i];
-    s << (i ? ", " : "") << "{\"kernel\": \"" << l.kernel << "\", \"grid\": ";
-    if (l.grid.empty()) {
-      s << "null, \"num_warps\": null";
-    } else {
-      write_list(s, l.grid);
-      s << ", \"num_warps\": " << l.num_warps;
+  // ordered_json keeps the fields in the order written here, which reads best.
+  using Json = nlohmann::ordered_json;
+  Json launches = Json::array();
+  for (const Launch& l : launches_) {
+    Json launch = {{"kernel", l.kernel}};
+    launch["grid"] = l.grid.empty() ? Json(nullptr) : Json(l.grid);  // empty: the tuner's config decides
+    launch["num_warps"] = l.grid.empty() ? Json(nullptr) : Json(l.num_warps);
+    launch["maxnreg"] = l.maxnreg;
+    launch["launch_pdl"] = l.launch_pdl;
+    Json constexprs = Json::object();
+    for (const Launch::Constexpr& c : l.constexprs) {
+      constexprs[c.name] = c.is_flag ? Json(c.value != 0) : Json(c.value);
     }
-    s << ", \"maxnreg\": " << l.maxnreg << ", \"launch_pdl\": " << (l.launch_pdl ? "true" : "false")
-      << ", \"constexprs\": {";
-    for (size_t j = 0; j < l.constexprs.size(); ++j) {
-      s << (j ? ", " : "") << '"' << l.constexprs[j].first << "\": " << l.constexprs[j].second;
+    launch["constexprs"] = std::move(constexprs);
+    Json args = Json::object();
+    for (const auto& [name, value] : l.args) {
+      args[name] = value;
     }
-    s << "}, \"args\": {";
-    for (size_t j = 0; j < l.args.size(); ++j) {
-      s << (j ? ", " : "") << '"' << l.args[j].first << "\": " << l.args[j].second;
-    }
-    s << "}}";
+    launch["args"] = std::move(args);
+    launches.push_back(std::move(launch));
   }
-  s << "], \"workspace\": {";
-  for (size_t i = 0; i < workspace_.size(); ++i) {
-    s << (i ? ", " : "") << '"' << workspace_[i].first << "\": ";
-    if (workspace_[i].second.size() == 1) {
-      s << workspace_[i].second.front();
-    } else {
-      write_list(s, workspace_[i].second);
-    }
+  Json workspace = Json::object();
+  for (const auto& [name, value] : workspace_) {
+    workspace[name] = value.size() == 1 ? Json(value.front()) : Json(value);
   }
-  s << "}}";
-  return s.str();
+  const Json plan = {{"kind", kind_},
+                     {"needs_occupancy", needs_occupancy_},
+                     {"launches", std::move(launches)},
+                     {"workspace", std::move(workspace)}};
+  return plan.dump();
 }
 
 namespace {

@@ -82,7 +82,12 @@ class PlanWriter {
     int num_warps = 0;
     int maxnreg = 0;
     bool launch_pdl = false;
-    std::vector<std::pair<std::string, std::string>> constexprs;
+    struct Constexpr {
+      std::string name;
+      int64_t value;
+      bool is_flag;  // written as a JSON bool
+    };
+    std::vector<Constexpr> constexprs;
     std::vector<std::pair<std::string, int64_t>> args;
   };
   std::string kind_;
