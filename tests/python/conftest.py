@@ -7,8 +7,10 @@ dispatcher's boxed path). Both must behave the same, so every operator test runs
 point; ENTRY_POINTS maps the ids to the namespaces for tests that loop without the fixture.
 Tests of the registered op itself (opcheck, schemas) keep `torch.ops.tjit.<name>.default`."""
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -87,3 +89,18 @@ def kernels_helping_at_once(name):
     module = importlib.import_module(f"{package}.{name}")
     module.HELP_AFTER = tl.constexpr(1)
     return module
+
+
+def run_script_under_interpreter(path, timeout, hang_message):
+    """Runs the test file `path` as a script with TRITON_INTERPRET=1, from the repository root, and
+    returns the JSON its last printed line holds. Programs that share rows run one after another
+    there, so a run past `timeout` seconds means one waited forever: it fails with `hang_message`."""
+    root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(path)], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=root)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(hang_message) from exc
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

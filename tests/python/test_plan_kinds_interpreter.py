@@ -13,7 +13,6 @@ prints one JSON line of {case: [plan kind, max relative error]}."""
 
 import json
 import os
-import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
@@ -212,14 +211,9 @@ def main():
 
 
 def test_every_plan_kind_under_the_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True, text=True,
-                              timeout=1800, env=env, cwd=ROOT)
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError("a program waited forever") from exc
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    from conftest import run_script_under_interpreter  # here, not at the top: the script itself needs no tjit
+
+    results = run_script_under_interpreter(__file__, 1800, "a program waited forever")
     seen = {}
     for case, (op, kind, error) in results.items():
         seen.setdefault(op, set()).add(kind)

@@ -17,7 +17,6 @@ prints one JSON line of {case: max relative error}."""
 
 import json
 import os
-import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
@@ -205,14 +204,9 @@ def main():
 
 
 def test_row_sharing_kernels_under_the_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True, text=True,
-                              timeout=600, env=env, cwd=ROOT)
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError("a program waited forever: a published word read as not yet written") from exc
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    errors = json.loads(proc.stdout.strip().splitlines()[-1])
+    from conftest import run_script_under_interpreter  # here, not at the top: the script itself needs no tjit
+
+    errors = run_script_under_interpreter(__file__, 600, "a program waited forever: a published word read as not yet written")
     assert len(errors) == 61, sorted(errors)
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
