@@ -64,6 +64,22 @@ from . import _functions  # noqa: E402
 
 _OPERATORS = _functions.define_all(_C, torch.ops.tjit, globals())
 
+
+
+def prepare(op, *args, **kwargs):
+    """Gets `op(*args, **kwargs)` ready for a CUDA graph capture without running it.
+
+    `op` is a tjit operator (`tjit.softmax`, `torch.ops.tjit.softmax`, ...) or any function that
+    calls them. Every kernel the call would launch is compiled (or read from a bundle or the kernel
+    store), loaded into the current CUDA context and autotuned for these arguments (timing launches
+    its configs), and none is launched: the call's outputs are left unwritten and it returns None.
+    A capture afterwards records the tuned kernels. Without it, a first call inside a capture still
+    works: it compiles and loads there, and launches an untuned fallback where tuning was needed.
+    C++: `tjit::PrepareOnlyScope` (tjit/prepare.h) around the call.
+    """
+    _C.prepare(op, *args, **kwargs)
+
+
 from . import kernel_store  # noqa: E402  (reads the store; `python -m tjit cache` is its command line)
 
-__all__ = [*_OPERATORS, "ops", "kernel_store", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR", "DEMO_BINARY"]
+__all__ = [*_OPERATORS, "ops", "prepare", "kernel_store", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR", "DEMO_BINARY"]

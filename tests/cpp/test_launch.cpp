@@ -6,6 +6,7 @@
 
 #include <tjit/current_stream.h>
 #include <tjit/device_properties.h>
+#include <tjit/prepare.h>
 #include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
@@ -23,6 +24,9 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
+#include <cuda.h>
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <limits>
@@ -32,6 +36,9 @@
 #include <thread>
 #include <vector>
 
+
+#define TJIT_LAUNCH_TEST_STRINGIFY_EXPANDED(name) TJIT_LAUNCH_TEST_STRINGIFY(name)
+#define TJIT_LAUNCH_TEST_STRINGIFY(name) #name
 
 namespace {
 
@@ -49,6 +56,33 @@ using tjit::testing::test_kernels;
 size_t binaries(const TritonJitFunction& fn) { return fn.num_compiled() + fn.num_loaded_from_store(); }
 
 class LaunchTest : public ::testing::TestWithParam<c10::Device> {};
+
+// Inside a PrepareOnlyScope a launch gets its kernel ready (compiled, loaded) and runs nothing.
+TEST_P(LaunchTest, PrepareOnlyScopeLaunchesNothing) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const int64_t n = 3001;
+  const auto opts = at::TensorOptions().device(GetParam()).dtype(at::kFloat);
+  const at::Tensor x = at::randn({n}, opts);
+  at::Tensor out = at::full({n}, std::numeric_limits<float>::quiet_NaN(), opts);
+  {
+    tjit::PrepareOnlyScope prepare;
+    EXPECT_TRUE(tjit::preparing_only());
+    fn(stream_of(x), Grid(12), LaunchOptions{2}, x, out, n, 0.25f, int64_t{256});
+    {
+      tjit::PrepareOnlyScope launch_again(false);
+      EXPECT_FALSE(tjit::preparing_only());
+    }
+    EXPECT_TRUE(tjit::preparing_only());
+  }
+  EXPECT_FALSE(tjit::preparing_only());
+  synchronize(out);
+  EXPECT_TRUE(out.isnan().all().item<bool>()) << "a launch ran inside PrepareOnlyScope";
+  const size_t prepared = binaries(fn);
+  fn(stream_of(x), Grid(12), LaunchOptions{2}, x, out, n, 0.25f, int64_t{256});
+  synchronize(out);
+  EXPECT_TRUE(at::allclose(out, x * 0.25));
+  EXPECT_EQ(binaries(fn), prepared) << "the launch after preparing compiled again";
+}
 
 TEST_P(LaunchTest, ScaleMatchesAten) {
   auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
@@ -366,6 +400,71 @@ TEST(CudaLaunch, SecondDeviceIfPresent) {
     synchronize(out);
     EXPECT_TRUE(at::allclose(out, x * 2.0)) << "device " << d;
   }
+}
+
+
+// A C++ program's own context (cuCtxCreate): its memory and streams belong to it, so the kernel
+// must be loaded into it and launched there, not in the device's primary context.
+TEST(CudaLaunch, LaunchesInTheCallersOwnContext) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr);
+#define TJIT_DRIVER(name) reinterpret_cast<decltype(&::name)>(dlsym(lib, TJIT_LAUNCH_TEST_STRINGIFY_EXPANDED(name)))
+  const auto ctx_create = TJIT_DRIVER(cuCtxCreate);
+  const auto ctx_destroy = TJIT_DRIVER(cuCtxDestroy);
+  const auto ctx_pop = TJIT_DRIVER(cuCtxPopCurrent);
+  const auto mem_alloc = TJIT_DRIVER(cuMemAlloc);
+  const auto mem_free = TJIT_DRIVER(cuMemFree);
+  const auto copy_to_device = TJIT_DRIVER(cuMemcpyHtoD);
+  const auto copy_to_host = TJIT_DRIVER(cuMemcpyDtoH);
+  const auto stream_create = TJIT_DRIVER(cuStreamCreate);
+  const auto stream_destroy = TJIT_DRIVER(cuStreamDestroy);
+  const auto stream_synchronize = TJIT_DRIVER(cuStreamSynchronize);
+#undef TJIT_DRIVER
+  ASSERT_TRUE(ctx_create && ctx_destroy && ctx_pop && mem_alloc && mem_free && copy_to_device && copy_to_host &&
+              stream_create && stream_destroy && stream_synchronize);
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const int64_t n = 5003;
+  std::vector<float> host(n);
+  for (int64_t i = 0; i < n; ++i) {
+    host[i] = static_cast<float>(i % 97) - 48.0f;
+  }
+  // The primary context's binary first, so the own context's launch finds a ready entry.
+  const at::Tensor warm = at::randn({n}, at::kCUDA);
+  at::Tensor warm_out = at::empty_like(warm);
+  fn(stream_of(warm), Grid(20), LaunchOptions{}, warm, warm_out, n, 3.0f, int64_t{256});
+  synchronize(warm_out);
+  for (int round = 0; round < 2; ++round) {  // a second context after the first is destroyed
+    CUcontext own = nullptr;
+    ASSERT_EQ(ctx_create(&own, 0, 0), CUDA_SUCCESS);  // and makes it current
+    CUdeviceptr x = 0;
+    CUdeviceptr out = 0;
+    ASSERT_EQ(mem_alloc(&x, n * sizeof(float)), CUDA_SUCCESS);
+    ASSERT_EQ(mem_alloc(&out, n * sizeof(float)), CUDA_SUCCESS);
+    ASSERT_EQ(copy_to_device(x, host.data(), n * sizeof(float)), CUDA_SUCCESS);
+    CUstream stream = nullptr;
+    ASSERT_EQ(stream_create(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    const auto opts = at::TensorOptions().device(c10::Device(c10::kCUDA, 0)).dtype(at::kFloat);
+    const at::Tensor xt = at::from_blob(reinterpret_cast<void*>(x), {n}, opts);
+    const at::Tensor outt = at::from_blob(reinterpret_cast<void*>(out), {n}, opts);
+    fn(static_cast<tjit::Stream>(stream), Grid(20), LaunchOptions{}, xt, outt, n, 3.0f, int64_t{256});
+    ASSERT_EQ(stream_synchronize(stream), CUDA_SUCCESS);
+    std::vector<float> result(n);
+    ASSERT_EQ(copy_to_host(result.data(), out, n * sizeof(float)), CUDA_SUCCESS);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(result[i], host[i] * 3.0f) << "element " << i << ", round " << round;
+    }
+    stream_destroy(stream);
+    mem_free(x);
+    mem_free(out);
+    CUcontext popped = nullptr;
+    ctx_pop(&popped);
+    ctx_destroy(own);
+  }
+  // The primary context still launches right afterwards.
+  fn(stream_of(warm), Grid(20), LaunchOptions{}, warm, warm_out, n, 2.0f, int64_t{256});
+  synchronize(warm_out);
+  EXPECT_TRUE(at::allclose(warm_out, warm * 2.0));
 }
 
 }  // namespace

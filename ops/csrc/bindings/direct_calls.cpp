@@ -17,6 +17,7 @@
 // torch.compile and torch.export tracing are told apart in Python (torch.compiler.is_compiling),
 // where Dynamo can see the branch.
 
+#include <tjit/prepare.h>
 #include <tjit/kit/operator_docs.h>
 #include <tjit/kit/plans.h>
 #include <tjit/operators.h>
@@ -355,6 +356,14 @@ PYBIND11_MODULE(_C, m) {
   m.attr("operator_names") = py::tuple(names);
   m.def("operator_doc", [](const std::string& name) { return tjit::kit::operator_doc("tjit::" + name); },
         "The documentation the operator tjit::<name> was defined with.");
+
+  m.def(
+      "prepare",
+      [](const py::function& call, const py::args& args, const py::kwargs& kwargs) {
+        tjit::PrepareOnlyScope prepare_only;
+        call(*args, **kwargs);
+      },
+      "Calls `call(*args, **kwargs)` with kernel launches turned into preparation (tjit/prepare.h).");
 
   // Launch plans (tjit/kit/plans.h), read by tjit.plans: the same functions the operators execute.
   m.def("plan_names", [] { return tjit::kit::plan_names(); }, "The plans operators registered.");

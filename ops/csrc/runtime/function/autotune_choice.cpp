@@ -6,12 +6,14 @@
 
 #include "binaries/kernel_bundle_detail.h"
 #include "binaries/manifest_recorder.h"
+#include "launch/capture_mode.h"
 #include "launch/cuda_device.h"
 #include "python/python_bridge.h"
 #include "settings/settings.h"
 #include "tuning/captured_args.h"
 
 #include <tjit/current_stream.h>
+#include <tjit/prepare.h>
 
 #include <c10/util/Exception.h>
 
@@ -47,7 +49,7 @@ std::string TritonJitFunction::Impl::decision_key(const char* kind) const {
 }
 
 int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& grid, const CapturedArg* args,
-                                      int device, bool may_time, const std::string* for_target) {
+                                      int device, bool may_time, const std::string* for_target, bool* deferred) {
   const detail::TuningSpec& spec = tuning;
   const auto& configs = spec.configs;
   const size_t num_args = spec.caller_params.size();
@@ -97,12 +99,11 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
   if (!may_time) {
     return -1;
   }
-  if (device >= 0) {
-    TORCH_CHECK(!stream_is_capturing(stream), "tjit: kernel ", fn.function_name_,
-                " needs autotuning for a new key (", key_text, "), but its stream is being captured into a CUDA graph, ",
-                "where tuning cannot time anything. Run it once with these shapes before the capture, or call tune() "
-                "with the same arguments first (or give the kernel store a choice made earlier)");
-  }
+  const bool capturing = device >= 0 && stream_is_capturing(stream);
+  TORCH_CHECK(!capturing || deferred != nullptr, "tjit: kernel ", fn.function_name_,
+              " needs autotuning for a new key (", key_text, "), but its stream is being captured into a CUDA graph, ",
+              "where tuning cannot time anything. Call tune() with the same arguments before the capture (or give the "
+              "kernel store a choice made earlier)");
   std::vector<int> candidates;
   if (spec.prune) {
     TORCH_CHECK(jit_enabled(), "tjit: kernel ", fn.function_name_, " needs autotuning for a new key (", key_text,
@@ -119,10 +120,23 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
       candidates.push_back(static_cast<int>(c));
     }
   }
+  if (capturing) {
+    // Any config gives the kernel's results; the timing waits for an uncaptured call.
+    *deferred = true;
+    if (detail::settings::log_compiles()) {
+      std::fprintf(stderr, "[tjit] autotuning %s for key (%s) deferred: its stream is being captured into a CUDA "
+                   "graph; the graph launches config %s\n", fn.function_name_.c_str(), key_text.c_str(),
+                   configs[candidates.front()].describe().c_str());
+    }
+    return candidates.front();
+  }
   const auto start = std::chrono::steady_clock::now();
-  std::optional<detail::PrimaryContextScope> context;
+  std::optional<detail::DeviceContextScope> context;
+  std::optional<detail::RelaxedCaptureScope> relaxed;  // another thread may be capturing a graph
+  PrepareOnlyScope timing_launches(false);  // tjit::prepare() times configs too
   if (device >= 0) {
     context.emplace(device);
+    relaxed.emplace();
   }
   detail::ArgumentResetter resetter(spec, args, stream, fn.function_name_.c_str());
   std::vector<double> timings(configs.size(), std::numeric_limits<double>::infinity());

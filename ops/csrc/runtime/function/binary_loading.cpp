@@ -1,10 +1,13 @@
 // A cache miss: the first thread to miss a key fills its entry under the entry's mutex (others
 // wait there): the binary from the lookup chain, loaded into the device's primary context and
-// configured for its first launch, its occupancy, one log line when it was compiled.
+// configured for its first launch, its occupancy, one log line when it was compiled. A launch
+// from another context of the device (a green context, a program's own) loads the kept binary
+// there once: a kernel runs in the caller's context, on its SMs and in its stream order.
 
 #include "function/function_impl.h"
 
 #include "binaries/manifest_recorder.h"
+#include "launch/capture_mode.h"
 #include "launch/cuda_device.h"
 #include "launch/cuda_driver.h"
 #include "python/python_gil.h"
@@ -14,7 +17,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 namespace tjit {
@@ -22,37 +27,52 @@ namespace {
 
 using detail::CachedKernel;
 
-// Loads the binary into the device's primary context, as Triton's load_binary does. Throws
-// c10::Error when the driver rejects the binary.
-void load_binary(CachedKernel& k, const CompiledKernel& compiled, int device) {
+// The kernel's function in a module loaded from `image` into the context current on this thread.
+// Throws c10::Error when the driver rejects the binary.
+CUfunction load_function(const CompiledKernel& compiled, const std::string& image, const std::string& what) {
   const auto& cu = detail::cuda_driver();
-  const std::string& what = k.description;
-  CUdevice dev = 0;
-  detail::check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", what);
-  CUcontext ctx = nullptr;
-  detail::check_cuda(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", what);
-  detail::check_cuda(cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent", what);
-  struct PopContext {
-    const detail::CudaDriver& cu;
-    ~PopContext() {
-      CUcontext ignored = nullptr;
-      cu.cuCtxPopCurrent(&ignored);
-    }
-  } pop{cu};
   CUmodule module = nullptr;
-  detail::check_cuda(cu.cuModuleLoadData(&module, compiled.binary.data()), "cuModuleLoadData", what);
+  detail::check_cuda(cu.cuModuleLoadData(&module, image.data()), "cuModuleLoadData", what);
   CUfunction function = nullptr;
-  detail::check_cuda(cu.cuModuleGetFunction(&function, module, compiled.name.c_str()),
-                     "cuModuleGetFunction", what);
-  k.context = ctx;
-  k.function = function;
+  detail::check_cuda(cu.cuModuleGetFunction(&function, module, compiled.name.c_str()), "cuModuleGetFunction",
+                     what);
+  return function;
+}
+
+// Makes the device's primary context current for a scope, as Triton's load_binary loads there.
+class PrimaryContext {
+ public:
+  PrimaryContext(int device, const std::string& what) {
+    const auto& cu = detail::cuda_driver();
+    CUdevice dev = 0;
+    detail::check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", what);
+    detail::check_cuda(cu.cuDevicePrimaryCtxRetain(&context_, dev), "cuDevicePrimaryCtxRetain", what);
+    detail::check_cuda(cu.cuCtxPushCurrent(context_), "cuCtxPushCurrent", what);
+  }
+  ~PrimaryContext() {
+    CUcontext ignored = nullptr;
+    detail::cuda_driver().cuCtxPopCurrent(&ignored);
+  }
+  PrimaryContext(const PrimaryContext&) = delete;
+  PrimaryContext& operator=(const PrimaryContext&) = delete;
+  CUcontext get() const { return context_; }
+
+ private:
+  CUcontext context_ = nullptr;
+};
+
+// Loads the binary into the device's primary context (every entry has a function there: the
+// occupancy is asked of it).
+void load_binary(CachedKernel& k, const CompiledKernel& compiled, int device) {
+  PrimaryContext primary(device, k.description);
+  k.function = load_function(compiled, compiled.binary, k.description);
+  k.context = primary.get();
 }
 
 // What a loaded function needs before its first launch: the opt-in for more than 48 KiB of
 // dynamic shared memory, and for clusters of 16.
-void configure_function(const CachedKernel& k, const CompiledKernel& compiled, int device) {
+void configure_function(CUfunction function, const CompiledKernel& compiled, int device, const std::string& what) {
   const auto& cu = detail::cuda_driver();
-  const std::string& what = k.description;
   CUdevice dev = 0;
   detail::check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", what);
   int shared_optin = 0;
@@ -62,7 +82,6 @@ void configure_function(const CachedKernel& k, const CompiledKernel& compiled, i
   TORCH_CHECK(compiled.shared_memory <= shared_optin, "tjit: ", what, " needs ", compiled.shared_memory,
               " bytes of shared memory, but device ", device, " allows ", shared_optin,
               " per block; use smaller blocks or fewer stages");
-  CUfunction function = k.function;
   if (compiled.shared_memory > 49152 && shared_optin > 49152) {
     detail::check_cuda(cu.cuFuncSetCacheConfig(function, CU_FUNC_CACHE_PREFER_SHARED),
                        "cuFuncSetCacheConfig", what);
@@ -77,6 +96,29 @@ void configure_function(const CachedKernel& k, const CompiledKernel& compiled, i
     detail::check_cuda(cu.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
                        "cuFuncSetAttribute", what);
   }
+}
+
+// The id launches find a context's function by: the driver's (unique for the process's
+// lifetime), else the handle.
+unsigned long long context_id(CUcontext context) {
+  const auto& cu = detail::cuda_driver();
+  unsigned long long id = 0;
+  if (cu.cuCtxGetId != nullptr && cu.cuCtxGetId(context, &id) == CUDA_SUCCESS) {
+    return id;
+  }
+  return static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(context));
+}
+
+CUfunction find_in_context(const CachedKernel& k, unsigned long long id, bool& found) {
+  std::shared_lock lock(k.other_contexts_mutex);
+  for (const auto& entry : k.other_contexts) {
+    if (entry.context_id == id) {
+      found = true;
+      return entry.function;
+    }
+  }
+  found = false;
+  return nullptr;
 }
 
 }  // namespace
@@ -96,6 +138,7 @@ CachedKernel& TritonJitFunction::Impl::compile_and_load(uint64_t hash, const det
   std::string key;
   Origin origin = Origin::Compiled;
   CompiledKernel compiled = obtain(spec, target, options, k.description, /*use_store=*/true, key, origin);
+  detail::RelaxedCaptureScope relaxed;  // another thread may be capturing a graph
   try {
     load_binary(k, compiled, device);
   } catch (const c10::Error& e) {
@@ -108,9 +151,8 @@ CachedKernel& TritonJitFunction::Impl::compile_and_load(uint64_t hash, const det
     load_binary(k, compiled, device);
   }
   detail::note_launched_specialization(signature, spec, options);
-  configure_function(k, compiled, device);
+  configure_function(k.function, compiled, device, k.description);
   k.resident_per_sm = detail::resident_programs(k, compiled);
-  compiled.binary = std::string();  // loaded; no need to keep the bytes
   k.meta = std::move(compiled);
   if (origin == Origin::Compiled && detail::settings::log_compiles()) {
     const double ms =
@@ -120,6 +162,31 @@ CachedKernel& TritonJitFunction::Impl::compile_and_load(uint64_t hash, const det
   }
   k.ready.store(true, std::memory_order_release);
   return k;
+}
+
+CUfunction TritonJitFunction::Impl::function_in_context(CachedKernel& k, CUcontext current, int device) {
+  const unsigned long long id = context_id(current);
+  bool found = false;
+  CUfunction function = find_in_context(k, id, found);
+  if (found) {
+    return function;
+  }
+  const auto& cu = detail::cuda_driver();
+  CUdevice dev = 0;
+  detail::check_cuda(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice", k.description);
+  std::lock_guard lock(k.compile_mutex);
+  function = find_in_context(k, id, found);
+  if (found) {
+    return function;
+  }
+  if (static_cast<int>(dev) == device) {
+    detail::RelaxedCaptureScope relaxed;
+    function = load_function(k.meta, k.meta.binary, k.description);
+    configure_function(function, k.meta, device, k.description);
+  }
+  std::unique_lock write(k.other_contexts_mutex);
+  k.other_contexts.push_back(detail::ContextFunction{id, function});
+  return function;
 }
 
 }  // namespace tjit

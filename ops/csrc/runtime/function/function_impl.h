@@ -73,6 +73,11 @@ struct TritonJitFunction::Impl {
   detail::CachedKernel& compile_and_load(uint64_t hash, const detail::ArgumentPackBase& pack, int device,
                                          const LaunchOptions& options);
 
+  // The function of a ready entry for the context current on this thread (not its primary one),
+  // loading the binary there on the first launch from it; nullptr when that context belongs to
+  // another device than `device`.
+  CUfunction function_in_context(detail::CachedKernel& k, CUcontext current, int device);
+
   // --- interpreted_launch.cpp
   // Runs a completed pack of CPU tensors through Triton's interpreter.
   void launch_interpreted(Grid grid, const LaunchOptions& options, const detail::ArgumentPackBase& pack);
@@ -101,8 +106,10 @@ struct TritonJitFunction::Impl {
   // Chooses the config for a new tuning key: from a bundle or the kernel store, else by timing
   // (unless `may_time` is false: then -1). device: -1 for CPU tensors (the interpreter).
   // `for_target`: choose for this target instead of the device's (compile_run; with may_time false).
+  // `deferred` (for a launch): set when the stream is being captured into a CUDA graph, where
+  // nothing can be timed: the first config the pruning keeps is returned for this launch only.
   int tune_key(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, int device,
-               bool may_time, const std::string* for_target = nullptr);
+               bool may_time, const std::string* for_target = nullptr, bool* deferred = nullptr);
   // What the kernel store's decision records of this kernel start their key with: the kind of
   // decision, the kernel, its sources and the Triton version.
   std::string decision_key(const char* kind) const;

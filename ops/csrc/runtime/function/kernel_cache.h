@@ -19,14 +19,24 @@
 
 namespace tjit::detail {
 
+// The binary loaded into a context other than its device's primary one (a green context, a
+// program's own); function is nullptr for a context of another device.
+struct ContextFunction {
+  unsigned long long context_id = 0;
+  CUfunction function = nullptr;
+};
+
 // One compiled and loaded binary.
 struct CachedKernel {
   std::vector<uint64_t> key;
-  std::mutex compile_mutex;  // serialises the compile of this key only
+  std::mutex compile_mutex;  // serialises the compile of this key, and loads into other contexts
   std::atomic<bool> ready{false};
-  CUcontext context = nullptr;
-  CUfunction function = nullptr;
-  CompiledKernel meta;  // binary dropped after loading
+  CUcontext context = nullptr;  // the device's primary context
+  CUfunction function = nullptr;  // loaded there
+  CompiledKernel meta;  // its binary kept, for loading into other contexts
+  // Loads into the other contexts launches came from, appended under compile_mutex.
+  mutable std::shared_mutex other_contexts_mutex;
+  std::vector<ContextFunction> other_contexts;
   std::string description;  // for error messages
   int resident_per_sm = 0;  // programs an SM holds at once (the driver's occupancy), set at load
 

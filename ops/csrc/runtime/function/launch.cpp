@@ -10,6 +10,8 @@
 #include "launch/cuda_driver.h"
 #include "launch/descriptor_launch.h"
 
+#include <tjit/prepare.h>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
@@ -66,14 +68,19 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
                                detail::ArgumentPackBase& pack) const {
   pack.complete();
   if (pack.has_device() && pack.device().is_cpu()) {
-    impl_->launch_interpreted(grid, options, pack);
+    if (!preparing_only()) {  // the interpreter has nothing to prepare
+      impl_->launch_interpreted(grid, options, pack);
+    }
     return;
   }
   const int device = detail::cuda_device_of(pack, function_name_.c_str());
   if (grid.size() == 0) {
     return;  // nothing to run; Python Triton launches nothing either
   }
-  const detail::CachedKernel* k = &impl_->loaded_kernel(pack, device, options);
+  detail::CachedKernel* k = &impl_->loaded_kernel(pack, device, options);
+  if (preparing_only()) {
+    return;
+  }
 
   // Triton kernels take two scratch pointers after the arguments (global, profile). Those of
   // Triton 3.4 take only the first: cuLaunchKernel reads as many parameters as the kernel's image
@@ -95,19 +102,27 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
   params[num_params + 1] = &profile_ptr;
 
   const auto& cu = detail::cuda_driver();
-  // The function belongs to its device's primary context; make that context current for the
-  // launch only if it is not already (another device's context may be current).
+  // Launch in the thread's current context when it belongs to the device (a green context keeps
+  // the kernel on its SMs and in its streams' order); with none current, or another device's,
+  // in the device's primary context for the launch only.
   CUcontext current = nullptr;
   cu.cuCtxGetCurrent(&current);
-  const bool switch_context = current != k->context;
-  if (switch_context) {
-    detail::check_cuda(cu.cuCtxPushCurrent(k->context), "cuCtxPushCurrent", k->description);
+  CUfunction function = k->function;
+  bool switch_context = false;
+  if (current != k->context) {
+    CUfunction own = current != nullptr ? impl_->function_in_context(*k, current, device) : nullptr;
+    if (own != nullptr) {
+      function = own;
+    } else {
+      switch_context = true;
+      detail::check_cuda(cu.cuCtxPushCurrent(k->context), "cuCtxPushCurrent", k->description);
+    }
   }
   const auto& m = k->meta;
   const unsigned block = 32u * static_cast<unsigned>(m.num_warps);
   CUresult result;
   if (m.num_ctas == 1 && !m.launch_cooperative_grid && !m.launch_pdl) {
-    result = cu.cuLaunchKernel(k->function, grid.x, grid.y, grid.z, block, 1, 1, m.shared_memory,
+    result = cu.cuLaunchKernel(function, grid.x, grid.y, grid.z, block, 1, 1, m.shared_memory,
                                static_cast<CUstream>(stream), params, nullptr);
   } else {
     CUlaunchAttribute attrs[4] = {};
@@ -139,7 +154,7 @@ void TritonJitFunction::launch(Stream stream, Grid grid, const LaunchOptions& op
     config.hStream = static_cast<CUstream>(stream);
     config.attrs = attrs;
     config.numAttrs = num_attrs;
-    result = cu.cuLaunchKernelEx(&config, k->function, params, nullptr);
+    result = cu.cuLaunchKernelEx(&config, function, params, nullptr);
   }
   if (switch_context) {
     CUcontext ignored = nullptr;

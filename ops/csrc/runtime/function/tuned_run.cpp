@@ -95,15 +95,23 @@ int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& gri
       detail::GilRelease released;  // the thread tuning this key may need the GIL
       std::lock_guard lock(choice.mutex);
       if (!choice.ready.load(std::memory_order_acquire)) {
-        const int chosen = impl_->tune_key(stream, grid, args, device, /*may_time=*/mode != RunMode::Lookup);
+        bool deferred = false;
+        const int chosen = impl_->tune_key(stream, grid, args, device, /*may_time=*/mode != RunMode::Lookup,
+                                           nullptr, mode == RunMode::Launch ? &deferred : nullptr);
         if (chosen < 0) {
           return -1;  // Lookup, and nothing chosen or stored yet
         }
-        choice.value = chosen;
-        choice.ready.store(true, std::memory_order_release);
+        if (deferred) {
+          config = chosen;  // this launch only: the key stays untuned
+        } else {
+          choice.value = chosen;
+          choice.ready.store(true, std::memory_order_release);
+        }
       }
     }
-    config = choice.value;
+    if (choice.ready.load(std::memory_order_acquire)) {
+      config = choice.value;
+    }
   }
   if (mode == RunMode::Launch) {
     std::array<ConstexprValue, detail::kMaxRunParams> values;

@@ -37,6 +37,8 @@ CudaDriver open_driver() {
   TJIT_RESOLVE(cuCtxGetDevice);
   TJIT_RESOLVE(cuCtxPushCurrent);
   TJIT_RESOLVE(cuCtxPopCurrent);
+  d.cuCtxGetId = reinterpret_cast<decltype(d.cuCtxGetId)>(dlsym(library, TJIT_STRINGIFY_EXPANDED(cuCtxGetId)));
+  TJIT_RESOLVE(cuThreadExchangeStreamCaptureMode);
   TJIT_RESOLVE(cuModuleLoadData);
   TJIT_RESOLVE(cuModuleGetFunction);
   TJIT_RESOLVE(cuFuncGetAttribute);

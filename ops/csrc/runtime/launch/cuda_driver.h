@@ -21,6 +21,11 @@ struct CudaDriver {
   decltype(&::cuCtxGetDevice) cuCtxGetDevice = nullptr;
   decltype(&::cuCtxPushCurrent) cuCtxPushCurrent = nullptr;
   decltype(&::cuCtxPopCurrent) cuCtxPopCurrent = nullptr;
+  // A context's id, unique for the process's lifetime (a handle may be reused once a context is
+  // destroyed); nullptr on a driver older than CUDA 12.
+  decltype(&::cuCtxGetId) cuCtxGetId = nullptr;
+  // Graph capture by other threads: whether a call may touch the driver in ways a capture forbids.
+  decltype(&::cuThreadExchangeStreamCaptureMode) cuThreadExchangeStreamCaptureMode = nullptr;
   decltype(&::cuModuleLoadData) cuModuleLoadData = nullptr;
   decltype(&::cuModuleGetFunction) cuModuleGetFunction = nullptr;
   decltype(&::cuFuncGetAttribute) cuFuncGetAttribute = nullptr;

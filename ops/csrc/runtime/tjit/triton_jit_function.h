@@ -83,8 +83,10 @@ class TritonJitFunction {
   // zeroing reset_to_zero and restoring restore_value arguments between runs, then stores the
   // winner and logs one line. A config that fails to compile or to launch is skipped with a note.
   // The call's own result comes from one clean run of the winner. Threads racing on a new key
-  // tune it once. Tuning on a stream that is being captured into a CUDA graph is an error: call
-  // tune() (or run once) before capturing. Heuristics run in Python once per distinct set of
+  // tune it once. A new key on a stream that is being captured into a CUDA graph is not timed:
+  // that launch uses the first config the pruning keeps and the key stays untuned until a call
+  // outside capture (tune() before the capture makes the graph use the tuned one). Tuning while
+  // another thread captures is safe: it touches only its own stream. Heuristics run in Python once per distinct set of
   // scalar argument values and tensor dtypes (then remembered), and see only tensors' dtypes.
   template <typename GridFn, typename... Args>
   void run(Stream stream, const GridFn& grid, const Args&... args) const {

@@ -387,18 +387,30 @@ double time_on_cpu(const std::function<void()>& prepare, const std::function<voi
   return median(std::move(times));
 }
 
-PrimaryContextScope::PrimaryContextScope(int device) {
+DeviceContextScope::DeviceContextScope(int device) {
   const auto& cu = cuda_driver();
+  CUcontext current = nullptr;
+  check_cuda(cu.cuCtxGetCurrent(&current), "cuCtxGetCurrent", "autotuning");
+  if (current != nullptr) {
+    CUdevice current_device = 0;
+    check_cuda(cu.cuCtxGetDevice(&current_device), "cuCtxGetDevice", "autotuning");
+    if (static_cast<int>(current_device) == device) {
+      return;
+    }
+  }
   CUdevice dev = 0;
   check_cuda(cu.cuDeviceGet(&dev, device), "cuDeviceGet", "autotuning");
   CUcontext ctx = nullptr;
   check_cuda(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", "autotuning");
   check_cuda(cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent", "autotuning");
+  pushed_ = true;
 }
 
-PrimaryContextScope::~PrimaryContextScope() {
-  CUcontext ignored = nullptr;
-  cuda_driver().cuCtxPopCurrent(&ignored);
+DeviceContextScope::~DeviceContextScope() {
+  if (pushed_) {
+    CUcontext ignored = nullptr;
+    cuda_driver().cuCtxPopCurrent(&ignored);
+  }
 }
 
 }  // namespace detail

@@ -152,7 +152,7 @@ class ArgumentResetter {
 // from 5 runs (cache clearing included), then warmup_ms worth of warm-up runs and rep_ms worth of
 // timed runs, each timed with CUDA events on `stream` after clearing the L2 cache with a 256 MB
 // memset. `prepare` runs before every run: outside the timed runs, inside the first estimate (as
-// do_bench times its hooks there). The device's primary context must be current.
+// do_bench times its hooks there). A context of the device must be current (DeviceContextScope).
 // `runs` counts the launches.
 double time_on_gpu(void* stream, int device, const std::function<void()>& prepare, const std::function<void()>& run,
                    double warmup_ms, double rep_ms, size_t& runs);
@@ -160,13 +160,17 @@ double time_on_gpu(void* stream, int device, const std::function<void()>& prepar
 // The same on CPU (Triton's interpreter): the median wall time of 3 runs after one warm-up run.
 double time_on_cpu(const std::function<void()>& prepare, const std::function<void()>& run, size_t& runs);
 
-// Makes the device's primary context current for its lifetime.
-class PrimaryContextScope {
+// Keeps the thread's current context when it belongs to the device (a green context: tuning
+// times on its SMs), else makes the device's primary context current for its lifetime.
+class DeviceContextScope {
  public:
-  explicit PrimaryContextScope(int device);
-  ~PrimaryContextScope();
-  PrimaryContextScope(const PrimaryContextScope&) = delete;
-  PrimaryContextScope& operator=(const PrimaryContextScope&) = delete;
+  explicit DeviceContextScope(int device);
+  ~DeviceContextScope();
+  DeviceContextScope(const DeviceContextScope&) = delete;
+  DeviceContextScope& operator=(const DeviceContextScope&) = delete;
+
+ private:
+  bool pushed_ = false;
 };
 
 }  // namespace tjit::detail
