@@ -69,10 +69,11 @@ def _error(got, want):
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
-def _reserve_memory():
-    # The caching allocator keeps this block, so allocations while another thread captures in the
-    # global mode (where cudaMalloc is refused) are served from it.
-    torch.empty(1 << 31, dtype=torch.uint8, device="cuda")
+def _reserve_memory(stream):
+    # The caching allocator keeps this block for `stream`, so torch's own allocations there while
+    # another thread captures in the global mode (where cudaMalloc is refused) are served from it.
+    with torch.cuda.stream(stream):
+        torch.empty(1 << 31, dtype=torch.uint8, device="cuda")
     torch.cuda.synchronize()
 
 
@@ -103,7 +104,8 @@ def _captured_workload(mode, started, done, result):
 
 def scenario_other_thread_captures(mode):
     import tjit
-    _reserve_memory()
+    stream = torch.cuda.Stream()
+    _reserve_memory(stream)
     gen = torch.Generator(device="cuda").manual_seed(0)
     inputs = [(op, _inputs(op, shape, dtype, gen)) for op, shape, dtype in CASES]
     torch.cuda.synchronize()
@@ -112,7 +114,6 @@ def scenario_other_thread_captures(mode):
     capture.start()
     started.wait()
     outputs = []
-    stream = torch.cuda.Stream()
     try:
         with torch.cuda.stream(stream):
             for op, args in inputs:
