@@ -498,25 +498,56 @@ def heuristic_values(handle, args, config_index):
             for name in set_by_heuristics]
 
 
+def _keywords_accepted(function, named):
+    """The entries of `named` that `function` takes as keyword arguments: all of them when it has
+    **kwargs, else those it names."""
+    import inspect
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return dict(named)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return dict(named)
+    names = {p.name for p in parameters if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                       inspect.Parameter.KEYWORD_ONLY)}
+    return {k: v for k, v in named.items() if k in names}
+
+
 def prune_configs(handle, args):
     """Indices of the configs @triton.autotune's prune_configs_by keeps for a call with `args` (the
-    caller's arguments, in order), in the order it ranks them, as Autotuner.prune_configs does."""
-    from triton.runtime.autotuner import Autotuner
+    caller's arguments, in order), in the order it ranks them, as Autotuner.prune_configs does.
+
+    A C++ caller passes every argument by position, where a Python caller may pass some by keyword
+    (`kernel[grid](a, b, N_CTX=n, FLATTEN=True)`), and prune functions read those from **kwargs.
+    So early_config_prune gets every argument both ways: `named_args` and, as far as its signature
+    takes them, keyword arguments; perf_model gets them with each config's values."""
+    from triton.runtime.autotuner import Autotuner, AutotunerError
     tuner = next(layer for layer in _wrappers(_wrapped[handle]) if isinstance(layer, Autotuner))
     nargs = _named_args(handle, args, tensors_as_dtype=False)
-    with _lock:  # prune_configs reads the nargs attribute, which run() also sets
-        saved = getattr(tuner, "nargs", None)
-        tuner.nargs = nargs
-        try:
-            kept = tuner.prune_configs({})
-        finally:
-            tuner.nargs = saved
+    name = _kernels[handle][2].__name__
+    kept = tuner.configs
+    if tuner.early_config_prune:
+        kept = tuner.early_config_prune(tuner.configs, nargs, **_keywords_accepted(tuner.early_config_prune, nargs))
+        if not kept:
+            raise AutotunerError(f"No valid autotuner configs after pruning {name}: `early_config_prune` should "
+                                 "return at least one config.")
+    if tuner.perf_model:
+        top_k = tuner.configs_top_k
+        if isinstance(top_k, float) and top_k <= 1.0:
+            top_k = int(len(tuner.configs) * top_k)
+        elif not isinstance(top_k, int):
+            raise TypeError(f"prune_configs_by of {name}: top_k must be a float <= 1.0 or an int")
+        if len(kept) > top_k:
+            estimate = {config: tuner.perf_model(**_keywords_accepted(tuner.perf_model,
+                                                                      {**nargs, **config.all_kwargs()}))
+                        for config in kept}
+            kept = sorted(estimate, key=estimate.get)[:top_k]
     positions = {id(config): i for i, config in enumerate(tuner.configs)}
     result = []
     for config in kept:
         if id(config) not in positions:
-            raise TypeError(f"prune_configs_by of {_kernels[handle][2].__name__} returned a config that is not one "
-                            "of its configs; tjit can only run the listed ones")
+            raise TypeError(f"prune_configs_by of {name} returned a config that is not one of its configs; tjit "
+                            "can only run the listed ones")
         result.append(positions[id(config)])
     return result
 

@@ -347,6 +347,44 @@ TEST_P(Autotune, PruningKeepsWhatPruneConfigsByKeeps) {
   }
 }
 
+TEST_P(Autotune, PruningGetsTheArgumentsByNameAndKeysIgnoreNamesNotPassed) {
+  FreshStore store("prune-by-name");
+  ::testing::internal::CaptureStderr();
+  auto& fn = kernel("pruned_by_name_kernel");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("'not_a_parameter'"), std::string::npos) << log;
+  // LIMIT = 64 and n = 100 keep 16, 32, 64; the perf model (smallest block first, top 1) keeps 16.
+  // LIMIT = 128 and n = 40 keep 16, 32: again 16. A prune that could not read LIMIT would throw.
+  for (auto [n, limit] : {std::pair<int64_t, int64_t>{100, 64}, std::pair<int64_t, int64_t>{40, 128}}) {
+    const at::Tensor x = at::randn({n}, options());
+    at::Tensor out = poisoned_like(x);
+    fn.run(stream_of(x), [n = n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); }, x, out, n, limit);
+    synchronize(out);
+    EXPECT_TRUE(at::equal(out, x * 2)) << "n=" << n;
+    EXPECT_EQ(value_of(fn.tune(stream_of(x), Grid(1), x, out, n, limit), "BLOCK"), "16") << "n=" << n;
+  }
+}
+
+TEST_P(Autotune, ATensorInTheKeyIsTunedPerTensorAsInPython) {
+  FreshStore store("tensor-key");
+  auto& fn = kernel("tensor_keyed_kernel");
+  const int64_t n = 300;
+  const at::Tensor a = at::randn({n}, options());
+  const at::Tensor b = at::randn({n}, options());
+  at::Tensor out = poisoned_like(a);
+  auto grid = [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); };
+  const size_t tunings = fn.num_tunings();
+  fn.run(stream_of(a), grid, a, out, n);
+  fn.run(stream_of(a), grid, a, out, n);  // the same tensor: the choice made for it
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, a - 1));
+  EXPECT_EQ(fn.num_tunings(), tunings + 1);
+  fn.run(stream_of(b), grid, b, out, n);  // another tensor: tuned again
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, b - 1));
+  EXPECT_EQ(fn.num_tunings(), tunings + 2);
+}
+
 TEST_P(Autotune, AConfigThatFailsToCompileIsSkipped) {
   FreshStore store("broken");
   auto& fn = kernel("partly_broken_kernel");

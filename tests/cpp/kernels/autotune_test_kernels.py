@@ -109,6 +109,40 @@ def pruned_copy_kernel(x, out, n, BLOCK: tl.constexpr):
     tl.store(out + offsets, tl.load(x + offsets, mask=mask), mask=mask)
 
 
+def _keep_blocks_up_to_limit(configs, named_args, **kwargs):
+    # Reads the call's arguments as keyword arguments, as prune functions written for Python
+    # callers that pass them by keyword do (kwargs["LIMIT"] raised KeyError through tjit before).
+    return [c for c in configs if c.kwargs["BLOCK"] <= kwargs["LIMIT"] and c.kwargs["BLOCK"] <= named_args["n"]]
+
+
+def _prefer_small_blocks(n, LIMIT, BLOCK):  # named parameters only, no **kwargs
+    return BLOCK
+
+
+# Pruning by argument name: LIMIT (a constexpr the caller passes) read from **kwargs; a perf model
+# that names its parameters keeps the smallest block.
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=4) for b in (16, 32, 64, 128, 256)],
+    key=["n", "LIMIT", "not_a_parameter"],  # Python Triton ignores a name the caller does not pass
+    prune_configs_by={"early_config_prune": _keep_blocks_up_to_limit, "perf_model": _prefer_small_blocks,
+                      "top_k": 1},
+)
+@triton.jit
+def pruned_by_name_kernel(x, out, n, LIMIT: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out + offsets, tl.load(x + offsets, mask=mask) * 2, mask=mask)
+
+
+# A tensor named in the key: Python Triton keys on the tensor object, so each new tensor is tuned.
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["x"])
+@triton.jit
+def tensor_keyed_kernel(x, out, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out + offsets, tl.load(x + offsets, mask=mask) - 1, mask=mask)
+
+
 # One config fails to compile (its block breaks a static assertion); tuning skips it.
 @triton.autotune(
     configs=[triton.Config({"BLOCK": 4096}), triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})],

@@ -54,8 +54,14 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
   const auto& configs = spec.configs;
   const size_t num_args = spec.caller_params.size();
   std::string key_text;
+  bool tensor_in_key = false;  // a choice per tensor object: nothing to share through a store
   for (int position : spec.key_args) {
-    key_text += fn.params_[spec.caller_params[position]].name + "=" + describe_argument(args[position]) + ", ";
+    key_text += fn.params_[spec.caller_params[position]].name + "=" + describe_argument(args[position]);
+    if (args[position].kind == CapturedArg::Kind::Tensor) {
+      tensor_in_key = true;
+      key_text += " tensor@" + std::to_string(detail::tensor_identity(args[position]));
+    }
+    key_text += ", ";
   }
   key_text += "dtypes:";
   for (size_t i = 0; i < num_args; ++i) {
@@ -75,7 +81,7 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
                                                  {"config", configs[config].describe()}}.dump());
     return config;
   };
-  if (bundled_tuning_enabled()) {
+  if (bundled_tuning_enabled() && !tensor_in_key) {
     if (auto bundled = detail::find_bundled_decision(fn.kernel_file_, fn.function_name_, "autotune",
                                                      "target " + target + "\nkey " + key_text)) {
       const auto value = nlohmann::json::parse(*bundled, nullptr, /*allow_exceptions=*/false);
@@ -87,7 +93,7 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
       }
     }
   }
-  if (auto record = detail::load_decision_record(signature, record_key)) {
+  if (auto record = tensor_in_key ? std::nullopt : detail::load_decision_record(signature, record_key)) {
     const auto value = nlohmann::json::parse(record->value, nullptr, /*allow_exceptions=*/false);
     const int config = value.is_object() ? value.value("config", -1) : -1;
     if (config >= 0 && static_cast<size_t>(config) < configs.size() &&
@@ -174,10 +180,12 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
   for (double t : timings) {
     timings_json.push_back(std::isfinite(t) ? nlohmann::json(t) : nlohmann::json());  // null: failed or pruned
   }
-  detail::store_decision_record(
+  if (!tensor_in_key) {
+    detail::store_decision_record(
       signature,
       {record_key,
        nlohmann::json{{"config", best}, {"config_text", configs[best].describe()}, {"timings_ms", timings_json}}.dump()});
+  }
   if (detail::settings::log_compiles()) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[tjit] autotuned %s for key (%s) on %s: %zu of %zu configs timed in %.0f ms (%zu runs); "

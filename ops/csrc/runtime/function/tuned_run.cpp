@@ -81,9 +81,14 @@ int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& gri
     size_t n = 0;
     words[n++] = static_cast<uint64_t>(device + 1);
     for (int position : spec.key_args) {
-      TORCH_CHECK(!has_dtype(args[position]), "tjit: kernel ", function_name_, ": autotune key argument '",
-                  params_[spec.caller_params[position]].name, "' is a tensor; tjit tunes on scalar keys");
-      append_argument_words(args[position], words.data(), n, words.size() - detail::kMaxRunParams);
+      if (args[position].kind == CapturedArg::Kind::Tensor) {
+        // Python Triton keys on the tensor object itself: a choice per tensor, made again for
+        // another tensor of the same shape. Its identity here: the TensorImpl.
+        words[n++] = static_cast<uint64_t>(CapturedArg::Kind::Tensor);
+        words[n++] = detail::tensor_identity(args[position]);
+      } else {
+        append_argument_words(args[position], words.data(), n, words.size() - detail::kMaxRunParams);
+      }
     }
     for (size_t i = 0; i < num_args; ++i) {
       if (has_dtype(args[i])) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -175,8 +176,19 @@ TuningSpec parse_tuning_spec(const std::string& tuning, const std::vector<Kernel
         spec.caller_params.push_back(static_cast<int>(i));
       }
     }
+    // As Python Triton's autotuner: a key name the caller does not pass (not a parameter, or one a
+    // config or heuristic sets) is not part of the key.
     for (const json& k : j.at("key")) {
-      spec.key_args.push_back(position_of(spec.caller_params, params, k.get<std::string>(), kernel, "key"));
+      const std::string name = k.get<std::string>();
+      const auto caller = std::find_if(spec.caller_params.begin(), spec.caller_params.end(),
+                                       [&](int i) { return params[i].name == name; });
+      if (caller != spec.caller_params.end()) {
+        spec.key_args.push_back(static_cast<int>(caller - spec.caller_params.begin()));
+      } else {
+        std::fprintf(stderr, "[tjit] kernel %s: @triton.autotune's key names '%s', which the caller does not pass "
+                     "(not a parameter, or set by a config or heuristic); it is left out of the key, as Python "
+                     "Triton does\n", kernel.c_str(), name.c_str());
+      }
     }
     for (const json& k : j.at("reset_to_zero")) {
       spec.reset_to_zero.push_back(

@@ -251,6 +251,10 @@ std::vector<InterpretedArg> python_arguments(const CapturedArg* args, size_t n) 
   return out;
 }
 
+uint64_t tensor_identity(const CapturedArg& a) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(a.tensor->unsafeGetTensorImpl()));
+}
+
 std::string describe_argument(const CapturedArg& a) {
   switch (a.kind) {
     case CapturedArg::Kind::Tensor: return c10::toString(a.tensor->scalar_type());

@@ -28,6 +28,9 @@ void append_argument_words(const CapturedArg& a, uint64_t* words, size_t& n, siz
 // not tuples, nor descriptors.
 bool has_dtype(const CapturedArg& a);
 uint64_t dtype_word(const CapturedArg& a);
+// A tensor argument's identity (its TensorImpl), what Python's autotuner keys on for a tensor named
+// in `key`.
+uint64_t tensor_identity(const CapturedArg& a);
 
 // A caller's scalar as the grid and the heuristics see it; nullopt for tensors, tuples, descriptors.
 std::optional<ConstexprValue> scalar_value(const CapturedArg& a);
