@@ -61,7 +61,12 @@ build() {
   ensure_googletest
   local dir=${LOG_DIR:-build/test-logs}
   mkdir -p "$dir"
-  log "building (CMake via setup.py, into ./build; log: $dir/build.log)"
+  local installed
+  installed=$("$PY" -c 'import importlib.util as u; s = u.find_spec("tjit"); print(s.submodule_search_locations[0] if s and s.submodule_search_locations else "")' 2>/dev/null || true)
+  if [[ -n $installed && $(realpath "$installed") != $(realpath ops) ]]; then
+    log "note: $PY has tjit from $installed; this build replaces it with this checkout (editable; set PYTHON= to use another Python)"
+  fi
+  log "building (CMake via setup.py, into ./build, for $("$PY" -c 'import sys; print(sys.executable)'); log: $dir/build.log)"
   # Editable install: `import tjit` uses ops/ in this checkout, with the libraries built here.
   # setuptools silences a failing build in editable mode: check that this build wrote the library.
   local stamp
@@ -70,7 +75,12 @@ build() {
       "$PY" -m pip install -v --no-build-isolation --no-deps -e . >"$dir/build.log" 2>&1 ||
       [[ ! ops/lib/liboperators.so -nt $stamp ]]; then
     rm -f "$stamp"
-    tail -n 60 "$dir/build.log" >&2
+    # The first errors say why (CMake's and the compiler's); the log's end is pip's boilerplate.
+    if grep -qE 'CMake Error|error:|Error:|FAILED:' "$dir/build.log"; then
+      grep -nE -m 20 -A 6 'CMake Error|error:|Error:|FAILED:' "$dir/build.log" >&2
+    else
+      tail -n 60 "$dir/build.log" >&2
+    fi
     log "build failed (full log: $dir/build.log)"
     exit 1
   fi

@@ -43,7 +43,17 @@ def _cmake_build(editable):
     configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
                  f"-DTJIT_PYTHON_EXECUTABLE={sys.executable}",
                  f"-DTJIT_BUILD_TESTS={'ON' if os.environ.get('TJIT_BUILD_TESTS', '1') != '0' else 'OFF'}"]
-    if shutil.which("ninja") and not (build_dir / "CMakeCache.txt").exists():
+    cache = build_dir / "CMakeCache.txt"
+    if cache.exists():
+        # A build folder copied or moved with its checkout names the old source folder: CMake
+        # refuses it. It holds nothing this checkout can reuse, so start it afresh.
+        home = next((line.split("=", 1)[1].strip() for line in cache.read_text(errors="replace").splitlines()
+                     if line.startswith("CMAKE_HOME_DIRECTORY:")), None)
+        if home is not None and Path(home).resolve() != ROOT.resolve():
+            print(f"tjit: {build_dir} was configured for the sources in {home}, not {ROOT} (a copied "
+                  "checkout?); removing it and configuring afresh", file=sys.stderr)
+            shutil.rmtree(build_dir)
+    if shutil.which("ninja") and not cache.exists():
         configure += ["-G", "Ninja"]
     subprocess.check_call(configure)
     subprocess.check_call(["cmake", "--build", str(build_dir)])

@@ -92,10 +92,14 @@ def check_against_aten(cases):
 
 
 def python_host_times(cases, device, calls, rounds):
-    print(f"  {'op':<11}{'tjit.<op>':>12}{'torch.ops.tjit':>16}{'torch':>10}{'tjit / torch':>14}")
+    if device == "cpu":
+        print("  (CPU: tjit's kernels run through Triton's interpreter, torch's natively; these times and their "
+              "ratio say nothing about speed, only that the calls work)")
+    print(f"  {'op':<11} {'tjit.<op>':>14} {'torch.ops.tjit':>14} {'torch':>14} {'tjit / torch':>12}")
     for op, inputs, tjit_fn, ops_fn, torch_fn in cases:
         us = host_us_per_call([lambda f=f: f(*inputs) for f in (tjit_fn, ops_fn, torch_fn)], device, calls, rounds)
-        print(f"  {op:<11}{us[0]:>10.2f}us{us[1]:>14.2f}us{us[2]:>8.2f}us{us[0] / us[2]:>14.2f}")
+        times = " ".join(f"{f'{t:.2f} us':>14}" for t in us)
+        print(f"  {op:<11} {times} {us[0] / us[2]:>12.2f}")
 
 
 def _bandwidth_cases():

@@ -130,11 +130,15 @@ TEST(Compile, MissingFileNamesTheFile) {
   const std::string msg = tjit::testing::error_message([] { TritonJitFunction::get_instance("/nonexistent/k.py", "k"); });
   EXPECT_NE(msg.find("/nonexistent/k.py"), std::string::npos) << msg;
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+  EXPECT_LT(msg.find("does not exist"), msg.find("kernel bundle")) << msg;
 }
 
 TEST(Compile, MissingFunctionNamesTheFunction) {
   const std::string msg = tjit::testing::error_message([] { TritonJitFunction::get_instance(test_kernels(), "no_such_kernel"); });
-  EXPECT_NE(msg.find("no_such_kernel"), std::string::npos) << msg;
+  // The cause leads; where else the kernel could come from (bundles, the store) follows.
+  const size_t cause = msg.find("defines no function named 'no_such_kernel'");
+  ASSERT_NE(cause, std::string::npos) << msg;
+  EXPECT_LT(cause, msg.find("bundle")) << msg;
 }
 
 TEST(Compile, PlainPythonFunctionIsRejected) {

@@ -55,12 +55,22 @@ TritonJitFunction::TritonJitFunction(std::string kernel_file, std::string functi
     TORCH_CHECK(jit_enabled(), "tjit: kernel ", function_name_, " from ", kernel_file_, ": ",
                 detail::describe_bundle_coverage(kernel_file_, function_name_, {}, {}, {}),
                 ", and JIT is off (TJIT_JIT=0)", without_python);
+    std::error_code error;
+    const bool exists = std::filesystem::exists(kernel_file_, error);
+    TORCH_CHECK(exists, "tjit: kernel file ", kernel_file_, " does not exist",
+                std::filesystem::path(kernel_file_).is_relative()
+                    ? " (a relative path is resolved against the working directory, " +
+                          std::filesystem::current_path(error).string() + ")"
+                    : std::string(),
+                "; no kernel bundle or kernel store record names ", function_name_, " from it either");
     try {
       impl_->load_python(/*known=*/false);
     } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "tjit: kernel ", function_name_, " from ", kernel_file_, ": ",
-                  detail::describe_bundle_coverage(kernel_file_, function_name_, {}, {}, {}), without_python,
-                  ". Loading it through Python failed: ", e.what_without_backtrace());
+      // The cause first (no such function, a syntax error); where else the kernel could come from after.
+      TORCH_CHECK(false, "tjit: loading kernel ", function_name_, " from ", kernel_file_, " failed: ",
+                  e.what_without_backtrace(), " (", detail::describe_bundle_coverage(kernel_file_, function_name_,
+                                                                                     {}, {}, {}),
+                  without_python, ")");
     }
   }
   params_ = impl_->signature.params;
