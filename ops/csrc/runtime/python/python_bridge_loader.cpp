@@ -36,8 +36,8 @@ void load_libpython(const PythonLocation& python) {
               "); set TJIT_LIBPYTHON to the path of libpython3.X.so");
   // Starting Python and importing Triton costs most of a second: say why it happens.
   if (settings::log_compiles()) {
-    std::fprintf(stderr, "[tjit] starting Python %s (%s) for Triton: compiling kernels, or running them on "
-                 "CPU tensors through its interpreter\n", python.executable.c_str(), python.source);
+    std::fprintf(stderr, "[tjit] starting Python %s (%s) for Triton: it reads the kernels, compiles them for GPUs "
+                 "and runs them on CPU tensors\n", python.executable.c_str(), python.source);
   }
 }
 
