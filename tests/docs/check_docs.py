@@ -35,8 +35,11 @@ FRAGMENT_PARAMETERS = """at::Tensor x, at::Tensor y, at::Tensor out, at::Tensor 
     int64_t n, int64_t rows, int64_t cols, int64_t M, int64_t N, int64_t K, int64_t blocks, int num_sms,
     tjit::Grid grid, tjit::TensorDescriptor b_desc"""
 
-FRAGMENT_INCLUDES = ["<tjit/operators.h>", "<tjit/triton_jit_function.h>", "<tjit/current_stream.h>",
-                     "<tjit/tensor_descriptor.h>"]
+# Fragments see every public header (top-level blocks include what they use, as a reader would).
+FRAGMENT_INCLUDES = ["<tjit/operators.h>", "<tjit/triton_jit_function.h>", "<tjit/autotune.h>",
+                     "<tjit/current_stream.h>", "<tjit/device_properties.h>", "<tjit/tensor_descriptor.h>",
+                     "<tjit/prepare.h>", "<tjit/kernel_store.h>", "<tjit/kernel_bundle.h>",
+                     "<tjit/kernel_manifest.h>"]
 
 
 def default_files():
@@ -179,10 +182,15 @@ try:
 except Exception:
     has_cuda = False
 namespace = {{"__name__": "__docs__"}}
+import os
 for line, marks, code in blocks:
     where = "{path}:%d" % line
+    # A real file per block: Triton reads a @triton.jit function's source from its file.
+    source = os.path.abspath("{stem}_line%d.py" % line)
+    with open(source, "w") as f:
+        f.write(code)
     try:
-        compiled = compile(code, where, "exec")
+        compiled = compile(code, source, "exec")
         if "cuda" in marks and not has_cuda:
             continue
         exec(compiled, namespace)
@@ -198,7 +206,7 @@ def check_python(path, text):
     blocks = [(line, marks, code) for lang, marks, line, code in code_blocks(text) if lang in ("python", "py")]
     if not blocks:
         return [], 0
-    script = PYTHON_RUNNER.format(blocks=blocks, path=rel(path))
+    script = PYTHON_RUNNER.format(blocks=blocks, path=rel(path), stem=re.sub(r"\W", "_", rel(path)))
     env = dict(os.environ)
     env.setdefault("TJIT_LOG_COMPILES", "0")
     with tempfile.TemporaryDirectory(prefix="tjit-docs-") as work:
