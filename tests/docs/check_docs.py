@@ -5,7 +5,9 @@
 1. Every ```python block runs, on the CPU (tjit's operators run there through Triton's
    interpreter). The blocks of one file run in order in one fresh interpreter, sharing names, as a
    reader pasting them one after another would. A block marked ```python cuda needs a GPU: it is
-   only compiled (`compile()`), unless a GPU is present, where it runs too.
+   only compiled (`compile()`), unless a GPU is present, where it runs too. A block marked
+   ```python fragment (an excerpt needing what a page cannot give, such as several processes) is
+   only compiled.
 2. Every ```cpp block compiles (g++ -fsyntax-only, C++20) against the built tjit's public headers
    (`tjit.cmake_prefix_path`/include) and torch's, all blocks of all files in one translation unit.
    A plain ```cpp block is top-level code: its #include lines go to the top, the rest into a
@@ -191,7 +193,7 @@ for line, marks, code in blocks:
         f.write(code)
     try:
         compiled = compile(code, source, "exec")
-        if "cuda" in marks and not has_cuda:
+        if "fragment" in marks or ("cuda" in marks and not has_cuda):
             continue
         exec(compiled, namespace)
     except BaseException as error:
