@@ -133,6 +133,10 @@ def card_section(name, results):
     if cold and not cold.get("skipped"):
         lines += ["### Cold start", "", "A new process's first call, host ms (median of several processes):", ""]
         lines += report._table(*report.cold_start_rows(cold)) + [""]
+    others = sorted(f for f in os.listdir(os.path.join(RESULTS, name)) if f.endswith(".json") and f != "results.json")
+    if others:
+        lines += ["Measured apart: " + ", ".join(f"[{f}](../benchmarks/results/{name}/{f})" for f in others)
+                  + " (benchmarks/README.md says what each holds).", ""]
     plots = sorted(f for f in os.listdir(os.path.join(RESULTS, name)) if f.endswith(".png"))
     if plots:
         lines += ["### Plots", ""]
