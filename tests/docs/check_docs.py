@@ -199,6 +199,12 @@ for line, marks, code in blocks:
     except BaseException as error:
         import traceback
         traceback.print_exc()
+        # The failing line of the page: the block's first line plus the line within the block.
+        within = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if frame.filename == source]
+        if isinstance(error, SyntaxError) and error.filename == source and error.lineno:
+            within.append(error.lineno)
+        if within:
+            where = "{path}:%d" % (line + within[-1] - 1)
         print("FAILED %s: %s: %s" % (where, type(error).__name__, error), file=sys.stderr)
         sys.exit(1)
 """
