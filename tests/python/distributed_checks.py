@@ -86,7 +86,7 @@ def every_operator_has_a_strategy(env):
 
 
 @check
-def add(env):
+def operator_add(env):
     x = env.same_everywhere(5, 6, 4, seed=1)  # 5 rows over two ranks: uneven shards
     y = env.same_everywhere(5, 6, 4, seed=2)
     for d in range(3):
@@ -125,7 +125,7 @@ def add(env):
 
 
 @check
-def sum(env):
+def operator_sum(env):
     x = env.same_everywhere(5, 6, 4, seed=11)
     xs = env.shard(x, Shard(0))
     # The same input with other dims: each call has its own placements (no stale cache entry).
@@ -148,7 +148,7 @@ def sum(env):
 
 
 @check
-def softmax(env):
+def operator_softmax(env):
     x = env.same_everywhere(3, 5, 7, seed=21)
     for d in (0, 1):
         xs = env.shard(x, Shard(d)).requires_grad_()
@@ -161,6 +161,11 @@ def softmax(env):
         torch.softmax(xr, -1).backward(g)
         expect(xs.grad, xr.grad, [Shard(d)], f"softmax backward, Shard({d})")
         assert n == 0 and nb == 0, f"softmax Shard({d}) ran {n} + {nb} collectives"
+    # Non-contiguous shards (a transposed DTensor), the softmax dim first.
+    xt = env.shard(x, Shard(0)).transpose(0, 2)
+    out, n = collectives(lambda: tjit.softmax(xt, 0))
+    expect(out, torch.softmax(x.transpose(0, 2), 0), [Shard(2)], "softmax of a transposed DTensor")
+    assert n == 0, n
     # Sharded on the softmax dim: gathered first, the result still right.
     out = tjit.softmax(env.shard(x, Shard(2)), 2)
     assert not any(isinstance(p, Shard) and p.dim == 2 for p in out.placements), out.placements
@@ -203,11 +208,12 @@ def _layer_norm_case(env, shape, normalized, placement, affine, seed):
 
 
 @check
-def layer_norm(env):
+def operator_layer_norm(env):
     for placement in (Shard(0), Shard(1)):
         for affine in (True, False):
             _layer_norm_case(env, (5, 3, 8), [8], placement, affine, seed=31)
     _layer_norm_case(env, (4, 3, 6), [3, 6], Shard(0), True, seed=35)
+    _layer_norm_case(env, (2, 0, 8), [8], Shard(0), True, seed=38)  # no rows: zero parameter gradients
     # The forward and backward operators themselves, every output's placement.
     x, w, b, g = _layer_norm_case(env, (3, 4, 8), [8], Shard(1), True, seed=41)
     xs, gs = env.shard(x, Shard(1)), env.shard(g, Shard(1))
@@ -243,7 +249,7 @@ def layer_norm(env):
 
 
 @check
-def rms_norm(env):
+def operator_rms_norm(env):
     """rms_norm and add_rms_norm, where this build has them."""
     if not hasattr(torch.ops.tjit, "rms_norm"):
         return "this build has no rms_norm"
@@ -480,10 +486,18 @@ def tensor_parallel_compiled(env):
     env.reference, mine = reference_and_copy(env, seed=1)
     model = tensor_parallel(env, mine)
     torch._dynamo.reset()
-    backend = "inductor" if env.device.type == "cuda" else "aot_eager"
-    compiled = torch.compile(model, backend=backend)
-    forward_loss = tensor_parallel_loss(env, compiled)
-    train(env, mine, forward_loss, min(steps_for(env), 3), f"tensor parallel, torch.compile ({backend})")
+    backend = "inductor" if env.device.type == "cuda" else "aot_eager"  # CPU: no C++ compile of the graph
+    traced = set()
+
+    def recording(gm, example_inputs):
+        traced.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return torch._dynamo.lookup_backend(backend)(gm, example_inputs)
+
+    compiled = torch.compile(model, backend=recording, fullgraph=True)
+    train(env, mine, tensor_parallel_loss(env, compiled), min(steps_for(env), 3),
+          f"tensor parallel, torch.compile ({backend})")
+    for op in ("tjit.layer_norm", "tjit.softmax", "tjit.add"):
+        assert any(op in t for t in traced), f"{op} is not in the compiled graph: {sorted(traced)}"
 
 
 def run(rank, device_type, out_dir, only):

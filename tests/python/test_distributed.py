@@ -16,10 +16,12 @@ import textwrap
 import pytest
 import torch
 
-import distributed_checks
+if not torch.distributed.is_available():
+    pytest.skip("this torch is built without torch.distributed", allow_module_level=True)
+
+import distributed_checks  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="this torch has no torch.distributed")
 
 DEVICE_KINDS = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     torch.cuda.device_count() < 2, reason="needs two CUDA GPUs (NCCL); runs on the 2-GPU machine (nvidia-h100-x2)"))]
