@@ -522,6 +522,7 @@ def run(rank, device_type, out_dir, only):
         dist.barrier()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(results, f, indent=1)
+    dist.barrier()  # both files written before anyone reports
 
 
 def _spawned(rank, device_type, out_dir, only, init_file):
@@ -555,15 +556,19 @@ def main():
 
         init_file = os.path.join(tempfile.mkdtemp(prefix="tjit-dist-"), "store")
         mp.spawn(_spawned, args=(args.device, args.out, args.only, init_file), nprocs=WORLD)
-    if int(os.environ.get("RANK", 0)) == 0:
-        for r in range(WORLD):
-            path = os.path.join(args.out, f"rank{r}.json")
-            if os.path.exists(path):
-                for name, result in json.load(open(path)).items():
-                    print(f"rank {r} {name}: {result['status']} ({result['seconds']} s) {result.get('note', '')}")
-                    if result["status"] != "ok":
-                        print(result["error"], file=sys.stderr)
+    failed = False
+    for r in range(WORLD):
+        path = os.path.join(args.out, f"rank{r}.json")
+        results = json.load(open(path)) if os.path.exists(path) else {"(no results)": {"status": "failed",
+                                                                                       "error": path, "seconds": 0}}
+        for name, result in results.items():
+            failed |= result["status"] != "ok"
+            if int(os.environ.get("RANK", 0)) == 0:
+                print(f"rank {r} {name}: {result['status']} ({result['seconds']} s) {result.get('note', '')}")
+                if result["status"] != "ok":
+                    print(result["error"], file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
