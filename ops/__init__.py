@@ -82,4 +82,11 @@ def prepare(op, *args, **kwargs):
 
 from . import kernel_store  # noqa: E402  (reads the store; `python -m tjit cache` is its command line)
 
-__all__ = [*_OPERATORS, "ops", "prepare", "kernel_store", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR", "DEMO_BINARY"]
+# DTensor sharding strategies for the operators (tjit.distributed), registered once
+# torch.distributed.tensor is imported; tjit does not import it (heavy) itself.
+from . import distributed  # noqa: E402
+
+distributed.install()
+
+__all__ = [*_OPERATORS, "ops", "prepare", "kernel_store", "distributed", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR",
+           "DEMO_BINARY"]
