@@ -44,7 +44,7 @@ rms_norm_bwd_dw_partial_kernel(dw_partial_ptr, dy_ptr, v_ptr, rstd_ptr, M, N, st
     columns per program (contiguous [G, N]; or dw itself when G == 1).
     grid: (cdiv(N, BLOCK_N), G)   (G <= 65535).
 
-rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G, BLOCK_N)
+rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G, BLOCK_N, INDEX_64)
     dw[n] = sum_g dw_partial[g, n].  grid: (cdiv(N, BLOCK_N),).
 """
 
@@ -218,7 +218,8 @@ def rms_norm_bwd_dw_partial_kernel(dw_partial_ptr, dy_ptr, v_ptr, rstd_ptr, M, N
 
 
 @triton.jit
-def rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+def rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+                                    INDEX_64: tl.constexpr):
     ACC: tl.constexpr = tl.float64 if dw_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
@@ -226,5 +227,7 @@ def rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G: tl.co
     for g0 in range(0, G, BLOCK_G):
         g = g0 + tl.arange(0, BLOCK_G)
         mask = (g < G)[:, None] & col_mask[None, :]
-        acc += tl.load(dw_partial_ptr + g.to(tl.int64)[:, None] * N + cols[None, :], mask=mask, other=0.0).to(ACC)
+        if INDEX_64:  # G * N < M * N: the inputs' index width is enough
+            g = g.to(tl.int64)
+        acc += tl.load(dw_partial_ptr + g[:, None] * N + cols[None, :], mask=mask, other=0.0).to(ACC)
     tl.store(dw_ptr + cols, tl.sum(acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)

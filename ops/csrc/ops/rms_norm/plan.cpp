@@ -183,6 +183,7 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
     w.launch(kRmsNormBwdDwFinalizeKernel, {p.finalize_programs}, 4)
         .constexpr_value("BLOCK_G", p.finalize_block_g)
         .constexpr_value("BLOCK_N", p.finalize_block_n)
+        .constexpr_flag("INDEX_64", p.index64)
         .arg("G", p.groups);
   }
   return w;

@@ -305,7 +305,7 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   if (want_dw && plan.groups > 1) {
     static auto& finalize = TritonJitFunction::get_instance(file, kRmsNormBwdDwFinalizeKernel);
     finalize(stream, Grid(plan.finalize_programs), LaunchOptions{4}, dw, dw_partial, plan.groups, cols,
-             plan.finalize_block_g, plan.finalize_block_n);
+             plan.finalize_block_g, plan.finalize_block_n, plan.index64);
   }
   return {dx, dw};
 }
