@@ -511,13 +511,21 @@ class Runner:
                           make_bwd, {**impls, **peers}, check_bwd, skipped)
 
 
-    def _compiled(self, key, fn):
-        """torch.compile(fn), one per (key, case) as torch.compile of the same function would give a
-        user; None on CPU (inductor's compile time is not what the smoke run checks)."""
+    def _compiled(self, fn):
+        """torch.compile(fn) for one case, as torch.compile of the same function would give a user;
+        None on CPU (inductor's compile time is not what the smoke run checks)."""
         if not self.cuda:
             self.note_once("compile: torch.compile peers run on CUDA only; skipped on CPU")
             return None
-        return torch.compile(fn)
+        # Every case recompiles the same code object for its shape and dtype: static shapes (as a
+        # model of one hidden size gets), and more recompiles than Dynamo's default limit, past
+        # which it would run the function eagerly.
+        import torch._dynamo
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 256))
+                break
+        return torch.compile(fn, dynamic=False)
 
     @staticmethod
     def _grads(out, inputs, grad):
@@ -565,7 +573,7 @@ class Runner:
                     tjit_fwd = bind(lambda x, r, w, n=n: torch.ops.tjit.add_rms_norm(x, r, [n], w, eps))
                 else:
                     tjit_fwd = bind(lambda x, r, w, n=n: torch.ops.tjit.rms_norm(x, [n], w, eps))
-                compiled = self._compiled((op, "fwd"), torch_fwd)
+                compiled = self._compiled(torch_fwd)
                 impls = {"tjit": self.tjit_or_none(op, tjit_fwd), "aten": bind(torch_fwd),
                          "compile": bind(compiled) if compiled else None}
                 peers, skipped = self.peer_impls(op, "fwd", [m, n], lambda s: (*s, eps))
