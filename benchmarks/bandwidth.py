@@ -57,7 +57,7 @@ MAX_SETS = 8
 MAX_FOOTPRINT_BYTES = 40e9  # skip cases whose tensors would need more than this
 TUTORIAL_MAX_COLS = 65536  # the tutorial kernel keeps a whole row in registers
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
-IMPL_ORDER = ("tjit", "aten", "python_triton", "tutorial", "flaggems", "liger", "copy")
+IMPL_ORDER = ("tjit", "aten", "compile", "python_triton", "tutorial", "flaggems", "liger", "copy")
 
 
 def sweep(smoke):
@@ -82,8 +82,11 @@ def llm_rows(cols, element_bytes=2, multiple=64):
 def llm_shapes(smoke):
     """(rows, columns) per operator for the LLM part; tiny and not powers of two in smoke runs."""
     if smoke:
-        return {"softmax": [[3, 500], [2, 1000]], "layer_norm": [[5, 320], [3, 448]]}
-    return {"softmax": [[llm_rows(n), n] for n in VOCAB_SIZES], "layer_norm": [[llm_rows(n), n] for n in HIDDEN_SIZES]}
+        hidden = [[5, 320], [3, 448]]
+        return {"softmax": [[3, 500], [2, 1000]], "layer_norm": hidden, "rms_norm": hidden, "add_rms_norm": hidden}
+    hidden = [[llm_rows(n), n] for n in HIDDEN_SIZES]
+    return {"softmax": [[llm_rows(n), n] for n in VOCAB_SIZES], "layer_norm": hidden, "rms_norm": hidden,
+            "add_rms_norm": hidden}
 
 
 class Timer:
@@ -508,7 +511,142 @@ class Runner:
                           make_bwd, {**impls, **peers}, check_bwd, skipped)
 
 
-OPS = ("add", "sum", "softmax", "layer_norm")
+    def _compiled(self, fn):
+        """torch.compile(fn) for one case, as torch.compile of the same function would give a user;
+        None on CPU (inductor's compile time is not what the smoke run checks)."""
+        if not self.cuda:
+            self.note_once("compile: torch.compile peers run on CUDA only; skipped on CPU")
+            return None
+        # Every case recompiles the same code object for its shape and dtype: static shapes (as a
+        # model of one hidden size gets), and more recompiles than Dynamo's default limit, past
+        # which it would run the function eagerly.
+        import torch._dynamo
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 256))
+                break
+        return torch.compile(fn, dynamic=False)
+
+    @staticmethod
+    def _grads(out, inputs, grad):
+        """A zero-argument callable: the gradients of `out` (already computed, its graph kept) for
+        `inputs`, as the autograd engine runs the backward of whatever recorded it."""
+        return lambda: torch.autograd.grad(out, inputs, grad, retain_graph=True)
+
+    def run_rms_norm(self, shapes, residual=False):
+        """shapes: [rows, columns] pairs. rms_norm, or with residual add_rms_norm (the residual add
+        fused in: (rms_norm(x + r), x + r)); forward and backward, weight in the input's dtype."""
+        op = "add_rms_norm" if residual else "rms_norm"
+        eps = 1e-6
+        for dtype_name in self.dtypes:
+            dtype = DTYPES[dtype_name]
+            e = torch.empty((), dtype=dtype).element_size()
+            for m, n in shapes:
+                mn = m * n
+                tensors = 2 if residual else 1  # row tensors read (x[, r]); as many written (y[, x + r])
+                nbytes = 2 * tensors * mn * e + n * e
+
+                def make_fwd(k, n=n, dtype=dtype):
+                    return [tuple(self.randn(m, n, dtype=dtype) for _ in range(tensors)) + (self.randn(n, dtype=dtype), )
+                            for _ in range(k)]
+
+                def reference(s, n=n):
+                    v = (s[0] + s[1]) if residual else s[0]
+                    return F.rms_norm(v.float(), (n, ), s[-1].float(), eps), v
+
+                def check_fwd(name, got, s):
+                    ref, v = reference(s)
+                    if residual:
+                        return max(rel_err(got[0], ref), rel_err(got[1], v))
+                    return rel_err(got, ref)
+
+                def torch_fwd(x, r, w, n=n):
+                    if residual:
+                        v = x + r
+                        return F.rms_norm(v, (n, ), w, eps), v
+                    return F.rms_norm(x, (n, ), w, eps)
+
+                def bind(fn):
+                    return lambda s: (lambda: fn(*((s[0], s[1], s[2]) if residual else (s[0], None, s[1]))))
+
+                if residual:
+                    tjit_fwd = bind(lambda x, r, w, n=n: torch.ops.tjit.add_rms_norm(x, r, [n], w, eps))
+                else:
+                    tjit_fwd = bind(lambda x, r, w, n=n: torch.ops.tjit.rms_norm(x, [n], w, eps))
+                compiled = self._compiled(torch_fwd)
+                impls = {"tjit": self.tjit_or_none(op, tjit_fwd), "aten": bind(torch_fwd),
+                         "compile": bind(compiled) if compiled else None}
+                peers, skipped = self.peer_impls(op, "fwd", [m, n], lambda s: (*s, eps))
+                if compiled is None:
+                    skipped["compile"] = "torch.compile peers run on CUDA only"
+                self.case(op, "fwd", dtype_name, [m, n], nbytes, (tensors * self.n_sets(nbytes) + 3) * mn * e,
+                          make_fwd, {**impls, **peers}, check_fwd, skipped)
+
+                # backward: dx (and with a residual the gradient of x + r added in; input and
+                # residual receive the same tensor) and dw, from the forward's saved statistics.
+                nbytes = (3 + (1 if residual else 0)) * mn * e + 2 * n * e + 4 * m
+
+                def make_bwd(k, n=n, dtype=dtype):
+                    # (x, [r,] w, dy[, d(x + r)])
+                    return [tuple(self.randn(m, n, dtype=dtype) for _ in range(tensors)) + (self.randn(n, dtype=dtype), )
+                            + tuple(self.randn(m, n, dtype=dtype) for _ in range(tensors)) for _ in range(k)]
+
+                def reference_grads(s, n=n):
+                    leaves = [t.detach().float().requires_grad_() for t in s[:tensors + 1]]
+                    if residual:
+                        v = leaves[0] + leaves[1]
+                        loss = (F.rms_norm(v, (n, ), leaves[2], eps) * s[3].float()).sum() + (v * s[4].float()).sum()
+                        dx, _, dw = torch.autograd.grad(loss, leaves)
+                    else:
+                        dx, dw = torch.autograd.grad(F.rms_norm(leaves[0], (n, ), leaves[1], eps), leaves, s[2].float())
+                    return dx, dw
+
+                def check_bwd(name, got, s):
+                    dx, dw = reference_grads(s)
+                    return max(rel_err(got[0], dx), rel_err(got[-1], dw))
+
+                def tjit_bwd(s, n=n):
+                    x, w = s[0], s[tensors]
+                    dy = s[tensors + 1]
+                    with torch.no_grad():
+                        if residual:
+                            _, v, rstd = torch.ops.tjit.add_rms_norm_forward(x, s[1], [n], w, eps)
+                        else:
+                            v, (_, rstd) = x, torch.ops.tjit.rms_norm_forward(x, [n], w, eps)
+                    ds = s[-1] if residual else None
+                    return lambda: torch.ops.tjit.rms_norm_backward(dy, v, [n], rstd, w, [True, True], ds)
+
+                def autograd_bwd(fn):
+                    """The backward the autograd engine runs for fn's forward (graph kept, re-run)."""
+
+                    def make(s):
+                        leaves = [t.detach().requires_grad_() for t in s[:tensors + 1]]
+                        out = fn(leaves[0], leaves[1] if residual else None, leaves[-1])
+                        if residual:
+                            outs, grads = list(out), [s[tensors + 1], s[tensors + 2]]
+                            inputs = (leaves[0], leaves[2])  # d input (= d residual) and dw
+                        else:
+                            outs, grads = [out], [s[tensors + 1]]
+                            inputs = (leaves[0], leaves[1])
+                        return self._grads(outs, inputs, grads)
+
+                    return make
+
+                impls = {"tjit": self.tjit_or_none("rms_norm_backward", tjit_bwd),
+                         "aten": autograd_bwd(torch_fwd),
+                         "compile": autograd_bwd(compiled) if compiled else None}
+                peers, skipped = self.peer_impls(op, "bwd", [m, n], lambda s: (*(t.detach() for t in s), eps))
+                if compiled is None:
+                    skipped["compile"] = "torch.compile peers run on CUDA only"
+                self.case(op, "bwd", dtype_name, [m, n], nbytes,
+                          ((2 * tensors + 2) * self.n_sets(nbytes) + 6) * mn * e, make_bwd, {**impls, **peers},
+                          check_bwd, skipped)
+
+    def run_add_rms_norm(self, shapes):
+        self.run_rms_norm(shapes, residual=True)
+
+
+OPS = ("add", "sum", "softmax", "layer_norm", "rms_norm", "add_rms_norm")
 
 
 def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep_ms=60, log=print, llm=False,
@@ -522,7 +660,7 @@ def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep
                     impls_filter=impls_filter)
     if llm:
         sizes = llm_shapes(smoke)
-        per_op = {"softmax": sizes["softmax"], "layer_norm": sizes["layer_norm"]}
+        per_op = {op: sizes[op] for op in ("softmax", "layer_norm", "rms_norm", "add_rms_norm")}
     else:
         sizes = sweep(smoke)
         rows_by_cols = [[sizes["rows"], n] for n in sizes["cols"]]

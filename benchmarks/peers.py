@@ -10,6 +10,9 @@ with the inputs the tjit / aten cases of bandwidth.py and overhead.py use:
     add fwd         (x, y)                      sum fwd          (x,)         -> 0-d tensor
     softmax fwd     (x,)            last dim    softmax bwd      (dy, y, input_dtype) -> dx
     layer_norm fwd  (x, w, b, eps)  last dim    layer_norm bwd   (x, w, b, dy, eps) -> (dx, dw, db)
+    rms_norm fwd    (x, w, eps)                 rms_norm bwd     (x, w, dy, eps) -> (dx, dw)
+    add_rms_norm fwd (x, r, w, eps) -> (y, x + r)
+                                                add_rms_norm bwd (x, r, w, dy, dsum, eps) -> (dx, dw)
 
 Backward passes call the library's backward function directly, as the autograd engine would (like
 the tjit and aten cases: tjit.layer_norm_backward, aten.native_layer_norm_backward), with the saved
@@ -42,6 +45,18 @@ What is called (source files inside the wheels flag_gems-5.0.2 and liger_kernel-
                                                                             liger_kernel/ops/layer_norm.py
       no add and no sum; softmax and layer_norm up to 65536 columns (calculate_settings raises
       above: one block holds a whole row)
+
+rms_norm and add_rms_norm (the residual add fused in) call the library's autograd Function; their
+backward passes re-run the backward of a graph recorded once when the call is bound
+(torch.autograd.grad(..., retain_graph=True)), as the engine would:
+
+    liger     rms_norm      liger_kernel.ops.rms_norm.LigerRMSNormFunction.apply(x, w, eps, 0.0,
+                            "llama", False) (in_place False: its default writes dx over dy)
+              add_rms_norm  liger_kernel.ops.fused_add_rms_norm.LigerFusedAddRMSNormFunction
+                            .apply(x, r, w, eps) where the installed release has it
+    flaggems  rms_norm      flag_gems.ops.rms_norm(x, [n], w, eps) (backward where it records a graph)
+              add_rms_norm  not measured: flag_gems.ops.fused_add_rms_norm works in place (overwrites
+                            input and residual)
 
 flag_gems.enable() is never called: it would register FlagGems' kernels as aten's CUDA kernels
 and so replace the aten column. Importing flag_gems registers nothing with aten (enable() does),
@@ -164,6 +179,7 @@ def _flaggems(peer):
         peer.ops[("layer_norm", "bwd")] = bind_bwd
         peer.calls[("layer_norm", "bwd")] = ("flag_gems.ops.layer_norm_backward(dy, x, [n], mean, rstd, w, b, "
                                              "[True, True, True]), mean/rstd from flag_gems.ops.layer_norm")
+    _flaggems_rms(peer, fg)
     for key, fn in ((("add", "fwd"), "add"), (("sum", "fwd"), "sum"), (("softmax", "fwd"), "softmax"),
                     (("softmax", "bwd"), "softmax_backward"), (("layer_norm", "fwd"), "layer_norm"),
                     (("layer_norm", "bwd"), "layer_norm_backward")):
@@ -178,7 +194,8 @@ def _liger(peer):
 
     peer.op_notes[("add", "fwd")] = "Liger-Kernel has no add"
     peer.op_notes[("sum", "fwd")] = "Liger-Kernel has no sum"
-    peer.max_cols = {"softmax": LIGER_MAX_COLS, "layer_norm": LIGER_MAX_COLS}
+    peer.max_cols = {"softmax": LIGER_MAX_COLS, "layer_norm": LIGER_MAX_COLS, "rms_norm": LIGER_MAX_COLS,
+                     "add_rms_norm": LIGER_MAX_COLS}
     peer.max_cols_why = "Liger-Kernel keeps a row in one block: liger_kernel.ops.utils.calculate_settings raises above"
 
     peer.ops[("softmax", "fwd")] = lambda x: (lambda: sm.LigerSoftmaxFunction.apply(x))
@@ -202,9 +219,65 @@ def _liger(peer):
             _, x2d, mean, rstd, _, _ = ln.layer_norm_forward(x, w, b, eps)
         return lambda: ln.layer_norm_backward(dy, x2d, w, b, mean, rstd)
 
+    _liger_rms(peer)
     peer.ops[("layer_norm", "bwd")] = bind_ln_bwd
     peer.calls[("layer_norm", "bwd")] = ("liger_kernel.ops.layer_norm.layer_norm_backward(dy, x, w, b, mean, rstd), "
                                          "mean/rstd from layer_norm_forward(x, w, b, eps)")
+
+
+def _autograd_rms_binders(peer, op, forward, call_text):
+    """(op, fwd) and (op, bwd) of a differentiable `forward(x, [r,] w, eps)` returning y (rms_norm)
+    or (y, x + r) (add_rms_norm); bwd re-runs the backward of a graph recorded at bind time."""
+    residual = op == "add_rms_norm"
+    peer.ops[(op, "fwd")] = lambda *inputs: (lambda: forward(*inputs))
+    peer.calls[(op, "fwd")] = call_text
+
+    def bind_bwd(*inputs):
+        if residual:
+            x, r, w, dy, ds, eps = inputs
+            leaves = [t.detach().requires_grad_() for t in (x, r, w)]
+            y, v = forward(*leaves, eps)
+            outs, grads, wrt = [y, v], [dy, ds], (leaves[0], leaves[2])
+        else:
+            x, w, dy, eps = inputs
+            leaves = [t.detach().requires_grad_() for t in (x, w)]
+            outs, grads, wrt = [forward(*leaves, eps)], [dy], tuple(leaves)
+        if not outs[0].requires_grad:
+            raise RuntimeError(f"{call_text} records no autograd graph")
+        return lambda: torch.autograd.grad(outs, wrt, grads, retain_graph=True)
+
+    peer.ops[(op, "bwd")] = bind_bwd
+    peer.calls[(op, "bwd")] = f"torch.autograd.grad through {call_text} (graph recorded once, retain_graph=True)"
+
+
+def _flaggems_rms(peer, fg):
+    rms = getattr(fg, "rms_norm", None)
+    if rms is None:
+        peer.op_notes[("rms_norm", "fwd")] = peer.op_notes[("rms_norm", "bwd")] = "flag_gems.ops has no rms_norm"
+    else:
+        _autograd_rms_binders(peer, "rms_norm", lambda x, w, eps: rms(x, [x.shape[-1]], w, eps),
+                              "flag_gems.ops.rms_norm(x, [n], w, eps)")
+    why = "flag_gems.ops.fused_add_rms_norm works in place (overwrites input and residual): not comparable"
+    peer.op_notes[("add_rms_norm", "fwd")] = peer.op_notes[("add_rms_norm", "bwd")] = why
+
+
+def _liger_rms(peer):
+    try:
+        rms = importlib.import_module("liger_kernel.ops.rms_norm")
+        # in_place=False: by default its backward writes dx over dy, the caller's gradient
+        _autograd_rms_binders(peer, "rms_norm",
+                              lambda x, w, eps: rms.LigerRMSNormFunction.apply(x, w, eps, 0.0, "llama", False),
+                              "liger_kernel.ops.rms_norm.LigerRMSNormFunction.apply(x, w, eps, offset=0.0, "
+                              "casting_mode='llama', in_place=False)")
+    except Exception as exc:  # noqa: BLE001 - an older release: the other ops still run
+        peer.op_notes[("rms_norm", "fwd")] = peer.op_notes[("rms_norm", "bwd")] = _first_error_line(exc)
+    try:
+        fused = importlib.import_module("liger_kernel.ops.fused_add_rms_norm")
+        _autograd_rms_binders(peer, "add_rms_norm",
+                              lambda x, r, w, eps: fused.LigerFusedAddRMSNormFunction.apply(x, r, w, eps),
+                              "liger_kernel.ops.fused_add_rms_norm.LigerFusedAddRMSNormFunction.apply(x, r, w, eps)")
+    except Exception as exc:  # noqa: BLE001 - releases before the fused op
+        peer.op_notes[("add_rms_norm", "fwd")] = peer.op_notes[("add_rms_norm", "bwd")] = _first_error_line(exc)
 
 
 _LOADERS = {"flaggems": _flaggems, "liger": _liger}

@@ -29,6 +29,8 @@ Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range)
     Python host time                        <= 0.20 x FlagGems for every operator (worst op named)
     softmax fwd bandwidth                   >= 0.85 x copy from 1024 to 131072 columns, fp32 and bf16
     layer_norm fwd / bwd bandwidth          >= 0.85 x / >= 0.70 x copy from 512 to 65536 columns, fp32 and bf16
+    LLM rms_norm, add_rms_norm fwd / bwd    >= 1.00 x the best of aten, torch.compile, FlagGems and Liger-Kernel;
+                                            >= 0.90 x / >= 0.80 x copy; hidden sizes 2048 ... 16384, fp32 and bf16
 """
 
 import argparse
@@ -37,9 +39,9 @@ import math
 import os
 import sys
 
-IMPL_ORDER = ("tjit", "tjit_torch_ops", "aten", "python_triton", "tutorial", "flaggems", "liger", "triton_op", "triton_launch",
+IMPL_ORDER = ("tjit", "tjit_torch_ops", "aten", "compile", "python_triton", "tutorial", "flaggems", "liger", "triton_op", "triton_launch",
               "copy")
-COLORS = {"tjit": "C0", "tjit_torch_ops": "C8", "aten": "C1", "python_triton": "C2", "tutorial": "C3", "triton_op": "C4",
+COLORS = {"tjit": "C0", "tjit_torch_ops": "C8", "aten": "C1", "compile": "C7", "python_triton": "C2", "tutorial": "C3", "triton_op": "C4",
           "triton_launch": "C5", "flaggems": "C6", "liger": "C9", "copy": "gray"}
 PEERS = ("flaggems", "liger")  # FlagGems and Liger-Kernel (benchmarks/peers.py)
 RESULTS_JSON = "results.json"
@@ -106,6 +108,12 @@ TARGETS = [
     _target("llm_layer_norm_bwd_copy", "LLM layer_norm bwd >= 0.75x copy, every hidden size, fp32 and bf16",
             "ge", 0.75),
     _target("sum_fwd_flaggems", "sum fwd >= 1.00x FlagGems, every size of the sweep, fp32 and bf16", "ge", 1.00),
+    _target("llm_rms_norm_peers", "LLM rms_norm and add_rms_norm, hidden 2048..16384, fwd and bwd, fp32 and bf16: "
+            ">= 1.00x best of aten, torch.compile, FlagGems, Liger", "ge", 1.00),
+    _target("llm_rms_norm_fwd_copy", "LLM rms_norm and add_rms_norm fwd >= 0.90x copy, every hidden size, fp32 and "
+            "bf16", "ge", 0.90),
+    _target("llm_rms_norm_bwd_copy", "LLM rms_norm and add_rms_norm bwd >= 0.80x copy, every hidden size, fp32 and "
+            "bf16", "ge", 0.80),
 ]
 # torch.ops.tjit.<op> / torch's host time per call before tjit's functions took the direct path:
 # commit c17b514 built and run on the same H200 as the direct path's commit, the two interleaved
@@ -129,7 +137,11 @@ _LLM_PASSES = (("softmax", "fwd"), ("softmax", "bwd"), ("layer_norm", "fwd"), ("
 LLM_TARGETS = {"llm_peers": (("aten", ) + PEERS, _LLM_PASSES),
                "llm_softmax_copy": (("copy", ), _LLM_PASSES[:2]),
                "llm_layer_norm_fwd_copy": (("copy", ), _LLM_PASSES[2:3]),
-               "llm_layer_norm_bwd_copy": (("copy", ), _LLM_PASSES[3:])}
+               "llm_layer_norm_bwd_copy": (("copy", ), _LLM_PASSES[3:]),
+               "llm_rms_norm_peers": (("aten", "compile") + PEERS, (("rms_norm", "fwd"), ("rms_norm", "bwd"),
+                                                                    ("add_rms_norm", "fwd"), ("add_rms_norm", "bwd"))),
+               "llm_rms_norm_fwd_copy": (("copy", ), (("rms_norm", "fwd"), ("add_rms_norm", "fwd"))),
+               "llm_rms_norm_bwd_copy": (("copy", ), (("rms_norm", "bwd"), ("add_rms_norm", "bwd")))}
 
 # Why a target the kernels could not reach stays MISS: the profile's limiter and what was tried
 # (issue 23; measured on an H200, where these rows miss and the H100's pass). Shown when it misses.

@@ -25,7 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_OUT = os.path.join(HERE, "results")
-OPS = ("add", "sum", "softmax", "layer_norm")
+OPS = ("add", "sum", "softmax", "layer_norm", "rms_norm", "add_rms_norm")
 
 
 def parse_args(argv):
@@ -35,7 +35,8 @@ def parse_args(argv):
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes and few iterations, to check that everything runs (implied on CPU)")
     p.add_argument("--only", choices=("overhead", "bandwidth", "llm", "cold_start", "autotune"),
-                   help="run one part only (llm: softmax at vocabulary sizes, layer_norm at hidden sizes)")
+                   help="run one part only (llm: softmax at vocabulary sizes, layer_norm, rms_norm and "
+                   "add_rms_norm at hidden sizes)")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available, else cpu")
     p.add_argument("--ops", help=f"comma-separated subset of {','.join(OPS)} (default: all)")
     p.add_argument("--dtypes", help="bandwidth dtypes, comma-separated (default: float32,bfloat16)")
@@ -174,7 +175,7 @@ def main(argv=None):
         print("\n== bandwidth ==", flush=True)
         results["bandwidth"] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms)
     if args.only in (None, "llm"):
-        print("\n== bandwidth at LLM shapes (vocabulary softmax, hidden-size layer_norm) ==", flush=True)
+        print("\n== bandwidth at LLM shapes (vocabulary softmax, hidden-size layer_norm and rms_norm) ==", flush=True)
         results["llm"] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms,
                                                  llm=True)
     if args.only in (None, "cold_start"):

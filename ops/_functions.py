@@ -26,8 +26,21 @@ _ANNOTATIONS = {
     "int[]": Sequence[int],
     "SymInt[]": Sequence[int],
     "int[1]?": Optional[Union[int, Sequence[int]]],
-    "bool[3]": Sequence[bool],
 }
+
+
+def _annotation(type_text: str) -> object:
+    """The annotation of a schema type: those listed above, `T?` as Optional[T] and `T[N]` as
+    Sequence[T] for any other T listed; anything else typing.Any."""
+    if type_text in _ANNOTATIONS:
+        return _ANNOTATIONS[type_text]
+    if type_text.endswith("?"):
+        inner = _annotation(type_text[:-1])
+        return typing.Any if inner is typing.Any else Optional[inner]
+    if type_text.endswith("]") and "[" in type_text:
+        inner = _annotation(type_text[:type_text.index("[")])
+        return typing.Any if inner is typing.Any else Sequence[inner]
+    return typing.Any
 
 
 def _argument_types(schema) -> dict:
@@ -72,7 +85,7 @@ def _make_function(name: str, direct, packet, doc: str):
         params.append(param)
         positional.append(arg.name)
         call.append(f"{arg.name}={arg.name}" if arg.kwarg_only else arg.name)
-        annotations[arg.name] = _ANNOTATIONS.get(types.get(arg.name, ""), typing.Any)
+        annotations[arg.name] = _annotation(types.get(arg.name, ""))
     source = (f"def {name}({', '.join(params)}):\n"
               f"    if not _is_compiling():\n"
               f"        out = _direct({', '.join(positional)})\n"

@@ -1,4 +1,4 @@
-// sum, softmax and layer_norm from C++ against ATen, forward and backward (through tjit's
+// sum, softmax, layer_norm and rms_norm from C++ against ATen, forward and backward (through tjit's
 // Autograd kernels, as a C++ training program would), on every device present.
 
 #include "test_helpers.h"
@@ -11,6 +11,7 @@
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/randn_like.h>
+#include <ATen/ops/rms_norm.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/sum.h>
 #include <c10/util/Exception.h>
@@ -63,6 +64,20 @@ TEST_P(OpsTest, LayerNormForward) {
   expect_close(tjit::layer_norm(x, {50}), at::layer_norm(x, {50}), 1e-4);
 }
 
+TEST_P(OpsTest, RmsNormForward) {
+  const at::Tensor x = random({4, 3, 50}) * 2 + 1;
+  const at::Tensor r = random({4, 3, 50});
+  const at::Tensor w = random({3, 50});
+  expect_close(tjit::rms_norm(x, {3, 50}, w, 1e-5), at::rms_norm(x, {3, 50}, w, 1e-5), 1e-4);
+  expect_close(tjit::rms_norm(x, {50}), at::rms_norm(x, {50}), 1e-4);
+  const auto [out, sum] = tjit::add_rms_norm(x, r, {50}, w[0], 1e-6);
+  expect_close(sum, x + r, 0);
+  expect_close(out, at::rms_norm(x + r, {50}, w[0], 1e-6), 1e-4);
+  const auto [out2, rstd] = tjit::rms_norm_forward(x, {50});
+  EXPECT_EQ(rstd.sizes(), (std::vector<int64_t>{4, 3}));
+  expect_close(out2, tjit::rms_norm(x, {50}), 0);
+}
+
 TEST_P(OpsTest, BackwardThroughAutogradKernels) {
   const auto opts = at::TensorOptions().device(GetParam()).dtype(at::kDouble);
   const at::Tensor x = at::randn({6, 40}, opts).requires_grad_();
@@ -82,6 +97,12 @@ TEST_P(OpsTest, BackwardThroughAutogradKernels) {
   check(tjit::add(x, y, 2.5), at::add(x, y, 2.5), {x, y});
   check(tjit::softmax(x, 1), at::softmax(x, 1), {x});
   check(tjit::layer_norm(x, {40}, w, b, 1e-5), at::layer_norm(x, {40}, w, b, 1e-5), {x, w, b});
+  check(std::get<0>(tjit::layer_norm_forward(x, {40}, w, b, 1e-5)), at::layer_norm(x, {40}, w, b, 1e-5), {x, w, b});
+  check(tjit::rms_norm(x, {40}, w, 1e-5), at::rms_norm(x, {40}, w, 1e-5), {x, w});
+  // add_rms_norm: both outputs' gradients reach input, residual (y) and weight.
+  const auto [normed, summed] = tjit::add_rms_norm(x, y.expand({6, 40}), {40}, w, 1e-5);
+  const at::Tensor ref_sum = x + y.expand({6, 40});
+  check(normed + summed * 0.5, at::rms_norm(ref_sum, {40}, w, 1e-5) + ref_sum * 0.5, {x, y, w});
   // sum: every element gets the output's gradient.
   const at::Tensor s = tjit::sum(x, std::vector<int64_t>{0});
   const auto gs = torch::autograd::grad({s.sum()}, {x});
@@ -95,6 +116,9 @@ TEST_P(OpsTest, Errors) {
   EXPECT_NE(tjit::testing::error_message([&] { tjit::softmax(x.to(at::kInt), 0); }).find("softmax needs a floating-point tensor"),
             std::string::npos);
   EXPECT_NE(tjit::testing::error_message([&] { tjit::layer_norm(x, {4}); }).find("does not match the trailing dims"), std::string::npos);
+  EXPECT_NE(tjit::testing::error_message([&] { tjit::add_rms_norm(x, x.narrow(1, 0, 4), {5}); })
+                .find("tjit::add_rms_norm: residual has shape [4, 4] but input has shape [4, 5]"),
+            std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, OpsTest, ::testing::ValuesIn(tjit::testing::test_devices()),

@@ -291,6 +291,8 @@ def compile_check():
 
     target = GPUTarget("cuda", 90, 32)
     R, S, L = W.sum_k, W.softmax_k, W.layer_norm_k
+    import importlib
+    K = importlib.import_module("tjit.kernels_py.rms_norm")
 
     # (kernel, pointer args -> "in"/"acc" (element type of the tested pointer or the accumulator) or a
     #  fixed element type ("i64"),
@@ -357,6 +359,26 @@ def compile_check():
          dict(dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_dy_row", "stride_x_row", "rows_per_group"], [], dict(BLOCK_M=32, BLOCK_N=128), False,
          ["db_partial_ptr"]),
+        (K.rms_norm_fwd_kernel,
+         dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
+         ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
+         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096), True, ["w_ptr", "rstd_ptr"]),
+        (K.rms_norm_fwd_kernel,
+         dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
+         ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
+         dict(HAS_RESIDUAL=False, BLOCK_M=4, BLOCK_N=256), True, ["w_ptr", "rstd_ptr", "s_ptr", "r_ptr"]),
+        (K.rms_norm_bwd_fused_kernel,
+         dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in"),
+         ["M", "N", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row", "rows_per_program"], [],
+         dict(COMPUTE_DX=True, BLOCK_M=2, BLOCK_N=2048), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
+        (K.rms_norm_bwd_dx_kernel,
+         dict(dx_ptr="in", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in"),
+         ["M", "N", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row"], [], dict(BLOCK_N=4096), False,
+         ["w_ptr", "ds_ptr"]),
+        (K.rms_norm_bwd_dw_partial_kernel, dict(dw_partial_ptr="acc", dy_ptr="in", v_ptr="in", rstd_ptr="acc"),
+         ["M", "N", "stride_dy_row", "stride_v_row", "rows_per_group"], [], dict(BLOCK_M=32, BLOCK_N=128), False, []),
+        (K.rms_norm_bwd_dw_finalize_kernel, dict(dw_ptr="in", dw_partial_ptr="acc"), ["G", "N"], [],
+         dict(BLOCK_G=32, BLOCK_N=128), False, []),
         (L.layer_norm_bwd_dwdb_finalize_kernel,
          dict(dw_ptr="in", db_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc"), ["G", "N"], [],
          dict(BLOCK_G=32, BLOCK_N=128), False, ["dw_ptr", "dw_partial_ptr"]),

@@ -30,7 +30,9 @@ TARGET_IDS = ("cpp_add_vs_aten", "cpp_bare_vs_raw", "py_add_vs_aten", "py_add_vs
                                                                        "py_direct_vs_torch", "py_direct_vs_flaggems",
                                                                        "py_torch_ops_unchanged", "llm_peers",
                                                                        "llm_softmax_copy", "llm_layer_norm_fwd_copy",
-                                                                       "llm_layer_norm_bwd_copy", "sum_fwd_flaggems")
+                                                                       "llm_layer_norm_bwd_copy", "sum_fwd_flaggems",
+                                                                       "llm_rms_norm_peers", "llm_rms_norm_fwd_copy",
+                                                                       "llm_rms_norm_bwd_copy")
 
 
 def import_bench(name):
@@ -94,10 +96,16 @@ def test_smoke_writes_json_and_markdown(smoke_run):
     wrong = [r for r in records if r.get("ok") is False]
     assert not wrong, wrong
 
-    # The LLM part: softmax and layer_norm, both passes and dtypes, at its own (not power-of-two) shapes.
+    # The LLM part: softmax, layer_norm, rms_norm and add_rms_norm, both passes and dtypes, at its own
+    # (not power-of-two) shapes; torch.compile is a peer on CUDA only.
     llm = results["llm"]["records"]
-    assert {(r["op"], r["pass"]) for r in llm} == {("softmax", "fwd"), ("softmax", "bwd"), ("layer_norm", "fwd"),
-                                                    ("layer_norm", "bwd")}
+    assert {(r["op"], r["pass"]) for r in llm} == {(op, pas) for op in ("softmax", "layer_norm", "rms_norm",
+                                                                         "add_rms_norm") for pas in ("fwd", "bwd")}
+    for op in ("rms_norm", "add_rms_norm"):
+        for pas in ("fwd", "bwd"):
+            ran = {r["impl"] for r in llm if r["op"] == op and r["pass"] == pas and r.get("gbps", 0) > 0}
+            assert {"tjit", "aten", "copy"} <= ran, (op, pas, ran)
+            assert all(r.get("skipped") for r in llm if r["op"] == op and r["impl"] == "compile")
     assert {r["dtype"] for r in llm} == {"float32", "bfloat16"}
     assert {tuple(r["shape"]) for r in llm if r["op"] == "softmax"} == {(3, 500), (2, 1000)}
     assert any(r["impl"] == "tjit" and r.get("gbps", 0) > 0 for r in llm)

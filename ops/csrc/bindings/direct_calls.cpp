@@ -142,19 +142,6 @@ bool read_dtype(py::handle obj, at::ScalarType& out) {
   return true;
 }
 
-bool read_optional_dtype(py::handle obj, std::optional<at::ScalarType>& out) {
-  if (obj.is_none()) {
-    out.reset();
-    return true;
-  }
-  at::ScalarType dtype{};
-  if (!read_dtype(obj, dtype)) {
-    return false;
-  }
-  out = dtype;
-  return true;
-}
-
 // A list or tuple (torch.Size included) of Python ints.
 bool read_int_list(py::handle obj, IntList& out) {
   PyObject* p = obj.ptr();
@@ -182,13 +169,16 @@ bool read_optional_dims(py::handle obj, IntList& dims, bool& present) {
   return read_int(obj, dims[0]) || read_int_list(obj, dims);
 }
 
-bool read_bool3(py::handle obj, std::array<bool, 3>& out) {
+// bool[N]: a list or tuple of N Python bools.
+template <size_t N>
+bool read_bools(py::handle obj, std::array<bool, N>& out) {
   PyObject* p = obj.ptr();
   const bool is_list = PyList_Check(p);
-  if ((!is_list && !PyTuple_Check(p)) || (is_list ? PyList_GET_SIZE(p) : PyTuple_GET_SIZE(p)) != 3) {
+  if ((!is_list && !PyTuple_Check(p)) ||
+      (is_list ? PyList_GET_SIZE(p) : PyTuple_GET_SIZE(p)) != static_cast<Py_ssize_t>(N)) {
     return false;
   }
-  for (Py_ssize_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < N; ++i) {
     if (!read_bool(is_list ? PyList_GET_ITEM(p, i) : PyTuple_GET_ITEM(p, i), out[i])) {
       return false;
     }
@@ -252,13 +242,6 @@ struct Reader<at::ScalarType> {
 };
 
 template <>
-struct Reader<std::optional<at::ScalarType>> {
-  std::optional<at::ScalarType> value;
-  bool read(py::handle obj) { return read_optional_dtype(obj, value); }
-  std::optional<at::ScalarType> get() const { return value; }
-};
-
-template <>
 struct Reader<at::IntArrayRef> {
   IntList value;
   bool read(py::handle obj) { return read_int_list(obj, value); }
@@ -273,11 +256,23 @@ struct Reader<at::OptionalIntArrayRef> {
   at::OptionalIntArrayRef get() const { return present ? at::OptionalIntArrayRef(dims) : std::nullopt; }
 };
 
-template <>
-struct Reader<std::array<bool, 3>> {
-  std::array<bool, 3> value{};
-  bool read(py::handle obj) { return read_bool3(obj, value); }
-  std::array<bool, 3> get() const { return value; }
+template <size_t N>
+struct Reader<std::array<bool, N>> {
+  std::array<bool, N> value{};
+  bool read(py::handle obj) { return read_bools(obj, value); }
+  std::array<bool, N> get() const { return value; }
+};
+
+// T? of any T read here by value (float?, int?, ...): None, or what Reader<T> reads.
+template <typename T>
+struct Reader<std::optional<T>> {
+  Reader<T> inner;
+  bool present = false;
+  bool read(py::handle obj) {
+    present = !obj.is_none();
+    return !present || inner.read(obj);
+  }
+  std::optional<T> get() const { return present ? std::optional<T>(inner.get()) : std::nullopt; }
 };
 
 py::object wrap(at::Tensor t) { return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t))); }

@@ -305,6 +305,31 @@ def test_stats_and_backward_op(device, ops):
     torch.testing.assert_close(db, rdb)
 
 
+def test_layer_norm_forward_is_differentiable(device, ops):
+    # layer_norm_forward records a graph through its output, as aten's native_layer_norm does; mean
+    # and rstd are not differentiable. (Without its Autograd kernel, autograd's fallback warned and
+    # left the inputs without gradients.)
+    import warnings
+    x, _, w, b = make((5, 3, 8), (3, 8), torch.float64, device)
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # autograd's "silently incorrect" warning fails the test
+        out, mean, rstd = ops.layer_norm_forward(leaves[0], [3, 8], leaves[1], leaves[2], 1e-5)
+        assert out.requires_grad and not mean.requires_grad and not rstd.requires_grad
+        g = random_tensor(out.shape, out.dtype, device)
+        got = torch.autograd.grad(out, leaves, g)
+    ref = [t.clone().requires_grad_() for t in (x, w, b)]
+    want = torch.autograd.grad(F.layer_norm(ref[0], (3, 8), ref[1], ref[2], 1e-5), ref, g)
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e)
+    leaf = x.clone().requires_grad_()
+    out, _, _ = ops.layer_norm_forward(leaf, [3, 8])
+    out.sum().backward()
+    torch.testing.assert_close(leaf.grad, torch.autograd.grad(F.layer_norm(ref[0], (3, 8)).sum(), ref[0])[0])
+    torch.autograd.gradcheck(lambda a, c: ops.layer_norm_forward(a, [8], c, None, 1e-5)[0],
+                             (x[0].clone().requires_grad_(), w[0].clone().requires_grad_()))
+
+
 def test_empty(device, ops):
     x, _, w, b = make((0, 8), (8, ), torch.float32, device)
     assert ops.layer_norm(x, [8], w, b).shape == (0, 8)
@@ -349,7 +374,9 @@ def test_opcheck(device, requires_grad):
     x, _, w, b = make((4, 8), (8, ), torch.float32, device)
     args = (x.requires_grad_(requires_grad), [8], w.requires_grad_(requires_grad), b)
     torch.library.opcheck(torch.ops.tjit.layer_norm.default, args)
-    torch.library.opcheck(torch.ops.tjit.layer_norm_forward.default, (x.detach(), [8], w.detach(), b))
+    # With inputs that require grad too. (opcheck alone passes without an Autograd kernel: autograd's
+    # fallback gives the outputs a grad_fn; test_layer_norm_forward_is_differentiable catches that.)
+    torch.library.opcheck(torch.ops.tjit.layer_norm_forward.default, args)
 
 
 def assert_close_fp64(got, want, what):

@@ -269,6 +269,18 @@ def test_errors(device, ops):
         ops.softmax(x, 2)
 
 
+def test_dtype_converts_integer_inputs_first(device, ops):
+    # As torch.softmax: with dtype= the input is converted first, so integer inputs work.
+    for x in (torch.arange(8, device=device).reshape(2, 4), random_tensor((3, 7), torch.int32, device) // 100):
+        for dtype in (torch.float32, torch.float64, torch.bfloat16):
+            for dim in (0, -1):
+                check_softmax(ops, x, dim, dtype)
+    meta = ops.softmax(torch.empty(3, 4, dtype=torch.int64, device="meta"), 0, torch.float16)
+    assert meta.shape == (3, 4) and meta.dtype == torch.float16
+    with pytest.raises(RuntimeError, match=r"tjit::softmax: dtype=Int is not supported"):
+        ops.softmax(torch.arange(8, device=device), 0, torch.int32)
+
+
 def test_meta(ops):
     for shape, dim in [((4, 5, 6), 1), ((4, 5), -1), ((), 0)]:
         out = ops.softmax(torch.empty(shape, device="meta"), dim)

@@ -177,6 +177,20 @@ def test_errors(device, ops):
         ops.sum(x, dtype=torch.int32)
 
 
+def test_dtype_converts_integer_inputs_first(device, ops):
+    # As torch.sum: with dtype= the input is converted first, so integer and bool inputs work.
+    for x in (torch.arange(8, device=device), torch.arange(-7, 8, device=device, dtype=torch.int32).reshape(3, 5),
+              random_tensor((4, 9), torch.int16, device), torch.rand(5, 6, device=device) > 0.5):
+        for dtype in (torch.float32, torch.float64):
+            check_sum(ops, x, None, dtype=dtype)
+            if x.dim() > 1:
+                check_sum(ops, x, [1], True, dtype=dtype)
+    meta = ops.sum(torch.empty(3, 4, dtype=torch.int64, device="meta"), [1], dtype=torch.bfloat16)
+    assert meta.shape == (3, ) and meta.dtype == torch.bfloat16
+    with pytest.raises(RuntimeError, match=r"tjit::sum: argument 'self' has dtype ComplexFloat; complex inputs"):
+        ops.sum(torch.zeros(3, dtype=torch.complex64, device=device), dtype=torch.float32)
+
+
 def test_meta(ops):
     x = torch.empty(4, 5, 6, device="meta")
     for dim, keepdim in [([1], False), ([0, 2], True), (None, False)]:

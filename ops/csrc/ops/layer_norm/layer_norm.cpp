@@ -381,11 +381,13 @@ using LayerNormBackwardSignature = Tensor3(const at::Tensor&, const at::Tensor&,
                                            const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                            const std::optional<at::Tensor>&, std::array<bool, 3>);
 
+// layer_norm and layer_norm_forward: (out, mean, rstd), mean and rstd not differentiable.
 class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
-                            c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
-                            const std::optional<at::Tensor>& bias, double eps) {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
+                                                c10::SymIntArrayRef normalized_shape,
+                                                const std::optional<at::Tensor>& weight,
+                                                const std::optional<at::Tensor>& bias, double eps) {
     static const auto forward_op = kit::typed_op<LayerNormForwardSignature>("tjit::layer_norm_forward");
     at::Tensor out;
     at::Tensor mean;
@@ -396,7 +398,8 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
     }
     ctx->save_for_backward({input, weight.value_or(at::Tensor()), bias.value_or(at::Tensor()), mean, rstd});
     ctx->saved_data["normalized_shape"] = normalized_shape;
-    return out;
+    ctx->mark_non_differentiable({mean, rstd});
+    return {out, mean, rstd};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -425,7 +428,21 @@ at::Tensor layer_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, 
     static const auto op = kit::typed_op<LayerNormSignature>(kOp);
     return op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, bias, eps);
   }
-  return LayerNormFunction::apply(input, normalized_shape, weight, bias, eps);
+  return LayerNormFunction::apply(input, normalized_shape, weight, bias, eps)[0];
+}
+
+// layer_norm_forward differentiates through its output as layer_norm does (aten's native_layer_norm
+// likewise); without this kernel autograd's fallback left the inputs without gradients.
+Tensor3 layer_norm_forward_autograd(c10::DispatchKeySet ks, const at::Tensor& input,
+                                    c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
+                                    const std::optional<at::Tensor>& bias, double eps) {
+  kit::check_defined(input, kOp, "input");
+  if (!kit::records_graph({&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr})) {
+    static const auto op = kit::typed_op<LayerNormForwardSignature>("tjit::layer_norm_forward");
+    return op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, bias, eps);
+  }
+  auto outputs = LayerNormFunction::apply(input, normalized_shape, weight, bias, eps);
+  return {outputs[0], outputs[1], outputs[2]};
 }
 
 }  // namespace
@@ -450,7 +467,8 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
       "`layer_norm` that also returns the statistics its backward needs: (out, mean, rstd)\n"
       "(`torch.ops.tjit.layer_norm_forward`; aten's `native_layer_norm`).\n\n"
       "mean and rstd = 1 / sqrt(var + eps) have the input's leading dims as shape (aten's keep a\n"
-      "trailing 1 per normalized dim) and dtype float32, float64 for float64 input. Not differentiable.");
+      "trailing 1 per normalized dim) and dtype float32, float64 for float64 input. Differentiable\n"
+      "through `out` as `layer_norm` (mean and rstd are not).");
   tjit::kit::define(
       m, "tjit",
       "layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, "
@@ -473,7 +491,10 @@ TORCH_LIBRARY_IMPL(tjit, Meta, m) {
   m.impl("layer_norm_forward", &tjit::ops::layer_norm_forward_meta);
   m.impl("layer_norm_backward", &tjit::ops::layer_norm_backward_meta);
 }
-TORCH_LIBRARY_IMPL(tjit, Autograd, m) { m.impl("layer_norm", &tjit::ops::layer_norm_autograd); }
+TORCH_LIBRARY_IMPL(tjit, Autograd, m) {
+  m.impl("layer_norm", &tjit::ops::layer_norm_autograd);
+  m.impl("layer_norm_forward", &tjit::ops::layer_norm_forward_autograd);
+}
 
 namespace tjit {
 

@@ -36,6 +36,23 @@ void check_floating(const at::Tensor& t, const char* op, const char* arg) {
   kit::check_dtype_in(t, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, op, arg);
 }
 
+// The output dtype, after checking `self` and `dtype`. As torch.softmax: with `dtype` the input is
+// converted to it first, so any real input will do (integer ones included); without, `self` must
+// be floating.
+at::ScalarType checked_out_dtype(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (!dtype.has_value()) {
+    check_floating(self, kOp, "self");
+    return self.scalar_type();
+  }
+  kit::check_defined(self, kOp, "self");
+  kit::check_supported_device(self, kOp, "self");
+  TORCH_CHECK(*dtype == at::kFloat || *dtype == at::kHalf || *dtype == at::kBFloat16 || *dtype == at::kDouble, kOp,
+              ": dtype=", *dtype, " is not supported (supported: Float, Half, BFloat16, Double)");
+  TORCH_CHECK(!at::isComplexType(self.scalar_type()), kOp, ": argument 'self' has dtype ", self.scalar_type(),
+              "; complex inputs are not supported");
+  return *dtype;
+}
+
 // One tensor's rows as the split kernels' ALIGN needs them.
 SoftmaxRows rows_facts(const at::Tensor& t, int64_t row_stride) {
   return {static_cast<int64_t>(t.element_size()), static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16),
@@ -77,20 +94,16 @@ const std::string& softmax_file() {
 }
 
 at::Tensor softmax_meta(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
-  check_floating(self, kOp, "self");
+  const at::ScalarType out_dtype = checked_out_dtype(self, dtype);
   dim = kit::wrap_dim(dim, self.dim(), kOp, "dim");
-  const at::ScalarType out_dtype = dtype.value_or(self.scalar_type());
-  TORCH_CHECK(at::isFloatingType(out_dtype), kOp, ": dtype=", out_dtype, " is not a floating-point type");
   std::vector<c10::SymInt> shape(self.sym_sizes().begin(), self.sym_sizes().end());
   at::Tensor out = at::empty_symint(moved_shape(shape, dim), self.options().dtype(out_dtype));
   return restore_dim(out, self, dim);
 }
 
 at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
-  check_floating(self, kOp, "self");
+  const at::ScalarType out_dtype = checked_out_dtype(self, dtype);
   dim = kit::wrap_dim(dim, self.dim(), kOp, "dim");
-  const at::ScalarType out_dtype = dtype.value_or(self.scalar_type());
-  TORCH_CHECK(at::isFloatingType(out_dtype), kOp, ": dtype=", out_dtype, " is not a floating-point type");
   // As torch.softmax: the input is converted to `dtype` first.
   const at::Tensor x = out_dtype == self.scalar_type() ? self : self.to(out_dtype);
   c10::SmallVector<int64_t, 6> shape(x.sizes().begin(), x.sizes().end());

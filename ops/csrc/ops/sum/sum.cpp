@@ -48,14 +48,19 @@ DimMask reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
   return mask;
 }
 
+// As torch.sum: with `dtype` the input is converted to it first, so any real input will do (integer
+// and bool ones included); without, `self` must have a supported floating dtype.
 void check_inputs(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   kit::check_defined(self, kOp, "self");
   kit::check_supported_device(self, kOp, "self");
-  kit::check_dtype_in(self, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, kOp, "self");
-  if (dtype.has_value()) {
-    TORCH_CHECK(*dtype == at::kFloat || *dtype == at::kHalf || *dtype == at::kBFloat16 || *dtype == at::kDouble,
-                kOp, ": dtype=", *dtype, " is not supported (supported: Float, Half, BFloat16, Double)");
+  if (!dtype.has_value()) {
+    kit::check_dtype_in(self, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, kOp, "self");
+    return;
   }
+  TORCH_CHECK(*dtype == at::kFloat || *dtype == at::kHalf || *dtype == at::kBFloat16 || *dtype == at::kDouble, kOp,
+              ": dtype=", *dtype, " is not supported (supported: Float, Half, BFloat16, Double)");
+  TORCH_CHECK(!at::isComplexType(self.scalar_type()), kOp, ": argument 'self' has dtype ", self.scalar_type(),
+              "; complex inputs are not supported");
 }
 
 template <typename T>

@@ -1,0 +1,196 @@
+#include "plan.h"
+
+#include <tjit/kit/grid.h>
+
+#include <algorithm>
+
+namespace tjit::ops {
+namespace {
+
+constexpr const char* kOp = "tjit::rms_norm";
+constexpr const char* kBackwardOp = "tjit::rms_norm_backward";
+
+// Up to here the forward takes several rows a program.
+constexpr int64_t kShortRowLimit = 1024;
+// The forward keeps a row in registers up to this many columns (fp64: half, twice the registers an
+// element); past it, the row is read in kLoopBlock steps.
+constexpr int64_t kSinglePassLimit = 32768;
+// The backward's one fused pass holds a row of dy, x, w and the dw sums: up to the largest hidden
+// sizes (fp64: half); past it dx and dw go separately.
+constexpr int64_t kFusedBackwardLimit = 16384;
+constexpr int64_t kLoopBlock = 4096;
+
+}  // namespace
+
+RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& /*device*/) {
+  const int64_t element_size = c10::elementSize(in.dtype);
+  RmsNormForwardPlan plan;
+  plan.index64 = in.index64;
+  const int64_t block = kit::next_power_of_2(in.cols);
+  if (in.cols <= kShortRowLimit) {
+    plan.kind = RmsNormForwardPlan::Kind::ShortRows;
+    plan.block_n = block;
+    plan.block_m = std::max<int64_t>(1, std::min((element_size == 2 ? 2048 : 1024) / block,
+                                                 kit::next_power_of_2(in.rows)));
+    plan.num_warps = block <= 128 ? 8 : 4;
+    plan.programs = kit::blocks_for(in.rows, plan.block_m, kOp);
+    return plan;
+  }
+  plan.programs = kit::blocks_for(in.rows, 1, kOp);
+  if (in.cols <= (element_size == 8 ? kSinglePassLimit / 2 : kSinglePassLimit)) {
+    plan.kind = RmsNormForwardPlan::Kind::Row;
+    plan.block_n = block;
+    // 2-byte rows want fewer warps than 4-byte ones of the same length.
+    if (element_size == 2) {
+      plan.num_warps = block <= 2048 ? 4 : block <= 16384 ? 8 : 16;
+    } else if (element_size == 4) {
+      plan.num_warps = block <= 2048 ? 8 : block <= 8192 ? 16 : 32;
+    } else {
+      plan.num_warps = static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16));
+    }
+    return plan;
+  }
+  plan.kind = RmsNormForwardPlan::Kind::Looped;
+  plan.block_n = kLoopBlock;
+  plan.single_pass = false;
+  plan.num_warps = 16;
+  return plan;
+}
+
+RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device) {
+  const int64_t rows = in.rows;
+  const int64_t cols = in.cols;
+  const int64_t element_size = c10::elementSize(in.dtype);
+  const int sms = device.multiprocessors;
+  RmsNormBackwardPlan plan;
+  plan.index64 = in.index64;
+  if (!in.want_dx && !in.want_dw) {
+    return plan;
+  }
+  const auto sum_groups = [&](int64_t groups) {
+    plan.groups = groups;
+    if (in.want_dw && groups > 1) {
+      // Narrow column blocks keep enough programs reading.
+      plan.finalize_block_n = std::clamp<int64_t>(kit::next_power_of_2(kit::ceil_div(cols, 256)), 16, 128);
+      plan.finalize_block_g =
+          std::min<int64_t>(kit::next_power_of_2(groups), std::max<int64_t>(32, 2048 / plan.finalize_block_n));
+      plan.finalize_programs = kit::blocks_for(cols, plan.finalize_block_n, kBackwardOp);
+    }
+  };
+  if (cols <= (element_size == 8 ? kFusedBackwardLimit / 2 : kFusedBackwardLimit)) {
+    // [block_m, block_n] tiles of about `tile` elements; programs a few per SM, each a run of rows.
+    const int64_t block_n = kit::next_power_of_2(cols);
+    int64_t tile = block_n <= 512 ? 2048 : block_n <= 2048 ? 4096 : 8192;
+    if (element_size == 8) {
+      tile /= 2;
+    }
+    tile = std::max(tile, block_n);
+    const int per_sm = block_n > 128 && block_n <= (element_size == 2 ? 2048 : 512) ? 2 : 1;
+    plan.kind = RmsNormBackwardPlan::Kind::Fused;
+    plan.block_m = tile / block_n;
+    plan.block_n = block_n;
+    plan.num_warps = static_cast<int>(std::clamp<int64_t>(tile / 512, 4, 32));
+    int64_t programs = std::min<int64_t>(int64_t{per_sm} * sms, kit::ceil_div(rows, plan.block_m));
+    plan.rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), plan.block_m) * plan.block_m;
+    programs = kit::ceil_div(rows, plan.rows_per_program);
+    plan.programs = kit::blocks_for(programs, 1, kBackwardOp);
+    sum_groups(programs);
+    return plan;
+  }
+  plan.kind = RmsNormBackwardPlan::Kind::DxThenColumns;
+  if (in.want_dx) {
+    plan.dx = true;
+    plan.block_n = kLoopBlock;
+    plan.num_warps = 16;
+    plan.programs = kit::blocks_for(rows, 1, kBackwardOp);
+  }
+  if (!in.want_dw) {
+    return plan;
+  }
+  // Columns in blocks, rows split into groups when the column blocks alone would leave the GPU
+  // idle; groups write partial sums that the finalize adds up.
+  plan.columns = true;
+  plan.columns_block_n = std::min<int64_t>(kit::next_power_of_2(cols), 128);
+  plan.columns_block_m = element_size == 8 ? 16 : 32;
+  const int64_t col_blocks = kit::ceil_div(cols, plan.columns_block_n);
+  int64_t groups = std::min({kit::ceil_div(4 * sms, col_blocks), kit::ceil_div(rows, plan.columns_block_m),
+                             int64_t{65535}});
+  groups = std::max<int64_t>(groups, 1);
+  plan.rows_per_group = kit::ceil_div(kit::ceil_div(rows, groups), plan.columns_block_m) * plan.columns_block_m;
+  groups = kit::ceil_div(rows, plan.rows_per_group);
+  plan.column_blocks = kit::blocks_for(cols, plan.columns_block_n, kBackwardOp);
+  sum_groups(groups);
+  return plan;
+}
+
+namespace {
+
+kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
+  RmsNormForwardInputs in;
+  in.rows = q.require("rows");
+  in.cols = q.require("cols");
+  in.dtype = q.dtype;
+  in.index64 = q.get("index64", 0) != 0;
+  const RmsNormForwardPlan p = plan_rms_norm_forward(in, q.device);
+  static const char* const kinds[] = {"short_rows", "row", "looped"};
+  kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
+  w.launch(kRmsNormFwdKernel, {p.programs}, p.num_warps)
+      .constexpr_flag("HAS_RESIDUAL", q.get("has_residual", 0) != 0)
+      .constexpr_flag("HAS_WEIGHT", q.get("has_weight", 1) != 0)
+      .constexpr_value("BLOCK_M", p.block_m)
+      .constexpr_value("BLOCK_N", p.block_n)
+      .constexpr_flag("SINGLE_PASS", p.single_pass)
+      .constexpr_flag("INDEX_64", p.index64);
+  return w;
+}
+
+kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
+  RmsNormBackwardInputs in;
+  in.rows = q.require("rows");
+  in.cols = q.require("cols");
+  in.dtype = q.dtype;
+  in.want_dx = q.get("want_dx", 1) != 0;
+  in.want_dw = q.get("want_dw", 1) != 0 && q.get("has_weight", 1) != 0;
+  in.index64 = q.get("index64", 0) != 0;
+  const bool has_weight = q.get("has_weight", 1) != 0;
+  const RmsNormBackwardPlan p = plan_rms_norm_backward(in, q.device);
+  static const char* const kinds[] = {"none", "fused", "dx_dw"};
+  kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
+  if (p.kind == RmsNormBackwardPlan::Kind::Fused) {
+    w.launch(kRmsNormBwdFusedKernel, {p.programs}, p.num_warps)
+        .constexpr_flag("HAS_WEIGHT", has_weight)
+        .constexpr_flag("COMPUTE_DX", in.want_dx)
+        .constexpr_flag("COMPUTE_DW", in.want_dw)
+        .constexpr_value("BLOCK_M", p.block_m)
+        .constexpr_value("BLOCK_N", p.block_n)
+        .constexpr_flag("INDEX_64", p.index64)
+        .arg("rows_per_program", p.rows_per_program);
+  }
+  if (p.dx) {
+    w.launch(kRmsNormBwdDxKernel, {p.programs}, p.num_warps)
+        .constexpr_flag("HAS_WEIGHT", has_weight)
+        .constexpr_value("BLOCK_N", p.block_n)
+        .constexpr_flag("INDEX_64", p.index64);
+  }
+  if (p.columns) {
+    w.launch(kRmsNormBwdDwPartialKernel, {p.column_blocks, p.groups}, 4)
+        .constexpr_value("BLOCK_M", p.columns_block_m)
+        .constexpr_value("BLOCK_N", p.columns_block_n)
+        .constexpr_flag("INDEX_64", p.index64)
+        .arg("rows_per_group", p.rows_per_group);
+  }
+  if (in.want_dw && p.groups > 1) {
+    w.launch(kRmsNormBwdDwFinalizeKernel, {p.finalize_programs}, 4)
+        .constexpr_value("BLOCK_G", p.finalize_block_g)
+        .constexpr_value("BLOCK_N", p.finalize_block_n)
+        .constexpr_flag("INDEX_64", p.index64)
+        .arg("G", p.groups);
+  }
+  return w;
+}
+
+const kit::RegisterPlan forward_plan("rms_norm_forward", &describe_forward);
+const kit::RegisterPlan backward_plan("rms_norm_backward", &describe_backward);
+
+}  // namespace
+}  // namespace tjit::ops

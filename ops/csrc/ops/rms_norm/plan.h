@@ -1,0 +1,75 @@
+#pragma once
+// rms_norm's launch plans: which kernels of kernels_py/rms_norm.py run a forward (alone or after the
+// residual add) or a backward, with what.
+
+#include <tjit/kit/plans.h>
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+namespace tjit::ops {
+
+inline constexpr const char* kRmsNormFwdKernel = "rms_norm_fwd_kernel";
+inline constexpr const char* kRmsNormBwdFusedKernel = "rms_norm_bwd_fused_kernel";
+inline constexpr const char* kRmsNormBwdDxKernel = "rms_norm_bwd_dx_kernel";
+inline constexpr const char* kRmsNormBwdDwPartialKernel = "rms_norm_bwd_dw_partial_kernel";
+inline constexpr const char* kRmsNormBwdDwFinalizeKernel = "rms_norm_bwd_dw_finalize_kernel";
+
+struct RmsNormForwardInputs {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  c10::ScalarType dtype = c10::kFloat;
+  bool index64 = false;
+};
+
+struct RmsNormForwardPlan {
+  enum class Kind { ShortRows, Row, Looped };
+  Kind kind = Kind::Row;
+  uint32_t programs = 1;
+  int num_warps = 4;
+  int64_t block_m = 1;      // rows per program
+  int64_t block_n = 1;      // columns per program (per step when looped)
+  bool single_pass = true;  // the rows stay in registers
+  bool index64 = false;
+};
+
+RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& device);
+
+struct RmsNormBackwardInputs {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  c10::ScalarType dtype = c10::kFloat;
+  bool want_dx = true;
+  bool want_dw = true;
+  bool index64 = false;
+};
+
+struct RmsNormBackwardPlan {
+  enum class Kind { Nothing, Fused, DxThenColumns };
+  Kind kind = Kind::Nothing;
+  bool index64 = false;
+  // Fused: dx and per-program dw sums in one pass; DxThenColumns: the dx kernel's grid.
+  uint32_t programs = 1;
+  int num_warps = 4;
+  int64_t block_m = 1;
+  int64_t block_n = 1;
+  int64_t rows_per_program = 0;
+  // DxThenColumns: dx one row a program (when dx is wanted), then dw by column blocks.
+  bool dx = false;
+  bool columns = false;
+  uint32_t column_blocks = 1;
+  int64_t columns_block_m = 1;
+  int64_t columns_block_n = 1;
+  int64_t rows_per_group = 0;
+  // Rows of dw's partial sums: > 1 means a [groups, cols] buffer in the accumulator dtype and the
+  // finalize launch; 1 means the kernel stores into dw directly.
+  int64_t groups = 1;
+  uint32_t finalize_programs = 1;
+  int64_t finalize_block_g = 1;
+  int64_t finalize_block_n = 1;
+};
+
+RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device);
+
+}  // namespace tjit::ops

@@ -1,0 +1,233 @@
+"""RMS normalisation over the last dimension, alone or after a residual add: plain ``@triton.jit``
+kernels launched from C++ (ops/csrc/ops/rms_norm/, whose plan picks the kernel and every
+``tl.constexpr``).
+
+Conventions (as layer_norm's):
+
+* The wrapper passes x, r (residual), s (x + r), y, dy, dx, ds as 2-D views [M rows, N columns]
+  (N = prod(normalized_shape)), columns contiguous, each with its own row stride (elements).
+  w and dw are contiguous [N].
+* rstd is contiguous [M] in the accumulator dtype: fp32 for fp16/bf16/fp32 x, fp64 for fp64 x. All
+  arithmetic is in that dtype; stores cast to the destination pointer's element type.
+* Absent tensors arrive as None (a constexpr); every use is behind HAS_*/COMPUTE_* or a None test.
+* ``eps`` is annotated ``tl.float64`` and converted once to the accumulator dtype (fp64 x uses it
+  unrounded). ``INDEX_64``: row indices are int64 before they meet a stride.
+
+rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row,
+                    stride_x_row, stride_r_row, eps, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_M, BLOCK_N,
+                    SINGLE_PASS, INDEX_64)
+    The row v is x, or with HAS_RESIDUAL s = x + r rounded to x's dtype (stored to s_ptr: what
+    inference engines keep as the next residual). rstd = 1 / sqrt(mean(v^2) + eps),
+    y = v * rstd * w; rstd[m] stored unless rstd_ptr is None. Program p takes rows
+    [p * BLOCK_M, (p + 1) * BLOCK_M). SINGLE_PASS: N <= BLOCK_N, the rows in registers; otherwise
+    (any N >= 1) the columns in BLOCK_N steps, twice (the second pass adds x and r again rather
+    than reading back s). grid: (cdiv(M, BLOCK_M),).
+
+rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N,
+                          stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row, rows_per_program,
+                          HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, BLOCK_M, BLOCK_N, INDEX_64)
+    vhat = v * rstd, g = dy * w (or dy), dx = rstd * (g - vhat * mean_n(g * vhat)) (+ ds, the
+    gradient reaching v by another way, unless ds_ptr is None: add_rms_norm's sum output).
+    N <= BLOCK_N. Program p takes rows [p * rows_per_program, min((p + 1) * rows_per_program, M))
+    in [BLOCK_M, BLOCK_N] tiles, writes their dx and stores its sum of dy * vhat to
+    dw_partial[p, :] (contiguous [G, N], accumulator dtype; or dw itself when G == 1).
+    grid: (G,), G = cdiv(M, rows_per_program). Then rms_norm_bwd_dw_finalize_kernel when G > 1.
+
+rms_norm_bwd_dx_kernel(dx_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N, stride_dx_row,
+                       stride_dy_row, stride_v_row, stride_ds_row, HAS_WEIGHT, BLOCK_N, INDEX_64)
+    dx as above for one row per program, any N >= 1, the row read twice in BLOCK_N steps.
+    grid: (M,).
+
+rms_norm_bwd_dw_partial_kernel(dw_partial_ptr, dy_ptr, v_ptr, rstd_ptr, M, N, stride_dy_row,
+                               stride_v_row, rows_per_group, BLOCK_M, BLOCK_N, INDEX_64)
+    dw_partial[g, n] = sum of dy * vhat over rows [g * rows_per_group, min(.., M)) for BLOCK_N
+    columns per program (contiguous [G, N]; or dw itself when G == 1).
+    grid: (cdiv(N, BLOCK_N), G)   (G <= 65535).
+
+rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G, BLOCK_N, INDEX_64)
+    dw[n] = sum_g dw_partial[g, n].  grid: (cdiv(N, BLOCK_N),).
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_RESIDUAL: tl.constexpr,
+               ACC: tl.constexpr):
+    """The [rows, cols] tile of the row normalised: x, or x + r rounded to x's dtype."""
+    x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0)
+    if HAS_RESIDUAL:
+        r = tl.load(r_ptr + rows[:, None] * stride_r_row + cols[None, :], mask=mask, other=0.0)
+        # As `x + r` in torch: added in the accumulator dtype, rounded once to x's.
+        return (x.to(ACC) + r.to(ACC)).to(x_ptr.dtype.element_ty)
+    return x
+
+
+@triton.jit
+def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row, stride_x_row,
+                        stride_r_row, eps: tl.float64, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
+                        INDEX_64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    eps = tl.full((), eps, ACC)  # an fp64 eps would otherwise promote fp32 rows to fp64
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < M
+    cols = tl.arange(0, BLOCK_N)
+    if SINGLE_PASS:
+        col_mask = cols < N
+        mask = row_mask[:, None] & col_mask[None, :]
+        v = _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC)
+        if HAS_RESIDUAL:
+            tl.store(s_ptr + rows[:, None] * stride_s_row + cols[None, :], v, mask=mask)
+        v = v.to(ACC)
+        rstd = 1.0 / tl.sqrt(tl.sum(v * v, axis=1) / N + eps)
+        y = v * rstd[:, None]
+        if HAS_WEIGHT:
+            y = y * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)[None, :]
+        tl.store(y_ptr + rows[:, None] * stride_y_row + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        squares = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            col_mask = c < N
+            mask = row_mask[:, None] & col_mask[None, :]
+            v = _rows_tile(x_ptr, r_ptr, rows, c, mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC)
+            if HAS_RESIDUAL:
+                tl.store(s_ptr + rows[:, None] * stride_s_row + c[None, :], v, mask=mask)
+            v = v.to(ACC)
+            squares += v * v
+        rstd = 1.0 / tl.sqrt(tl.sum(squares, axis=1) / N + eps)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            col_mask = c < N
+            mask = row_mask[:, None] & col_mask[None, :]
+            v = _rows_tile(x_ptr, r_ptr, rows, c, mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC).to(ACC)
+            y = v * rstd[:, None]
+            if HAS_WEIGHT:
+                y = y * tl.load(w_ptr + c, mask=col_mask, other=0.0).to(ACC)[None, :]
+            tl.store(y_ptr + rows[:, None] * stride_y_row + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    if rstd_ptr is not None:
+        tl.store(rstd_ptr + rows, rstd.to(rstd_ptr.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit
+def rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N, stride_dx_row,
+                              stride_dy_row, stride_v_row, stride_ds_row, rows_per_program, HAS_WEIGHT: tl.constexpr,
+                              COMPUTE_DX: tl.constexpr, COMPUTE_DW: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if v_ptr.dtype.element_ty == tl.float64 else tl.float32
+    row_begin = pid * rows_per_program
+    row_end = tl.minimum(row_begin + rows_per_program, M)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if COMPUTE_DX and HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+    # A 2-D accumulator, reduced over rows once at the end (not a cross-warp reduction per tile).
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    for r0 in range(row_begin, row_end, BLOCK_M):
+        rows = r0 + tl.arange(0, BLOCK_M)
+        row_mask = rows < row_end
+        mask = row_mask[:, None] & col_mask[None, :]
+        dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+        v = tl.load(v_ptr + rows[:, None] * stride_v_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+        vhat = v * rstd[:, None]  # 0 on padding lanes (v loads as 0 there)
+        if COMPUTE_DX:
+            if HAS_WEIGHT:
+                g = dy * w[None, :]
+            else:
+                g = dy
+            c = tl.sum(g * vhat, axis=1) / N
+            dx = (g - vhat * c[:, None]) * rstd[:, None]
+            if ds_ptr is not None:
+                dx += tl.load(ds_ptr + rows[:, None] * stride_ds_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+            tl.store(dx_ptr + rows[:, None] * stride_dx_row + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        if COMPUTE_DW:
+            dw_acc += dy * vhat
+    if COMPUTE_DW:
+        tl.store(dw_partial_ptr + pid * N + cols, tl.sum(dw_acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
+                 mask=col_mask)
+
+
+@triton.jit
+def rms_norm_bwd_dx_kernel(dx_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N, stride_dx_row, stride_dy_row,
+                           stride_v_row, stride_ds_row, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr,
+                           INDEX_64: tl.constexpr):
+    row = tl.program_id(0)
+    if INDEX_64:
+        row = row.to(tl.int64)
+    ACC: tl.constexpr = tl.float64 if v_ptr.dtype.element_ty == tl.float64 else tl.float32
+    dx_row = dx_ptr + row * stride_dx_row
+    dy_row = dy_ptr + row * stride_dy_row
+    v_row = v_ptr + row * stride_v_row
+    rstd = tl.load(rstd_ptr + row).to(ACC)
+    cols = tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_N], dtype=ACC)
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        mask = c < N
+        g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
+        if HAS_WEIGHT:
+            g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+        v = tl.load(v_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
+        acc += g * (v * rstd)
+    mean_gv = tl.sum(acc, axis=0) / N
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        mask = c < N
+        g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+        if HAS_WEIGHT:
+            g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+        v = tl.load(v_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
+        dx = (g - v * rstd * mean_gv) * rstd
+        if ds_ptr is not None:
+            dx += tl.load(ds_ptr + row * stride_ds_row + c, mask=mask, other=0.0).to(ACC)
+        tl.store(dx_row + c, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def rms_norm_bwd_dw_partial_kernel(dw_partial_ptr, dy_ptr, v_ptr, rstd_ptr, M, N, stride_dy_row, stride_v_row,
+                                   rows_per_group, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                   INDEX_64: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if v_ptr.dtype.element_ty == tl.float64 else tl.float32
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    group = tl.program_id(1)
+    if INDEX_64:
+        group = group.to(tl.int64)
+    row_begin = group * rows_per_group
+    row_end = tl.minimum(row_begin + rows_per_group, M)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    for r0 in range(row_begin, row_end, BLOCK_M):
+        rows = r0 + tl.arange(0, BLOCK_M)
+        row_mask = rows < row_end
+        mask = row_mask[:, None] & col_mask[None, :]
+        dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+        v = tl.load(v_ptr + rows[:, None] * stride_v_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+        acc += dy * (v * rstd[:, None])
+    tl.store(dw_partial_ptr + group * N + cols, tl.sum(acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
+             mask=col_mask)
+
+
+@triton.jit
+def rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+                                    INDEX_64: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if dw_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=ACC)
+    for g0 in range(0, G, BLOCK_G):
+        g = g0 + tl.arange(0, BLOCK_G)
+        mask = (g < G)[:, None] & col_mask[None, :]
+        if INDEX_64:  # G * N < M * N: the inputs' index width is enough
+            g = g.to(tl.int64)
+        acc += tl.load(dw_partial_ptr + g[:, None] * N + cols[None, :], mask=mask, other=0.0).to(ACC)
+    tl.store(dw_ptr + cols, tl.sum(acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)
