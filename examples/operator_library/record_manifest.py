@@ -63,13 +63,15 @@ def add_index64(path):
     added = 0
     for e in list(entries):
         if e.get("args", {}).get("INDEX_64") is False and "scaled_silu" in e["function"]:
-            wide = json.loads(json.dumps(e))
-            wide["args"]["INDEX_64"] = True
-            wide["args"]["n"] = "i64"  # a count of 2**31 or more is a 64-bit integer
-            if json.dumps(wide, sort_keys=True) not in known:
-                known.add(json.dumps(wide, sort_keys=True))
-                entries.append(wide)
-                added += 1
+            # A count of 2**31 or more is a 64-bit integer, a multiple of 16 or not.
+            for n in ("i64", "i64:16"):
+                wide = json.loads(json.dumps(e))
+                wide["args"]["INDEX_64"] = True
+                wide["args"]["n"] = n
+                if json.dumps(wide, sort_keys=True) not in known:
+                    known.add(json.dumps(wide, sort_keys=True))
+                    entries.append(wide)
+                    added += 1
     with open(path, "w") as f:
         f.write('{"tjit_manifest": 1, "entries": [\n')
         f.write(",\n".join(json.dumps(e) for e in entries))
