@@ -28,8 +28,11 @@ log() { printf '[operator-library] %s\n' "$*" >&2; }
 rm -rf "$WORK"
 mkdir -p "$WORK"
 
+GENERATOR=()
+command -v ninja >/dev/null && GENERATOR=(-G Ninja)
+
 log "1. build (${*})"
-cmake -S "$TEMPLATE" -B "$WORK/build" -G Ninja -DPython3_EXECUTABLE="$PY" "$@"
+cmake -S "$TEMPLATE" -B "$WORK/build" "${GENERATOR[@]}" -DPython3_EXECUTABLE="$PY" "$@"
 cmake --build "$WORK/build"
 TJIT_CACHE_DIR="$WORK/kernel-store" "$WORK/build/myops_main" | tee "$WORK/main.log"
 grep -q "^main passed" "$WORK/main.log"
