@@ -26,6 +26,8 @@ list(GET _tjit_torch_info 0 TORCH_INSTALL_DIR)
 list(GET _tjit_torch_info 1 TORCH_CXX11_ABI)
 list(GET _tjit_torch_info 2 TORCH_VERSION)
 set(TORCH_LIB_DIR "${TORCH_INSTALL_DIR}/lib")
+# For tjit_add_operator_library's run paths, from any folder of a project (FetchContent).
+set_property(GLOBAL PROPERTY TJIT_TORCH_LIB_DIR "${TORCH_LIB_DIR}")
 message(STATUS "tjit: torch ${TORCH_VERSION} at ${TORCH_INSTALL_DIR}")
 
 if(NOT TARGET tjit::torch)

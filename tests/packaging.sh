@@ -4,7 +4,9 @@
 #                    and the pytest suite run against it from outside the checkout;
 #   2. consumers:    tests/consumer (a program with its own kernel plus tjit's operators) built
 #                    with find_package(tjit) from an installed prefix, with find_package(tjit)
-#                    from the wheel's tjit.cmake_prefix_path, and with FetchContent; each is run.
+#                    from the wheel's tjit.cmake_prefix_path, and with FetchContent; each is run;
+#   3. the template operator library (examples/operator_library) built, installed and tested
+#                    (C++ program, pytest) the same three ways (tests/operator_library.sh).
 # CI runs it after `./run.sh test`. FetchContent fetches the committed HEAD of this checkout.
 #
 # Environment: PYTHON (default python3: the Python of the build); TJIT_PACKAGING_DIR (default
@@ -90,18 +92,40 @@ consumer_wheel_prefix() {
 
 # FetchContent clones the committed HEAD of this checkout, as a project would clone tjit's
 # repository; with uncommitted changes (or no git), FETCHCONTENT_SOURCE_DIR_TJIT points it at the
-# working tree instead, CMake's own way of overriding a declared content's source.
-consumer_fetch_content() {
-  local source=(-DTJIT_GIT_REPOSITORY="$ROOT" -DTJIT_GIT_TAG=none)
+# working tree instead, CMake's own way of overriding a declared content's source. Sets FETCH_SOURCE.
+fetch_source() {
+  FETCH_SOURCE=(-DTJIT_GIT_REPOSITORY="$ROOT" -DTJIT_GIT_TAG=none)
   if git -C "$ROOT" rev-parse --verify -q HEAD >/dev/null &&
       [[ -z $(git -C "$ROOT" status --porcelain --untracked-files=no) ]]; then
-    source=(-DTJIT_GIT_REPOSITORY="$ROOT" -DTJIT_GIT_TAG="$(git -C "$ROOT" rev-parse HEAD)")
+    FETCH_SOURCE=(-DTJIT_GIT_REPOSITORY="$ROOT" -DTJIT_GIT_TAG="$(git -C "$ROOT" rev-parse HEAD)")
     echo "FetchContent: git clone of $ROOT at $(git -C "$ROOT" rev-parse --short HEAD)"
   else
-    source+=(-DFETCHCONTENT_SOURCE_DIR_TJIT="$ROOT")
+    FETCH_SOURCE+=(-DFETCHCONTENT_SOURCE_DIR_TJIT="$ROOT")
     echo "FetchContent: the working tree $ROOT (uncommitted changes)"
   fi
-  run_consumer "$WORK/consumer-fetch" "$PY" -DTJIT_CONSUMER_FETCH=ON "${source[@]}"
+}
+
+consumer_fetch_content() {
+  fetch_source
+  run_consumer "$WORK/consumer-fetch" "$PY" -DTJIT_CONSUMER_FETCH=ON "${FETCH_SOURCE[@]}"
+}
+
+# The template operator library (examples/operator_library, tests/operator_library.sh) the same
+# three ways; the installed prefix's also embeds the manifest its test run recorded.
+template_installed_prefix() {
+  [[ -d $WORK/prefix ]] || cmake --install build --prefix "$WORK/prefix"
+  tests/operator_library.sh "$WORK/template-prefix" "$PY" --bundle -DCMAKE_PREFIX_PATH="$WORK/prefix"
+}
+
+template_wheel_prefix() {
+  local prefix
+  prefix=$(cd "$WORK" && "$VENV/bin/python" -c "import tjit; print(tjit.cmake_prefix_path)")
+  tests/operator_library.sh "$WORK/template-wheel" "$VENV/bin/python" -DCMAKE_PREFIX_PATH="$prefix"
+}
+
+template_fetch_content() {
+  fetch_source
+  tests/operator_library.sh "$WORK/template-fetch" "$PY" -DMYOPS_FETCH_TJIT=ON "${FETCH_SOURCE[@]}"
 }
 
 if [[ ${1:-} == --run ]]; then
@@ -116,9 +140,12 @@ mkdir -p "$WORK"
 step "wheel build" wheel.log build_wheel &&
   step "wheel in a fresh venv" venv.log make_venv &&
   { step "pytest against the wheel" pytest.log pytest_against_wheel || true
-    step "consumer: wheel's CMake prefix" consumer-wheel.log consumer_wheel_prefix || true; }
+    step "consumer: wheel's CMake prefix" consumer-wheel.log consumer_wheel_prefix || true
+    step "operator library: wheel's CMake prefix" template-wheel.log template_wheel_prefix || true; }
 step "consumer: installed prefix" consumer-prefix.log consumer_installed_prefix || true
+step "operator library: installed prefix" template-prefix.log template_installed_prefix || true
 step "consumer: FetchContent" consumer-fetch.log consumer_fetch_content || true
+step "operator library: FetchContent" template-fetch.log template_fetch_content || true
 
 summary=$(grep -E '^[0-9]+ passed|passed' "$WORK/pytest.log" 2>/dev/null | tail -n 1 || true)
 printf '%s\n' "${RESULTS[@]}"
