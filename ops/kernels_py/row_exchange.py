@@ -51,12 +51,17 @@ def ticket(sync_ptr, S):
 
 
 @triton.jit
-def publish(sync_ptr, row, chunk, S, hi, lo, FIRST: tl.constexpr = False):
+def pack_word(hi, lo):
     # +0.0 in the high half goes as -0.0 (the same in every sum), so no published word is 0.
-    # FIRST: only into an empty slot (a compare-and-swap from 0), for slots two programs may fill.
     h = hi.to(tl.int32, bitcast=True)
     h = tl.where(h == 0, -2147483648, h)
-    word = (h.to(tl.int64) << 32) | (lo.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+    return (h.to(tl.int64) << 32) | (lo.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+
+
+@triton.jit
+def publish(sync_ptr, row, chunk, S, hi, lo, FIRST: tl.constexpr = False):
+    # FIRST: only into an empty slot (a compare-and-swap from 0), for slots two programs may fill.
+    word = pack_word(hi, lo)
     if FIRST:
         tl.atomic_cas(sync_ptr + 2 + row * S + chunk, tl.full((), 0, tl.int64), word, sem="relaxed")
     else:
@@ -120,31 +125,103 @@ def wait(sync_ptr, row, S, S_POW2: tl.constexpr, POLLS: tl.constexpr):
     return hi, lo, kmask, complete
 
 
-# Waits in PTX, for a wait inside a loop that Triton's pipeliner must still take (a Triton loop in
-# the body keeps it from pipelining); no limit, and none under the interpreter, which runs no PTX.
+# Waits in PTX, for a wait inside a loop that Triton's pipeliner must still take: a loop in the body
+# (scf.for or scf.while, even inside an `if`) keeps it from pipelining, and a call to a noinline
+# function makes ptxas keep the loop's values in local memory; an asm block is neither. None runs
+# under the interpreter, which runs no PTX (the kernels use wait and publish_missing there).
+#
+# helping_spin_asm(FIRST, chunk_word) is the text of one tl.inline_asm_elementwise over the row's
+# S_POW2 (<= 32) lanes (pack=1): each lane loads its chunk's word until every lane of its warp has
+# a published (non-zero) one (vote.all keeps the branch warp-uniform), at most LIMIT loads (the
+# count is the same in every lane). Then, still missing words: the warp helps on its own, since the
+# warps of a program may disagree on whether the row is complete and must not meet at a barrier:
+# it picks a missing chunk (ballot over its lanes), computes that chunk's two statistics with the
+# kernel's PTX (chunk_word: every lane of the warp together, shuffles only), publishes them by
+# compare-and-swap from 0 from its lane 0, loads the words again, and so on until it has seen all.
+# Lanes past S read the row's first word (a valid address) and count as done; unpack_words gives
+# them 0. Operands:
+#     $0 the words (out, int64)   $1 the lane's slot (_spin_slots)   $2 the lane's chunk mask (int32)
+#     $3 the lane's chunk index k (int32)   $4 LIMIT (int32)
+#     FIRST = "publish": $5 the program's own slot, $6 its word (_pack): published first by thread 0
+#         (lane k = 0 of warp 0; compare-and-swap from 0), in the same block so that no scheduling
+#         puts the wait before it.
+#     FIRST = "peeked": $5 words loaded earlier (peek_words), checked before any load; $6 an int32
+#         not read, which keeps the pipeliner from moving the wait above what computes it.
+#     $7...: chunk_word's own operands.
+# chunk_word: PTX that reads the chunk %c (.u32) of the row with the lanes of the warp (%lane is
+# the lane's id) and leaves its two statistics' bits in %hi and %lo (.b32) in lane 0 at least; its
+# labels and registers inside braces. Words of 0 are not allowed: +0.0 in %hi is published as -0.0
+# (as _pack does).
 
 
-@triton.jit
-def wait_spin(sync_ptr, row, S, S_POW2: tl.constexpr):
-    # wait without a limit and without a Triton loop. Each lane loads its chunk's word until every
-    # lane of its warp has a published (non-zero) one: vote.all keeps the branch warp-uniform. Lanes
-    # past S read the row's first word (a valid address) and count as done; unpack_words gives them 0.
-    k = tl.arange(0, S_POW2)
-    kmask = k < S
-    slots = sync_ptr + 2 + row * S + tl.where(kmask, k, 0)
-    words = tl.inline_asm_elementwise(
-        """{
-        .reg .pred %pw, %pm;
-        setp.eq.s32 %pm, $2, 0;
+def helping_spin_asm(FIRST, chunk_word):
+    if FIRST == "publish":
+        start = """
+        mov.u32 %t, %tid.x;
+        or.b32 %t, %t, $3;
+        setp.eq.u32 %p0, %t, 0;
+        @%p0 atom.relaxed.gpu.global.cas.b64 %old, [$5], %zero, $6;
+        mov.u32 %n, $4;
         SPIN:
         ld.relaxed.gpu.global.b64 $0, [$1];
         setp.ne.s64 %pw, $0, 0;
         or.pred %pw, %pw, %pm;
         vote.sync.all.pred %pw, %pw, -1;
-        @!%pw bra.uni SPIN;
-        }""", "=l,l,r", [slots, kmask.to(tl.int32)], dtype=tl.int64, is_pure=False, pack=1)
-    hi, lo = unpack_words(words, kmask)
-    return hi, lo, kmask
+        @%pw bra.uni DONE;
+        sub.u32 %n, %n, 1;
+        setp.ne.u32 %pl, %n, 0;
+        @%pl bra.uni SPIN;"""
+    else:
+        assert FIRST == "peeked", FIRST
+        start = """
+        mov.b64 $0, $5;
+        mov.u32 %n, $4;
+        CHECK:
+        setp.ne.s64 %pw, $0, 0;
+        or.pred %pw, %pw, %pm;
+        vote.sync.all.pred %pw, %pw, -1;
+        @%pw bra.uni DONE;
+        ld.relaxed.gpu.global.b64 $0, [$1];
+        sub.u32 %n, %n, 1;
+        setp.ne.u32 %pl, %n, 0;
+        @%pl bra.uni CHECK;"""
+    return """{
+        .reg .pred %pw, %pm, %pl, %pmiss, %pd, %p0;
+        .reg .u32 %n, %t, %ballot, %src, %c, %lane;
+        .reg .b32 %hi, %lo;
+        .reg .b64 %a, %zero, %old, %word, %base;
+        mov.b64 %zero, 0;
+        mov.u32 %lane, %laneid;
+        setp.eq.s32 %pm, $2, 0;
+        selp.b32 %t, 0, $3, %pm;
+        mul.wide.u32 %a, %t, 8;
+        sub.s64 %base, $1, %a;""" + start + """
+        HELP:
+        setp.eq.s64 %pmiss, $0, 0;
+        and.pred %pmiss, %pmiss, !%pm;
+        vote.sync.ballot.b32 %ballot, %pmiss, -1;
+        setp.eq.u32 %pd, %ballot, 0;
+        @%pd bra.uni DONE;
+        bfind.u32 %src, %ballot;
+        shfl.sync.idx.b32 %c, $3, %src, 31, -1;
+        """ + chunk_word + """
+        mov.b64 %word, {%lo, %hi};
+        mul.wide.u32 %a, %c, 8;
+        add.s64 %a, %base, %a;
+        setp.eq.u32 %p0, %lane, 0;
+        @%p0 atom.relaxed.gpu.global.cas.b64 %old, [%a], %zero, %word;
+        ld.relaxed.gpu.global.b64 $0, [$1];
+        bra.uni HELP;
+        DONE:
+        }"""
+
+
+@triton.jit
+def spin_slots(sync_ptr, row, S, S_POW2: tl.constexpr):
+    # The lanes' slots (lanes past S: the row's first) and chunk mask for helping_spin_asm.
+    k = tl.arange(0, S_POW2)
+    kmask = k < S
+    return sync_ptr + 2 + row * S + tl.where(kmask, k, 0), kmask
 
 
 @triton.jit
@@ -154,27 +231,3 @@ def peek_words(sync_ptr, row, S, S_POW2: tl.constexpr):
     slots = sync_ptr + 2 + row * S + tl.where(k < S, k, 0)
     return tl.inline_asm_elementwise("ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l", [slots], dtype=tl.int64,
                                      is_pure=False, pack=1)
-
-
-@triton.jit
-def settle_words(sync_ptr, row, S, words, S_POW2: tl.constexpr):
-    # wait_spin, starting from words peeked earlier: polls again only while a lane of the warp
-    # still has 0. Returns the two statistics.
-    k = tl.arange(0, S_POW2)
-    kmask = k < S
-    slots = sync_ptr + 2 + row * S + tl.where(kmask, k, 0)
-    words = tl.inline_asm_elementwise(
-        """{
-        .reg .pred %pw, %pm;
-        mov.b64 $0, $3;
-        setp.eq.s32 %pm, $2, 0;
-        CHECK:
-        setp.ne.s64 %pw, $0, 0;
-        or.pred %pw, %pw, %pm;
-        vote.sync.all.pred %pw, %pw, -1;
-        @%pw bra.uni DONE;
-        ld.relaxed.gpu.global.b64 $0, [$1];
-        bra.uni CHECK;
-        DONE:
-        }""", "=l,l,r,l", [slots, kmask.to(tl.int32), words], dtype=tl.int64, is_pure=False, pack=1)
-    return unpack_words(words, kmask)

@@ -52,7 +52,8 @@ layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
 import triton
 import triton.language as tl
 
-from ..row_exchange import peek_words, publish, settle_words, ticket, wait, wait_spin
+from ..row_exchange import (HELP_AFTER, HELP_BLOCK, helping_spin_asm, pack_word, peek_words, publish, publish_missing,
+                            spin_slots, ticket, unpack_words, wait)
 
 
 @triton.jit
@@ -332,13 +333,172 @@ def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, 
 # dw_partial[team, :] / db_partial[team, :] (the finalize kernel adds the teams up, or dw/db
 # themselves when there is one team). dy and x are read once.
 # STAGES > 1: Triton's pipeliner copies the next rows' dy and x into shared memory (STAGES - 1 rows
-# ahead) while this row waits on its team; the wait then spins in PTX (wait_spin), since a loop
+# ahead) while this row waits on its team; the wait then spins in PTX (_team_wait), since a loop
 # in the row loop's body keeps the pipeliner from taking it. STAGES = 1 (the interpreter, which
 # runs no PTX): wait's loop, no copies ahead.
+# A program that has waited HELP_AFTER polls for a row computes the missing chunks' sums itself
+# (row_exchange's help path; every word goes in by compare-and-swap from 0, so all programs of the
+# row read the same sums): a team then finishes with room on the GPU for one program, e.g. beside
+# a kernel that holds every other SM, in a small green context or an MPS share.
 #     sync      int64 [2 + M * S], ZEROED before each launch: sync[0] hands out tickets (a team is S
-#               consecutive tickets, so a team only waits on programs that have started: room on
-#               the GPU for S programs suffices; no wait has a limit), then the rows' words
-#     grid = (teams * S,). CUDA only (programs wait for each other).
+#               consecutive tickets), then the rows' words
+#     grid = (teams * S,). CUDA only (programs wait for each other; the interpreter runs them
+#     one after another, so there every row of a team of several is helped).
+
+
+def _chunk_sums_ptx(dtype):
+    # helping_spin_asm's chunk_word for the team kernels: the chunk's sums of g * xhat (%hi) and g
+    # (%lo), g = dy * w, xhat = (x - mean) * rstd, in fp32; lane l reads columns l, l + 32, ... of
+    # the chunk, then the lanes' sums meet by shuffles. Operands (the kernel's arguments, which ptxas
+    # can read again where needed rather than hold in registers through the loop): $7 dy, $8 x,
+    # $9 w (0: none), $10 mean, $11 rstd (fp32), $12 the row, $13 dy's and $14 x's row strides
+    # (int64), $15 N, $16 BLOCK_N (int32); dy, x and w of `dtype` ("f32", "bf16", "f16").
+    size = 4 if dtype == "f32" else 2
+
+    def load(dst, address, pred=""):
+        if dtype == "f32":
+            return f"{pred}ld.global.f32 {dst}, [{address}];"
+        if dtype == "bf16":
+            return (f"{pred}ld.global.b16 %h, [{address}];\n{pred}cvt.u32.u16 %r, %h;\n{pred}shl.b32 %r, %r, 16;\n"
+                    f"{pred}mov.b32 {dst}, %r;")
+        return f"{pred}ld.global.b16 %h, [{address}];\n{pred}cvt.f32.f16 {dst}, %h;"
+
+    reduce = "".join(f"""
+        shfl.sync.bfly.b32 %tmp, %sgx, {d}, 31, -1;
+        add.f32 %sgx, %sgx, %tmp;
+        shfl.sync.bfly.b32 %tmp, %sg, {d}, 31, -1;
+        add.f32 %sg, %sg, %tmp;""" for d in (16, 8, 4, 2, 1))
+    return f"""{{
+        .reg .pred %pin, %hasw, %pz;
+        .reg .u32 %i, %end, %r;
+        .reg .b64 %off, %ad, %dy, %x;
+        .reg .f32 %mean, %rstd, %sgx, %sg, %fx, %fg, %fw, %tmp;
+        .reg .b16 %h;
+        mul.lo.s64 %off, $12, 4;
+        add.s64 %ad, $10, %off;
+        ld.global.f32 %mean, [%ad];
+        add.s64 %ad, $11, %off;
+        ld.global.f32 %rstd, [%ad];
+        mul.lo.s64 %off, $12, $13;
+        mad.lo.s64 %dy, %off, {size}, $7;
+        mul.lo.s64 %off, $12, $14;
+        mad.lo.s64 %x, %off, {size}, $8;
+        mul.lo.u32 %i, %c, $16;
+        add.u32 %end, %i, $16;
+        min.u32 %end, %end, $15;
+        add.u32 %i, %i, %lane;
+        mov.f32 %sgx, 0f00000000;
+        mov.f32 %sg, 0f00000000;
+        setp.ne.u64 %hasw, $9, 0;
+        COLS:
+        setp.ge.u32 %pin, %i, %end;
+        @%pin bra COLSDONE;
+        mul.wide.u32 %off, %i, {size};
+        add.s64 %ad, %dy, %off;
+        {load("%fg", "%ad")}
+        add.s64 %ad, %x, %off;
+        {load("%fx", "%ad")}
+        @%hasw add.s64 %ad, $9, %off;
+        {load("%fw", "%ad", "@%hasw ")}
+        @%hasw mul.f32 %fg, %fg, %fw;
+        sub.f32 %fx, %fx, %mean;
+        mul.f32 %fx, %fx, %rstd;
+        fma.rn.f32 %sgx, %fg, %fx, %sgx;
+        add.f32 %sg, %sg, %fg;
+        add.u32 %i, %i, 32;
+        bra COLS;
+        COLSDONE:{reduce}
+        mov.b32 %hi, %sgx;
+        setp.eq.b32 %pz, %hi, 0;
+        @%pz mov.b32 %hi, 0x80000000;
+        mov.b32 %lo, %sg;
+        }}"""
+
+
+_PUBLISH_AND_WAIT_F32 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("f32")))
+_PUBLISH_AND_WAIT_BF16 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("bf16")))
+_PUBLISH_AND_WAIT_F16 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("f16")))
+_SETTLE_F32 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("f32")))
+_SETTLE_BF16 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("bf16")))
+_SETTLE_F16 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("f16")))
+
+
+@triton.jit
+def _team_chunk_sums(chunk, dy_row, x_row, w_ptr, mean_ptr, rstd_ptr, row, N, BLOCK_N: tl.constexpr,
+                     HAS_WEIGHT: tl.constexpr):
+    # _chunk_sums_ptx in Triton, for publish_missing (STAGES = 1): HELP_BLOCK columns at a time.
+    mean = tl.load(mean_ptr + row).to(tl.float32)
+    rstd = tl.load(rstd_ptr + row).to(tl.float32)
+    offsets = tl.arange(0, HELP_BLOCK)
+    begin = chunk * BLOCK_N
+    end = tl.minimum(begin + BLOCK_N, N)
+    sum_gx = 0.0
+    sum_g = 0.0
+    for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+        cols = start + offsets
+        mask = cols < end
+        g = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_WEIGHT:
+            g = g * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        sum_gx += tl.sum(g * tl.where(mask, (x - mean) * rstd, 0.0), axis=0)
+        sum_g += tl.sum(g, axis=0)
+    return sum_gx, sum_g
+
+
+@triton.jit
+def _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, stride_dy_row, stride_x_row, words,
+               after, chunk, sum_gx, sum_g, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
+               STAGES: tl.constexpr, FIRST: tl.constexpr):
+    # Every chunk's sums for the row (0.0 past S) once all are published; a wait that lasts
+    # HELP_AFTER polls publishes the missing chunks' sums itself (row_exchange's help path).
+    # FIRST "publish": the program's own sums (sum_gx, sum_g of `chunk`) are published first;
+    # "peeked": `words` were peeked earlier, and the wait follows `after` (an fp32 scalar).
+    # STAGES > 1: one asm block (helping_spin_asm), each warp on its own; STAGES = 1 (the
+    # interpreter): wait and publish_missing, with Triton loops.
+    dy_row = dy_ptr + row * stride_dy_row
+    x_row = x_ptr + row * stride_x_row
+    if STAGES > 1:
+        tl.static_assert(mean_ptr.dtype.element_ty == tl.float32 and rstd_ptr.dtype.element_ty == tl.float32)
+        DT: tl.constexpr = x_ptr.dtype.element_ty
+        slots, kmask = spin_slots(sync_ptr, row, S, S_POW2)
+        if HAS_WEIGHT:
+            w_address = w_ptr.to(tl.int64)
+        else:
+            w_address = tl.full((), 0, tl.int64)
+        if FIRST == "publish":
+            if DT == tl.float32:
+                ASM: tl.constexpr = _PUBLISH_AND_WAIT_F32
+            elif DT == tl.bfloat16:
+                ASM: tl.constexpr = _PUBLISH_AND_WAIT_BF16
+            else:
+                ASM: tl.constexpr = _PUBLISH_AND_WAIT_F16
+            fifth = (sync_ptr + 2 + row * S + chunk).to(tl.int64)
+            sixth = pack_word(sum_gx, sum_g)
+        else:
+            if DT == tl.float32:
+                ASM: tl.constexpr = _SETTLE_F32
+            elif DT == tl.bfloat16:
+                ASM: tl.constexpr = _SETTLE_BF16
+            else:
+                ASM: tl.constexpr = _SETTLE_F16
+            fifth = words
+            sixth = after.to(tl.int32, bitcast=True).to(tl.int64)
+        words = tl.inline_asm_elementwise(
+            ASM, "=l,l,r,r,r,l,l,l,l,l,l,l,l,l,l,r,r",
+            [slots, kmask.to(tl.int32), tl.arange(0, S_POW2), HELP_AFTER, fifth, sixth, dy_ptr.to(tl.int64),
+             x_ptr.to(tl.int64), w_address, mean_ptr.to(tl.int64), rstd_ptr.to(tl.int64), row.to(tl.int64),
+             stride_dy_row.to(tl.int64), stride_x_row.to(tl.int64), N, BLOCK_N], dtype=tl.int64, is_pure=False, pack=1)
+        sums_gx, sums_g = unpack_words(words, kmask)
+    else:
+        if FIRST == "publish":
+            publish(sync_ptr, row, chunk, S, sum_gx, sum_g, True)
+        sums_gx, sums_g, _, complete = wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
+        if not complete:
+            publish_missing(sync_ptr, row, S, _team_chunk_sums,
+                            (dy_row, x_row, w_ptr, mean_ptr, rstd_ptr, row, N, BLOCK_N, HAS_WEIGHT))
+            sums_gx, sums_g, _, _ = wait(sync_ptr, row, S, S_POW2, 0)
+    return sums_gx, sums_g
 
 
 @triton.jit
@@ -397,11 +557,9 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
                 g = dy * w
             else:
                 g = dy
-            publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0))
-            if STAGES > 1:
-                sums_gx, sums_g, _ = wait_spin(sync_ptr, row, S, S_POW2)
-            else:
-                sums_gx, sums_g, _, _complete = wait(sync_ptr, row, S, S_POW2, 0)
+            sums_gx, sums_g = _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, stride_dy_row,
+                                         stride_x_row, None, 0.0, chunk, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0),
+                                         HAS_WEIGHT, BLOCK_N, S_POW2, STAGES, "publish")
             c1 = tl.sum(sums_gx, axis=0) / N
             c2 = tl.sum(sums_g, axis=0) / N
             dx = (g - (xhat * c1 + c2)) * rstd
@@ -449,21 +607,27 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
             g = dy * w
         else:
             g = dy
+        sum_gx = tl.sum(g * xhat, axis=0)
         if now:
-            publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0))
+            publish(sync_ptr, row, chunk, S, sum_gx, tl.sum(g, axis=0), True)
         if COMPUTE_DW:
             dw_acc += dy * xhat
         if COMPUTE_DB:
             db_acc += dy
+        # Row i - 1's words before its values are read again, so that they are not live in a help.
+        if STAGES == 1:
+            words = None
+        sums_gx = tl.zeros([S_POW2], dtype=tl.float32)
+        sums_g = tl.zeros([S_POW2], dtype=tl.float32)
+        if after_first:
+            sums_gx, sums_g = _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, prev, N, S, stride_dy_row,
+                                         stride_x_row, words, sum_gx, -1, 0.0, 0.0, HAS_WEIGHT, BLOCK_N, S_POW2,
+                                         STAGES, "peeked")
         prev_mask = col_mask & after_first
         # Read for the second time: L2 may drop them now.
         dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
                                                   stride_dy_row, stride_x_row, "evict_first")
         if after_first:
-            if STAGES > 1:
-                sums_gx, sums_g = settle_words(sync_ptr, prev, S, words, S_POW2)
-            else:
-                sums_gx, sums_g, _chunk_mask, _complete = wait(sync_ptr, prev, S, S_POW2, 0)
             c1 = tl.sum(sums_gx, axis=0) / N
             c2 = tl.sum(sums_g, axis=0) / N
             if HAS_WEIGHT:
