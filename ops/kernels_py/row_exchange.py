@@ -15,10 +15,16 @@ Which program owns which chunk:
   publishes within microseconds), then publish the words of the chunks still missing themselves
   (``publish_missing``, given the kernel's function computing a chunk's statistics), with
   compare-and-swap from 0, so whichever word reaches a slot first is the one every program of the
-  row reads. No wait then depends on a program starting, given room on the GPU for one program.
+  row reads.
 * ``ticket``: from an atomic counter; a row's programs take consecutive tickets, so a program only
-  waits on programs that took a ticket before the last one handed out: safe given room on the GPU
-  for S programs, with no help path; costs a round trip to L2 before the first load.
+  waits on programs that took a ticket before the last one handed out; costs a round trip to L2
+  before the first load. Such kernels (layer_norm's team backwards) wait inside a software-pipelined
+  loop, in PTX (helping_spin_asm), and have a help path too: after LIMIT = HELP_AFTER polls a warp
+  computes the missing chunks' statistics itself and publishes them with compare-and-swap from 0,
+  each warp on its own (no barrier: the warps of a program may disagree on whether the row is
+  complete). Their owners publish with compare-and-swap from 0 as well.
+
+In both, no wait depends on another program running: room on the GPU for one program suffices.
 
 Triton's interpreter runs programs one after another: there a row of several chunks is complete
 only through the help path.

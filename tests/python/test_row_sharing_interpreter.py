@@ -188,6 +188,61 @@ def _layer_norm_cases(torch, ln):
     return errors
 
 
+def _layer_norm_team_cases(torch, ln):
+    # Teams of several programs (S = 2, 3, 5 chunks of 64 columns, the last one ragged), three rows a
+    # team, both team kernels at STAGES = 1 (the interpreter runs no PTX): a team's programs run one
+    # after another here, so the first waits HELP_AFTER polls on every row and then computes the
+    # other chunks' sums itself (row_exchange's help path); the later ones find those words (their
+    # own compare-and-swap loses) and must still write their dx with them and keep their own dw/db.
+    # Without a help path the first program waits forever. x with a row stride, a row of zero dy
+    # (sums of +0.0), with and without a weight, fp32 and bf16. The kernels' module waits
+    # HELP_AFTER = 2 polls here (each poll is slow under the interpreter; the wait is the same code).
+    import triton.language as tl
+    backward = sys.modules[ln.layer_norm_bwd_team_kernel.fn.__module__]
+    help_after = backward.HELP_AFTER
+    backward.HELP_AFTER = tl.constexpr(2)
+    try:
+        return _layer_norm_team_launches(torch, ln)
+    finally:
+        backward.HELP_AFTER = help_after
+
+
+def _layer_norm_team_launches(torch, ln):
+    errors = {}
+    block, rows, per_team = 64, 7, 3
+    teams = -(-rows // per_team)
+    for chunks in (2, 3, 5):
+        n = chunks * block - 17
+        for dtype in (torch.float32, torch.bfloat16):
+            x = (torch.randn(rows, n + 9, dtype=dtype) + 0.5)[:, 3:n + 3]
+            dy = torch.randn(rows, n, dtype=dtype)
+            dy[4] = 0.0
+            w = torch.randn(n, dtype=dtype)
+            _, mean, rstd = torch.ops.aten.native_layer_norm(x.double(), [n], None, None, 1e-5)
+            for weight in (w, None):
+                want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], mean, rstd,
+                                                                 None if weight is None else weight.double(), None,
+                                                                 [True, False, False])
+                for name, kernel in (("team", ln.layer_norm_bwd_team_kernel),
+                                     ("team lag", ln.layer_norm_bwd_team_lag_kernel)):
+                    dx = torch.full((rows, n), float("nan"), dtype=dtype)
+                    dw_part = torch.full((teams, n), float("nan"))
+                    db_part = torch.full((teams, n), float("nan"))
+                    sync = torch.zeros(2 + rows * chunks, dtype=torch.int64)
+                    common = (dx, dw_part, db_part, dy, x, weight, mean.flatten().float(), rstd.flatten().float(), sync,
+                              rows, n, chunks, per_team, n, n, x.stride(0), weight is not None)
+                    if name == "team":
+                        kernel[(teams * chunks, )](*common, True, True, True, block, 8, 1, False)
+                    else:
+                        kernel[(teams * chunks, )](*common, True, True, block, 8, 1, False)
+                    case = f"layer_norm bwd {name} helped S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
+                    errors[f"{case} dx"] = _error(dx, want[0])
+                    errors[f"{case} dw"] = _error(dw_part.sum(0), dy.double().mul(
+                        (x.double() - mean) * rstd).sum(0))
+                    errors[f"{case} db"] = _error(db_part.sum(0), dy.double().sum(0))
+    return errors
+
+
 def main():
     import torch
     import triton
@@ -200,6 +255,7 @@ def main():
     errors = _softmax_cases(torch, triton, softmax_k, _split_alignment)
     errors.update(_softmax_helped_cases(torch, triton, softmax_k, _split_alignment))
     errors.update(_layer_norm_cases(torch, layer_norm_k))
+    errors.update(_layer_norm_team_cases(torch, layer_norm_k))
     print(json.dumps(errors))
 
 
@@ -207,7 +263,7 @@ def test_row_sharing_kernels_under_the_interpreter():
     from conftest import run_script_under_interpreter  # here, not at the top: the script itself needs no tjit
 
     errors = run_script_under_interpreter(__file__, 600, "a program waited forever: a published word read as not yet written")
-    assert len(errors) == 61, sorted(errors)
+    assert len(errors) == 61 + 72, sorted(errors)
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5
