@@ -279,8 +279,8 @@ def part_streams():
 
 
 def part_graphs():
-    # The same long-row operator captured in two CUDA graphs (each on its own inputs), replayed at
-    # once on two streams, twice with new inputs.
+    # The same long-row operator captured in two CUDA graphs (each on its own inputs and workspace),
+    # replayed at once on two streams, twice (outputs poisoned before each replay).
     for name, rows, cols, dtype in [("layer_norm_backward", 4096, 12288, torch.bfloat16),
                                     ("softmax_backward", 33, 262144, torch.float32)]:
         what = f"{name} {rows}x{cols} {str(dtype).replace('torch.', '')} in two CUDA graphs replayed at once"
@@ -368,7 +368,7 @@ def green_contexts_supported():
         from torch.cuda import green_contexts
     except ImportError:
         return False
-    return getattr(green_contexts, "SUPPORTED", False)
+    return bool(getattr(green_contexts, "SUPPORTED", hasattr(torch._C, "_CUDAGreenContext")))
 
 
 @pytest.mark.skipif(not green_contexts_supported(),

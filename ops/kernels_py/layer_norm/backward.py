@@ -576,11 +576,12 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
 # or more every row; at 8 warps an SM those waits leave the memory system idle. Here iteration i
 # publishes row i's sums and adds row i to dw/db, then writes dx of row i - 1, whose words every
 # member published an iteration before: they were loaded at the top of the iteration
-# (peek_words) and are polled again only if one is still missing (settle_words). Row i - 1's dy
+# (peek_words) and are polled again only if one is still missing (_team_wait). Row i - 1's dy
 # and x are loaded a second time (the pipeliner copies them with row i's; L2 hits, DRAM traffic
 # unchanged), so no row's values live across a wait: 2048-column chunks fit 128 registers, four
 # 4-warp programs an SM. The protocol, sync and grid are layer_norm_bwd_team_kernel's; every
-# member publishes row i before it waits on row i - 1, so a team never waits on itself. fp32 rows
+# member publishes row i before it waits on row i - 1, so a team never waits on itself. The wait
+# comes before row i - 1's values are read again, so that they are not live in its help path. fp32 rows
 # gain nothing (the shared memory holds 3 programs an SM at most) and keep the other kernel.
 @triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
 def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
