@@ -8,8 +8,9 @@ statistics packed into one 64-bit word and read back (a statistic of exactly +0.
 as written), the merge, and for softmax the cut of rows that start off a 16-byte boundary into a
 head, whole vectors and a tail (ALIGN). The softmax kernels also run rows of several chunks here:
 a program that waits too long reads the missing chunks itself, which the interpreter's order (a
-row's later programs not started) always calls for; likewise layer_norm's long-row forward. The GPU runs the multi-program cases at speed
-(operators/test_softmax.py, operators/test_layer_norm.py: *_cuda).
+row's later programs not started) always calls for; likewise layer_norm's long-row forward and its
+team backwards (teams of 2, 3 and 5 programs, STAGES = 1). The GPU runs the multi-program cases at
+speed (operators/test_softmax.py, operators/test_layer_norm.py: *_cuda).
 
 Run in a subprocess, since the interpreter must be chosen before triton is imported:
     TRITON_INTERPRET=1 python3 tests/python/test_row_sharing_interpreter.py
