@@ -351,17 +351,27 @@ def _chunk_sums_ptx(dtype):
     # (%lo), g = dy * w, xhat = (x - mean) * rstd, in fp32; lane l reads columns l, l + 32, ... of
     # the chunk, then the lanes' sums meet by shuffles. Operands (the kernel's arguments, which ptxas
     # can read again where needed rather than hold in registers through the loop): $7 dy, $8 x,
-    # $9 w (0: none), $10 mean, $11 rstd (fp32), $12 the row, $13 dy's and $14 x's row strides
-    # (int64), $15 N, $16 BLOCK_N (int32); dy, x and w of `dtype` ("f32", "bf16", "f16").
-    size = 4 if dtype == "f32" else 2
+    # $9 w (0: none), $10 mean, $11 rstd, $12 the row, $13 dy's and $14 x's row strides
+    # (int64), $15 N, $16 BLOCK_N (int32); dy, x and w of `dtype` ("f32", "bf16", "f16", "f64"; mean
+    # and rstd fp64 with fp64 rows, fp32 otherwise).
+    size = {"f64": 8, "f32": 4}.get(dtype, 2)
+    stat = "f64" if dtype == "f64" else "f32"  # mean and rstd: the accumulator type
 
     def load(dst, address, pred=""):
+        # One element at `address` into the fp32 register `dst`.
         if dtype == "f32":
             return f"{pred}ld.global.f32 {dst}, [{address}];"
+        if dtype == "f64":
+            return f"{pred}ld.global.f64 %f64v, [{address}];\n{pred}cvt.rn.f32.f64 {dst}, %f64v;"
         if dtype == "bf16":
             return (f"{pred}ld.global.b16 %h, [{address}];\n{pred}cvt.u32.u16 %r, %h;\n{pred}shl.b32 %r, %r, 16;\n"
                     f"{pred}mov.b32 {dst}, %r;")
         return f"{pred}ld.global.b16 %h, [{address}];\n{pred}cvt.f32.f16 {dst}, %h;"
+
+    def load_stat(dst, address):
+        if stat == "f64":
+            return f"ld.global.f64 %f64v, [{address}];\ncvt.rn.f32.f64 {dst}, %f64v;"
+        return f"ld.global.f32 {dst}, [{address}];"
 
     reduce = "".join(f"""
         shfl.sync.bfly.b32 %tmp, %sgx, {d}, 31, -1;
@@ -373,12 +383,13 @@ def _chunk_sums_ptx(dtype):
         .reg .u32 %i, %end, %r;
         .reg .b64 %off, %ad, %dy, %x;
         .reg .f32 %mean, %rstd, %sgx, %sg, %fx, %fg, %fw, %tmp;
+        .reg .f64 %f64v;
         .reg .b16 %h;
-        mul.lo.s64 %off, $12, 4;
+        mul.lo.s64 %off, $12, {8 if stat == "f64" else 4};
         add.s64 %ad, $10, %off;
-        ld.global.f32 %mean, [%ad];
+        {load_stat("%mean", "%ad")}
         add.s64 %ad, $11, %off;
-        ld.global.f32 %rstd, [%ad];
+        {load_stat("%rstd", "%ad")}
         mul.lo.s64 %off, $12, $13;
         mad.lo.s64 %dy, %off, {size}, $7;
         mul.lo.s64 %off, $12, $14;
@@ -418,9 +429,11 @@ def _chunk_sums_ptx(dtype):
 _PUBLISH_AND_WAIT_F32 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("f32")))
 _PUBLISH_AND_WAIT_BF16 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("bf16")))
 _PUBLISH_AND_WAIT_F16 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("f16")))
+_PUBLISH_AND_WAIT_F64 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("f64")))
 _SETTLE_F32 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("f32")))
 _SETTLE_BF16 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("bf16")))
 _SETTLE_F16 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("f16")))
+_SETTLE_F64 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("f64")))
 
 
 @triton.jit
@@ -459,8 +472,9 @@ def _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, st
     dy_row = dy_ptr + row * stride_dy_row
     x_row = x_ptr + row * stride_x_row
     if STAGES > 1:
-        tl.static_assert(mean_ptr.dtype.element_ty == tl.float32 and rstd_ptr.dtype.element_ty == tl.float32)
         DT: tl.constexpr = x_ptr.dtype.element_ty
+        STAT: tl.constexpr = tl.float64 if DT == tl.float64 else tl.float32
+        tl.static_assert(mean_ptr.dtype.element_ty == STAT and rstd_ptr.dtype.element_ty == STAT)
         slots, kmask = spin_slots(sync_ptr, row, S, S_POW2)
         if HAS_WEIGHT:
             w_address = w_ptr.to(tl.int64)
@@ -471,8 +485,10 @@ def _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, st
                 ASM: tl.constexpr = _PUBLISH_AND_WAIT_F32
             elif DT == tl.bfloat16:
                 ASM: tl.constexpr = _PUBLISH_AND_WAIT_BF16
-            else:
+            elif DT == tl.float16:
                 ASM: tl.constexpr = _PUBLISH_AND_WAIT_F16
+            else:
+                ASM: tl.constexpr = _PUBLISH_AND_WAIT_F64
             fifth = (sync_ptr + 2 + row * S + chunk).to(tl.int64)
             sixth = pack_word(sum_gx, sum_g)
         else:
@@ -480,24 +496,27 @@ def _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, st
                 ASM: tl.constexpr = _SETTLE_F32
             elif DT == tl.bfloat16:
                 ASM: tl.constexpr = _SETTLE_BF16
-            else:
+            elif DT == tl.float16:
                 ASM: tl.constexpr = _SETTLE_F16
+            else:
+                ASM: tl.constexpr = _SETTLE_F64
             fifth = words
             sixth = after.to(tl.int32, bitcast=True).to(tl.int64)
         words = tl.inline_asm_elementwise(
             ASM, "=l,l,r,r,r,l,l,l,l,l,l,l,l,l,l,r,r",
             [slots, kmask.to(tl.int32), tl.arange(0, S_POW2), HELP_AFTER, fifth, sixth, dy_ptr.to(tl.int64),
              x_ptr.to(tl.int64), w_address, mean_ptr.to(tl.int64), rstd_ptr.to(tl.int64), row.to(tl.int64),
-             stride_dy_row.to(tl.int64), stride_x_row.to(tl.int64), N, BLOCK_N], dtype=tl.int64, is_pure=False, pack=1)
+             tl.cast(stride_dy_row, tl.int64), tl.cast(stride_x_row, tl.int64), N, BLOCK_N], dtype=tl.int64,
+            is_pure=False, pack=1)
         sums_gx, sums_g = unpack_words(words, kmask)
     else:
         if FIRST == "publish":
             publish(sync_ptr, row, chunk, S, sum_gx, sum_g, True)
-        sums_gx, sums_g, _, complete = wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
+        sums_gx, sums_g, kmask, complete = wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
         if not complete:
             publish_missing(sync_ptr, row, S, _team_chunk_sums,
                             (dy_row, x_row, w_ptr, mean_ptr, rstd_ptr, row, N, BLOCK_N, HAS_WEIGHT))
-            sums_gx, sums_g, _, _ = wait(sync_ptr, row, S, S_POW2, 0)
+            sums_gx, sums_g, kmask, complete = wait(sync_ptr, row, S, S_POW2, 0)
     return sums_gx, sums_g
 
 
