@@ -131,10 +131,12 @@ def wait(sync_ptr, row, S, S_POW2: tl.constexpr, POLLS: tl.constexpr):
     return hi, lo, kmask, complete
 
 
-# Waits in PTX, for a wait inside a loop that Triton's pipeliner must still take: a loop in the body
-# (scf.for or scf.while, even inside an `if`) keeps it from pipelining, and a call to a noinline
-# function makes ptxas keep the loop's values in local memory; an asm block is neither. None runs
-# under the interpreter, which runs no PTX (the kernels use wait and publish_missing there).
+# Waits in PTX, for a wait inside a loop that Triton's pipeliner must still take: a loop directly in
+# the body keeps it from pipelining (Triton 3.6; one inside an `if` does not), a call to a noinline
+# function makes ptxas spill the loop's values around it, and Triton code lets the compiler choose
+# layouts (a reduction across warps brings a barrier) and lets the pipeliner move the wait above the
+# program's own publish. One asm block has none of these. None runs under the interpreter, which
+# runs no PTX (the kernels use wait and publish_missing there).
 #
 # helping_spin_asm(FIRST, chunk_word) is the text of one tl.inline_asm_elementwise over the row's
 # S_POW2 (<= 32) lanes (pack=1): each lane loads its chunk's word until every lane of its warp has
