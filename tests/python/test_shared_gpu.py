@@ -28,7 +28,7 @@ import time
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA GPU (a blocker kernel holding all SMs but one, green contexts); "
                                 "runs on the CUDA machine")
 
@@ -280,13 +280,16 @@ def part_streams():
 
 def part_graphs():
     # The same long-row operator captured in two CUDA graphs (each on its own inputs and workspace),
-    # replayed at once on two streams, twice (outputs poisoned before each replay).
+    # replayed at once on two streams, twice (outputs poisoned before each replay). Each graph keeps
+    # its `run`, whose closure holds the inputs the graph reads: torch.cuda.graph empties the
+    # allocator's cache as a capture starts, so the first graph's inputs, dropped before the second
+    # capture, would be handed back to the driver and its replays would read unmapped memory.
     for name, rows, cols, dtype in [("layer_norm_backward", 4096, 12288, torch.bfloat16),
                                     ("softmax_backward", 33, 262144, torch.float32)]:
         what = f"{name} {rows}x{cols} {str(dtype).replace('torch.', '')} in two CUDA graphs replayed at once"
         announce("START", what)
         side = torch.cuda.Stream()
-        graphs, results = [], []
+        captured = []  # (graph, run, outputs, wants)
         for _ in range(2):
             with torch.cuda.stream(side):
                 run, wants = make_case(name, rows, cols, dtype)
@@ -296,21 +299,21 @@ def part_graphs():
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 static_out = run()
-            graphs.append(graph)
-            results.append((static_out, wants))
-        streams = [torch.cuda.Stream() for _ in graphs]
+            captured.append((graph, run, static_out, wants))
+        streams = [torch.cuda.Stream() for _ in captured]
         for _ in range(2):
-            for out, _ in results:
+            for _, _, out, _ in captured:
                 for tensor in (out if isinstance(out, (tuple, list)) else (out, )):
                     tensor.fill_(float("nan"))
             torch.cuda.synchronize()
-            for graph, stream in zip(graphs, streams):
+            for (graph, _, _, _), stream in zip(captured, streams):
                 with torch.cuda.stream(stream):
                     graph.replay()
             torch.cuda.synchronize()
-            for out, wants in results:
+            for _, _, out, wants in captured:
                 check(out, wants, dtype, what)
         announce("DONE", what)
+        del captured, run, wants, static_out
 
 
 PARTS = {"blocker": part_blocker, "green": part_green, "streams": part_streams, "graphs": part_graphs}
@@ -359,6 +362,7 @@ def run_part(part):
     assert proc.returncode == 0 and "FINISHED" in text, f"{part} failed during: {current}\n" + text[-6000:]
 
 
+@needs_cuda
 def test_long_rows_beside_a_kernel_holding_all_sms_but_one():
     run_part("blocker")
 
@@ -371,18 +375,59 @@ def green_contexts_supported():
     return bool(getattr(green_contexts, "SUPPORTED", hasattr(torch._C, "_CUDAGreenContext")))
 
 
+@needs_cuda
 @pytest.mark.skipif(not green_contexts_supported(),
                     reason="this torch has no torch.cuda.green_contexts (or was built without green context support)")
 def test_operators_in_a_green_context():
     run_part("green")
 
 
+@needs_cuda
 def test_long_rows_on_four_streams_at_once():
     run_part("streams")
 
 
+@needs_cuda
 def test_long_rows_in_two_cuda_graphs_replayed_at_once():
     run_part("graphs")
+
+
+def test_graphs_part_keeps_what_each_graph_reads(monkeypatch):
+    # On CPU, with stand-ins for the CUDA calls: a capture frees whatever nothing references (as
+    # torch.cuda.graph's empty_cache does with the allocator's cached blocks), and every replay
+    # finds the inputs of its graph's case alive.
+    import contextlib
+    import gc
+    import weakref
+
+    made = []  # per case made: weak references to its inputs
+
+    def fake_case(name, rows, cols, dtype):
+        inputs = [torch.randn(3), torch.randn(3)]
+        made.append([weakref.ref(t) for t in inputs])
+        return (lambda: inputs[0] * inputs[1]), (lambda out: out, )
+
+    class FakeGraph:
+        def replay(self):
+            gc.collect()
+            assert all(ref() is not None for ref in self.reads), "a graph replayed after its inputs were freed"
+
+    @contextlib.contextmanager
+    def fake_capture(graph):
+        gc.collect()
+        graph.reads = made[-1]
+        yield
+
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "make_case", fake_case)
+    monkeypatch.setattr(module, "check", lambda outputs, wants, dtype, what: None)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", fake_capture)
+    part_graphs()
+    assert len(made) == 4
 
 
 if __name__ == "__main__":
