@@ -244,6 +244,83 @@ def _layer_norm_team_launches(torch, ln):
     return errors
 
 
+GUARD = 256  # elements of poison either side of each buffer in the guarded cases
+
+
+def _guarded(torch, shape, dtype, fill, poison):
+    """A contiguous tensor of `shape` filled with `fill`, inside storage with GUARD elements of
+    `poison` either side: (the tensor, the whole storage). A read past the tensor gets the poison
+    (NaN for data, so it shows in the results); a write past it changes the guards."""
+    count = 1
+    for size in shape:
+        count *= size
+    whole = torch.full((GUARD + count + GUARD, ), poison, dtype=dtype)
+    inner = whole[GUARD:GUARD + count].view(shape)
+    inner.fill_(fill) if not isinstance(fill, torch.Tensor) else inner.copy_(fill)
+    return inner, whole
+
+
+def _guards_intact(torch, whole, poison):
+    guards = torch.cat([whole[:GUARD], whole[-GUARD:]])
+    if isinstance(poison, float) and poison != poison:
+        return bool(guards.isnan().all())
+    return bool((guards == poison).all())
+
+
+def _layer_norm_lag_plan_cases(torch, ln):
+    # The lag team backward in the structure of the bf16 4096 x 12288 plan (S = 6 chunks of 2048,
+    # 88 teams of 47 rows, the last of 7) scaled down: S = 6 chunks of 64 columns, N = 6 * 64 (no
+    # ragged chunk, like 12288), 23 rows in teams of 4 (the last of 3), and the same with a ragged
+    # last chunk and a team of one row at the end. Every buffer inside poisoned guards: inputs
+    # NaN past their ends (a read past them spoils a result), outputs and the exchange words checked
+    # unchanged past theirs (a write past them). Teams complete through the help path here
+    # (HELP_AFTER = 2, as in _layer_norm_team_cases).
+    import triton.language as tl
+    backward = sys.modules[ln.layer_norm_bwd_team_kernel.fn.__module__]
+    help_after = backward.HELP_AFTER
+    backward.HELP_AFTER = tl.constexpr(2)
+    nan = float("nan")
+    word_poison = 0x5A5A5A5A5A5A5A5A
+    errors = {}
+    try:
+        block, chunks = 64, 6
+        for dtype, n, rows, per_team in [(torch.bfloat16, chunks * block, 23, 4),
+                                         (torch.float16, chunks * block - 5, 13, 3)]:
+            teams = -(-rows // per_team)
+            x, x_whole = _guarded(torch, (rows, n), dtype, torch.randn(rows, n, dtype=dtype) * 2 + 0.5, nan)
+            dy, dy_whole = _guarded(torch, (rows, n), dtype, torch.randn(rows, n, dtype=dtype), nan)
+            w, w_whole = _guarded(torch, (n, ), dtype, torch.randn(n, dtype=dtype), nan)
+            _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [n], None, None, 1e-5)
+            mean, mean_whole = _guarded(torch, (rows, ), torch.float32, ref_mean.flatten().float(), nan)
+            rstd, rstd_whole = _guarded(torch, (rows, ), torch.float32, ref_rstd.flatten().float(), nan)
+            dx, dx_whole = _guarded(torch, (rows, n), dtype, nan, -7.0)
+            dw_part, dw_whole = _guarded(torch, (teams, n), torch.float32, nan, -7.0)
+            db_part, db_whole = _guarded(torch, (teams, n), torch.float32, nan, -7.0)
+            # the operator's workspace: 2 + rows * S words
+            sync, sync_whole = _guarded(torch, (2 + rows * chunks, ), torch.int64, 0, word_poison)
+            ln.layer_norm_bwd_team_lag_kernel[(teams * chunks, )](dx, dw_part, db_part, dy, x, w, mean, rstd, sync, rows,
+                                                                  n, chunks, per_team, n, n, n, True, True, True, block,
+                                                                  8, 1, False)
+            case = f"layer_norm bwd team lag plan-shaped S={chunks} {dtype} {rows}x{n} teams of {per_team}"
+            for name, whole, poison in [("dx", dx_whole, -7.0), ("dw", dw_whole, -7.0), ("db", db_whole, -7.0),
+                                        ("sync", sync_whole, word_poison)]:
+                assert _guards_intact(torch, whole, poison), f"{case}: a write past {name}"
+            for name, whole in [("x", x_whole), ("dy", dy_whole), ("w", w_whole), ("mean", mean_whole),
+                                ("rstd", rstd_whole)]:
+                assert _guards_intact(torch, whole, nan), f"{case}: a write past {name}"
+            assert int(sync[0]) == teams * chunks, f"{case}: {int(sync[0])} tickets handed out"
+            assert bool((sync[2:] != 0).all()), f"{case}: a row's word never published"
+            want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd,
+                                                             w.double(), None, [True, False, False])[0]
+            xhat = (x.double() - ref_mean) * ref_rstd
+            errors[f"{case} dx"] = _error(dx, want)
+            errors[f"{case} dw"] = _error(dw_part.sum(0), (dy.double() * xhat).sum(0))
+            errors[f"{case} db"] = _error(db_part.sum(0), dy.double().sum(0))
+    finally:
+        backward.HELP_AFTER = help_after
+    return errors
+
+
 def main():
     import torch
     import triton
@@ -257,6 +334,7 @@ def main():
     errors.update(_softmax_helped_cases(torch, triton, softmax_k, _split_alignment))
     errors.update(_layer_norm_cases(torch, layer_norm_k))
     errors.update(_layer_norm_team_cases(torch, layer_norm_k))
+    errors.update(_layer_norm_lag_plan_cases(torch, layer_norm_k))
     print(json.dumps(errors))
 
 
@@ -264,7 +342,7 @@ def test_row_sharing_kernels_under_the_interpreter():
     from conftest import run_script_under_interpreter  # here, not at the top: the script itself needs no tjit
 
     errors = run_script_under_interpreter(__file__, 600, "a program waited forever: a published word read as not yet written")
-    assert len(errors) == 61 + 72, sorted(errors)
+    assert len(errors) == 61 + 72 + 6, sorted(errors)
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5
