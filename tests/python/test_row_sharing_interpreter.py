@@ -256,7 +256,10 @@ def _guarded(torch, shape, dtype, fill, poison):
         count *= size
     whole = torch.full((GUARD + count + GUARD, ), poison, dtype=dtype)
     inner = whole[GUARD:GUARD + count].view(shape)
-    inner.fill_(fill) if not isinstance(fill, torch.Tensor) else inner.copy_(fill)
+    if isinstance(fill, torch.Tensor):
+        inner.copy_(fill)
+    else:
+        inner.fill_(fill)
     return inner, whole
 
 
