@@ -22,7 +22,10 @@ Which program owns which chunk:
   loop, in PTX (helping_spin_asm), and have a help path too: after LIMIT = HELP_AFTER polls a warp
   computes the missing chunks' statistics itself and publishes them with compare-and-swap from 0,
   each warp on its own (no barrier: the warps of a program may disagree on whether the row is
-  complete). Their owners publish with compare-and-swap from 0 as well.
+  complete). Their owners publish with compare-and-swap from 0 as well. A kernel may instead ask
+  once, before its row loop, whether every program of its team has taken a ticket
+  (``team_started``, a bounded poll of the ticket count): a program that has a ticket is running,
+  so then it may wait without a limit (``settle_words``) and keep the help code out of its loop.
 
 In both, no wait depends on another program running: room on the GPU for one program suffices.
 
@@ -54,6 +57,20 @@ def ticket(sync_ptr, S):
     # The next ticket's (team or row, chunk): S consecutive tickets share one.
     number = tl.atomic_add(sync_ptr, 1, sem="relaxed")
     return (number // S).to(tl.int32), (number % S).to(tl.int32)
+
+
+@triton.jit
+def team_started(sync_ptr, team, chunk, S, POLLS: tl.constexpr):
+    # Whether all S tickets of the team (those of team * S + chunk, chunk < S) have been taken,
+    # polling the ticket count at most POLLS times (scalar atomics: every warp gets the same
+    # answer). The team's last program knows at once.
+    last = tl.minimum((team + 1) * S, tl.num_programs(0)).to(tl.int64)
+    taken = (team * S + chunk + 1).to(tl.int64)
+    polls = 0
+    while (taken < last) & (polls != POLLS):
+        taken = tl.atomic_add(sync_ptr, 0, sem="relaxed")
+        polls += 1
+    return taken >= last
 
 
 @triton.jit
@@ -239,3 +256,26 @@ def peek_words(sync_ptr, row, S, S_POW2: tl.constexpr):
     slots = sync_ptr + 2 + row * S + tl.where(k < S, k, 0)
     return tl.inline_asm_elementwise("ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l", [slots], dtype=tl.int64,
                                      is_pure=False, pack=1)
+
+
+@triton.jit
+def settle_words(sync_ptr, row, S, words, S_POW2: tl.constexpr):
+    # The row's two statistics from words peeked earlier (peek_words): polls again, in PTX and
+    # without a limit, only while a lane of the warp still has 0. Only where every program of the
+    # row has started (team_started); no help code, so nothing more is live across it.
+    slots, kmask = spin_slots(sync_ptr, row, S, S_POW2)
+    words = tl.inline_asm_elementwise(
+        """{
+        .reg .pred %pw, %pm;
+        mov.b64 $0, $3;
+        setp.eq.s32 %pm, $2, 0;
+        CHECK:
+        setp.ne.s64 %pw, $0, 0;
+        or.pred %pw, %pw, %pm;
+        vote.sync.all.pred %pw, %pw, -1;
+        @%pw bra.uni DONE;
+        ld.relaxed.gpu.global.b64 $0, [$1];
+        bra.uni CHECK;
+        DONE:
+        }""", "=l,l,r,l", [slots, kmask.to(tl.int32), words], dtype=tl.int64, is_pure=False, pack=1)
+    return unpack_words(words, kmask)

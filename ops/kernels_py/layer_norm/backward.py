@@ -53,7 +53,7 @@ import triton
 import triton.language as tl
 
 from ..row_exchange import (HELP_AFTER, HELP_BLOCK, helping_spin_asm, pack_word, peek_words, publish, publish_missing,
-                            spin_slots, ticket, unpack_words, wait)
+                            settle_words, spin_slots, team_started, ticket, unpack_words, wait)
 
 
 @triton.jit
@@ -589,30 +589,26 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
             db_acc += dy
     _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
 
-
-# The team backward with the exchange off the critical path, for 2-byte rows when dx is wanted.
-# In layer_norm_bwd_team_kernel a row's dx waits for the team's words, which takes an L2 round trip
-# or more every row; at 8 warps an SM those waits leave the memory system idle. Here iteration i
-# publishes row i's sums and adds row i to dw/db, then writes dx of row i - 1, whose words every
-# member published an iteration before: they were loaded at the top of the iteration
-# (peek_words) and are polled again only if one is still missing (_team_wait). Row i - 1's dy
-# and x are loaded a second time (the pipeliner copies them with row i's; L2 hits, DRAM traffic
-# unchanged), so no row's values live across a wait: 2048-column chunks fit 128 registers, four
-# 4-warp programs an SM. The protocol, sync and grid are layer_norm_bwd_team_kernel's; every
-# member publishes row i before it waits on row i - 1, so a team never waits on itself. The wait
-# comes before row i - 1's values are read again, so that they are not live in its help path. fp32 rows
-# gain nothing (the shared memory holds 3 programs an SM at most) and keep the other kernel.
-@triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
-def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
-                                   sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
-                                   HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
-                                   BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, STAGES: tl.constexpr,
-                                   INDEX_64: tl.constexpr):
-    team, chunk, cols, col_mask, w, row_begin, row_end = _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team,
-                                                                      HAS_WEIGHT, BLOCK_N, INDEX_64)
+@triton.jit
+def _lag_rows(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, sync_ptr, M, N, S,
+              rows_per_team, stride_dx_row, stride_dy_row, stride_x_row, team, chunk, HAS_WEIGHT: tl.constexpr,
+              COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
+              STAGES: tl.constexpr, HELP: tl.constexpr):
+    # layer_norm_bwd_team_lag_kernel's work for ticket (team, chunk), its dw/db sums stored. HELP
+    # False (every program of the team is running): the wait has no limit and no help code. HELP
+    # True: _team_wait, which helps after HELP_AFTER polls.
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    w = 1.0
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    row_begin = team * rows_per_team
+    row_end = tl.minimum(row_begin + rows_per_team, M)
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
+    # The help loop is not pipelined: its copies ahead would need shared memory of their own.
+    LOOP_STAGES: tl.constexpr = 1 if HELP else STAGES
+    for i in tl.range(row_begin, row_end + 1, num_stages=LOOP_STAGES):
         # Row i (none on the last iteration): its sums published, its dy and xhat added to dw/db.
         row = tl.minimum(i, row_end - 1)
         now = i < row_end
@@ -627,27 +623,40 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
             g = dy * w
         else:
             g = dy
-        sum_gx = tl.sum(g * xhat, axis=0)
-        if now:
-            publish(sync_ptr, row, chunk, S, sum_gx, tl.sum(g, axis=0), True)
+        # Words go in from 0 only: a helper may have published this chunk's already.
+        if HELP:
+            sum_gx = tl.sum(g * xhat, axis=0)  # also what the wait follows
+            if now:
+                publish(sync_ptr, row, chunk, S, sum_gx, tl.sum(g, axis=0), True)
+        else:
+            # The sums inside the branch, as they were before the help path: out of it they
+            # cost spills at 128 registers (Triton 3.6 and its ptxas, sm_90).
+            if now:
+                publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0), True)
         if COMPUTE_DW:
             dw_acc += dy * xhat
         if COMPUTE_DB:
             db_acc += dy
-        # Row i - 1's words before its values are read again, so that they are not live in a help.
-        if STAGES == 1:
-            words = None
-        sums_gx = tl.zeros([S_POW2], dtype=tl.float32)
-        sums_g = tl.zeros([S_POW2], dtype=tl.float32)
-        if after_first:
-            sums_gx, sums_g = _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, prev, N, S, stride_dy_row,
-                                         stride_x_row, words, sum_gx, -1, 0.0, 0.0, HAS_WEIGHT, BLOCK_N, S_POW2,
-                                         STAGES, "peeked")
+        if HELP:
+            # Row i - 1's words before its values are read again, so that they are not live in a help.
+            if STAGES == 1:
+                words = None
+            sums_gx = tl.zeros([S_POW2], dtype=tl.float32)
+            sums_g = tl.zeros([S_POW2], dtype=tl.float32)
+            if after_first:
+                sums_gx, sums_g = _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, prev, N, S,
+                                             stride_dy_row, stride_x_row, words, sum_gx, -1, 0.0, 0.0, HAS_WEIGHT,
+                                             BLOCK_N, S_POW2, STAGES, "peeked")
         prev_mask = col_mask & after_first
         # Read for the second time: L2 may drop them now.
         dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
                                                   stride_dy_row, stride_x_row, "evict_first")
         if after_first:
+            if not HELP:
+                if STAGES > 1:
+                    sums_gx, sums_g = settle_words(sync_ptr, prev, S, words, S_POW2)
+                else:
+                    sums_gx, sums_g, _chunk_mask, _complete = wait(sync_ptr, prev, S, S_POW2, 0)
             c1 = tl.sum(sums_gx, axis=0) / N
             c2 = tl.sum(sums_g, axis=0) / N
             if HAS_WEIGHT:
@@ -657,3 +666,40 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
             dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
             tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
     _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
+
+
+# The team backward with the exchange off the critical path, for 2-byte rows when dx is wanted.
+# In layer_norm_bwd_team_kernel a row's dx waits for the team's words, which takes an L2 round trip
+# or more every row; at 8 warps an SM those waits leave the memory system idle. Here iteration i
+# publishes row i's sums and adds row i to dw/db, then writes dx of row i - 1, whose words every
+# member published an iteration before: they were loaded at the top of the iteration
+# (peek_words) and are polled again only if one is still missing (_team_wait). Row i - 1's dy
+# and x are loaded a second time (the pipeliner copies them with row i's; L2 hits, DRAM traffic
+# unchanged), so no row's values live across a wait: 2048-column chunks fit 128 registers, four
+# 4-warp programs an SM. The protocol, sync and grid are layer_norm_bwd_team_kernel's; every
+# member publishes row i before it waits on row i - 1, so a team never waits on itself. fp32 rows
+# gain nothing (the shared memory holds 3 programs an SM at most) and keep the other kernel.
+# The help path's registers do not fit beside the pipelined loop's at 128 (ptxas spilled 96 bytes,
+# reloaded every row: 0.76-0.79x), so a program first asks whether its whole team is running
+# (team_started): then it runs the pipelined loop with an unbounded wait and no help code
+# (settle_words), otherwise a loop that is not pipelined with _team_wait's help path. The first
+# case is the normal one (all programs resident); a late member of a helped team finds the count
+# complete and runs the fast loop, its waits on running programs only.
+@triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
+def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
+                                   sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
+                                   HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
+                                   BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, STAGES: tl.constexpr,
+                                   INDEX_64: tl.constexpr):
+    team, chunk = ticket(sync_ptr, S)
+    if INDEX_64:
+        team = team.to(tl.int64)
+    # Only these scalars cross the branch: the help loop's registers do not spill the other one's.
+    if team_started(sync_ptr, team, chunk, S, HELP_AFTER):
+        _lag_rows(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, sync_ptr, M, N,
+                  S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row, team, chunk, HAS_WEIGHT, COMPUTE_DW,
+                  COMPUTE_DB, BLOCK_N, S_POW2, STAGES, False)
+    else:
+        _lag_rows(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, sync_ptr, M, N,
+                  S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row, team, chunk, HAS_WEIGHT, COMPUTE_DW,
+                  COMPUTE_DB, BLOCK_N, S_POW2, STAGES, True)
