@@ -86,7 +86,7 @@ class TritonJitFunction {
   // tune it once. A new key on a stream that is being captured into a CUDA graph is not timed:
   // that launch uses the first config the pruning keeps and the key stays untuned until a call
   // outside capture (tune() before the capture makes the graph use the tuned one). Tuning while
-  // another thread captures is safe: it touches only its own stream. Heuristics run in Python once per distinct set of
+  // another thread captures (thread-local or relaxed mode) is safe: it touches only its own stream. Heuristics run in Python once per distinct set of
   // scalar argument values and tensor dtypes (then remembered), and see only tensors' dtypes.
   template <typename GridFn, typename... Args>
   void run(Stream stream, const GridFn& grid, const Args&... args) const {
