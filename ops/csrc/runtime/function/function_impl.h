@@ -93,6 +93,9 @@ struct TritonJitFunction::Impl {
   [[noreturn]] void fail_without_compile(const Specialization& spec, const CompileTarget& target,
                                          const LaunchOptions& options, const std::string& description,
                                          const std::string& why) const;
+  // For an error of a compile or an interpreted run: which non-constexpr parameters got None (an
+  // undefined at::Tensor, std::nullopt), the usual cause when a kernel reads them; empty if none.
+  std::string none_arguments(const Specialization& spec) const;
   // "name(params) from file for target", for logs and errors.
   std::string describe(const Specialization& spec, const CompileTarget& target) const;
 
