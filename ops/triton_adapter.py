@@ -523,7 +523,8 @@ def prune_configs(handle, args):
     (`kernel[grid](a, b, N_CTX=n, FLATTEN=True)`), and prune functions read those from **kwargs.
     So early_config_prune gets every argument both ways: `named_args` and, as far as its signature
     takes them, keyword arguments; perf_model gets them with each config's values."""
-    from triton.runtime.autotuner import Autotuner, AutotunerError
+    from triton.runtime.autotuner import Autotuner
+    AutotunerError = getattr(triton.runtime.autotuner, "AutotunerError", RuntimeError)  # Triton 3.4: none
     tuner = next(layer for layer in _wrappers(_wrapped[handle]) if isinstance(layer, Autotuner))
     nargs = _named_args(handle, args, tensors_as_dtype=False)
     name = _kernels[handle][2].__name__

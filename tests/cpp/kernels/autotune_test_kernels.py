@@ -123,7 +123,7 @@ def _prefer_small_blocks(n, LIMIT, BLOCK):  # named parameters only, no **kwargs
 # that names its parameters keeps the smallest block.
 @triton.autotune(
     configs=[triton.Config({"BLOCK": b}, num_warps=4) for b in (16, 32, 64, 128, 256)],
-    key=["n", "LIMIT", "not_a_parameter"],  # Python Triton ignores a name the caller does not pass
+    key=["n", "LIMIT", "BLOCK"],  # BLOCK is set by the configs: Python Triton leaves it out of the key
     prune_configs_by={"early_config_prune": _keep_blocks_up_to_limit, "perf_model": _prefer_small_blocks,
                       "top_k": 1},
 )
