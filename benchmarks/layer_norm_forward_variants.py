@@ -60,6 +60,7 @@ def parse_args(argv):
     p.add_argument("--stats", action="store_true", help="also store mean/rstd (tjit: layer_norm_forward)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rep-ms", type=float, default=15.0)
+    p.add_argument("--old-kernel", help=f"{OLD_COMMIT}'s ops/kernels_py/layer_norm.py, where git cannot show it")
     p.add_argument("--skip", default="", help="variants not to run, e.g. flaggems,warps_half")
     args = p.parse_args(argv)
     args.skip = {name.strip() for name in args.skip.split(",") if name.strip()}
@@ -92,16 +93,18 @@ def flipped_kernels(tmp):
     return load_package(copy, "_lnf_preload_flip")
 
 
-def old_kernels(tmp):
-    """(module, None) of a6daa4a's ops/kernels_py/layer_norm.py, or (None, why not)."""
-    try:
-        source = subprocess.run(["git", "show", f"{OLD_COMMIT}:ops/kernels_py/layer_norm.py"], cwd=ROOT, check=True,
-                                capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        return None, f"git show {OLD_COMMIT} failed: {getattr(exc, 'stderr', '') or exc}".strip()[:300]
-    path = os.path.join(tmp, f"layer_norm_{OLD_COMMIT}.py")
-    with open(path, "w") as f:
-        f.write(source)
+def old_kernels(tmp, path=None):
+    """(module, None) of a6daa4a's ops/kernels_py/layer_norm.py (from git unless `path`), or (None, why not)."""
+    if path is None:
+        try:
+            source = subprocess.run(["git", "show", f"{OLD_COMMIT}:ops/kernels_py/layer_norm.py"], cwd=ROOT,
+                                    check=True, capture_output=True, text=True).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            why = (getattr(exc, "stderr", "") or str(exc)).strip().splitlines()
+            return None, f"git show {OLD_COMMIT} failed ({why[0] if why else ''}); pass --old-kernel"[:300]
+        path = os.path.join(tmp, f"layer_norm_{OLD_COMMIT}.py")
+        with open(path, "w") as f:
+            f.write(source)
     spec = importlib.util.spec_from_file_location(f"_lnf_{OLD_COMMIT}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -185,7 +188,7 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="lnf-variants-")
     try:
         modules = {"main": tw.layer_norm_k, "preload_flip": flipped_kernels(tmp)}
-        modules[OLD_COMMIT], old_note = old_kernels(tmp)
+        modules[OLD_COMMIT], old_note = old_kernels(tmp, args.old_kernel)
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
         open_gate = dict(facts, memory_gbps=10**6)
