@@ -12,8 +12,8 @@ its rounds. GB/s = (2*M*N + 2*N) * element size / time, as bandwidth.py counts i
     preload_flip  main's plan, layer_norm_fwd_kernel with its PRELOAD constexpr negated (a temporary
                   copy of ops/kernels_py with that one line replaced); one-program-a-row plans only
     warps_half, warps_double   main's plan at half / twice its num_warps
-    gate_flip     main's plan asked with the persistent forward's bandwidth gate the other way
-                  (memory_gbps 0 or 10**6): only where that changes the plan
+    gate_shut, gate_open   main's plan asked with the persistent forward's bandwidth gate shut
+                  (memory_gbps 0: an H100's plan) or open (10**6: an H200's); one is main's plan
     a6daa4a       the kernel file of commit a6daa4a (git show, read at run time) launched with that
                   commit's plan, which is main's plan with the gate always open (its other rules for
                   these shapes are main's)
@@ -142,15 +142,24 @@ def planned(plans, tw, module, facts, x, w, b, y, mean, rstd, eps, num_warps=Non
         launch["grid"] = again["launches"][0]["grid"]
         launch["resident_programs_per_sm"] = per_sm
     grid, options = tuple(launch["grid"]), tw._options(launch)
+    if x.is_cuda:
+        # The limiter's evidence: the binary's registers, spills and programs an SM holds.
+        compiled = kernel.warmup(*args, grid=(1, ), **launch["constexprs"], **options)
+        compiled._init_handles()
+        tw._RESIDENT_PER_SM.clear()
+        launch.update(n_regs=compiled.n_regs, n_spills=compiled.n_spills,
+                      resident_programs_per_sm=tw._resident_per_sm(kernel, args, options, **launch["constexprs"]))
     return launch, lambda: kernel[grid](*args, **launch["constexprs"], **options)
 
 
 def describe(launch, source):
     c = {k: v for k, v in launch["constexprs"].items() if k not in ("HAS_WEIGHT", "HAS_BIAS", "INDEX_64")}
-    extra = f" r{launch['maxnreg']}" if launch.get("maxnreg") else ""
+    extra = f" maxnreg {launch['maxnreg']}" if launch.get("maxnreg") else ""
+    if "n_regs" in launch:
+        extra += f" ({launch['n_regs']} regs, {launch['n_spills']} spills, {launch['resident_programs_per_sm']}/SM)"
     blocks = " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in c.items())
-    return (f"{launch['kernel'].replace('layer_norm_fwd_', '')} grid {launch['grid'][0]} w{launch['num_warps']}{extra} "
-            f"{blocks} PRELOAD={int(preload(launch, source))}")
+    return (f"{launch['kernel'].replace('layer_norm_fwd_', '')} grid {launch['grid'][0]} w{launch['num_warps']} "
+            f"{blocks} PRELOAD={int(preload(launch, source))}{extra}")
 
 
 def shapes_of(args, llm_rows):
@@ -226,8 +235,8 @@ def main(argv=None):
                 if 1 <= warps <= 32:
                     variants[name] = (*planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps, warps),
                                       True)
-            flip = shut_gate if facts["memory_gbps"] >= 30 * facts["multiprocessors"] else open_gate
-            variants["gate_flip"] = (*planned(plans, tw, modules["main"], flip, x, w, b, y, mean, rstd, eps), True)
+            for name, gate in (("gate_shut", shut_gate), ("gate_open", open_gate)):
+                variants[name] = (*planned(plans, tw, modules["main"], gate, x, w, b, y, mean, rstd, eps), True)
             if modules[OLD_COMMIT] is not None:
                 variants[OLD_COMMIT] = (*planned(plans, tw, modules[OLD_COMMIT], open_gate, x, w, b, y, mean, rstd,
                                                  eps), True)
@@ -267,8 +276,12 @@ def main(argv=None):
             for _ in range(args.rounds):
                 for name, (_, fn, _) in variants.items():
                     if "ms" in rows[name]:
-                        rows[name]["ms"].append(timer(fn))
-            if device == "cuda" and "ms" in rows["copy"]:
+                        try:
+                            rows[name]["ms"].append(timer(fn))
+                        except Exception as exc:  # noqa: BLE001
+                            rows[name]["error"] = bandwidth._first_error_line(exc)
+                            del rows[name]["ms"]
+            if device == "cuda" and "ms" in rows.get("copy", {}):
                 import triton.testing
                 rows["copy"]["ms"].append(triton.testing.do_bench(variants["copy"][1], rep=args.rep_ms,
                                                                   return_mode="median"))

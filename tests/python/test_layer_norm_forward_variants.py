@@ -20,7 +20,7 @@ def test_smoke(tmp_path):
     assert [(r["dtype"], r["cols"]) for r in results] == [("bfloat16", 2048), ("bfloat16", 4608), ("float32", 5120)]
     for r in results:
         variants = {v["variant"]: v for v in r["variants"]}
-        assert {"tjit", "main", "warps_half", "warps_double", "gate_flip", "copy"} <= set(variants), r
+        assert {"tjit", "main", "warps_half", "warps_double", "gate_shut", "gate_open", "copy"} <= set(variants), r
         for name, v in variants.items():
             if name != "copy" and "same_as" not in v:
                 assert v["ok"] and v["rel_err"] < 0.05, (r["cols"], name, v)
