@@ -20,7 +20,8 @@ its rounds. GB/s = (2*M*N + 2*N) * element size / time, as bandwidth.py counts i
     flaggems      flag_gems.ops.layer_norm (also stores mean/rstd), where installed (CUDA)
     copy          y.copy_(x): the better of a graph replay and a plain timing, as bandwidth.py
 
-A variant whose launch repeats an earlier one of the same kernel source is not timed again.
+A variant whose launch repeats an earlier one of the same kernel source is not timed again. On CUDA
+each Python launch also shows its binary's registers, spills and programs an SM holds (occupancy).
 
     python3 benchmarks/layer_norm_forward_variants.py --out lnf.json          # GPU, ~8 shapes
     python3 benchmarks/layer_norm_forward_variants.py --all --out lnf.json    # 12 shapes
@@ -254,7 +255,8 @@ def main(argv=None):
             rows = {}
             seen = {}
             for name, (launch, fn, writes_y) in variants.items():
-                row = {"variant": name, "launch": describe(launch, name) if launch else None}
+                row = {"variant": name, "launch": describe(launch, name) if launch else None,
+                       "preload": preload(launch, name) if launch else None, "plan_launch": launch}
                 key = (name if name in (OLD_COMMIT, "preload_flip") else "main", json.dumps(launch, sort_keys=True))
                 if launch is not None and key in seen:
                     row["same_as"] = seen[key]
