@@ -50,19 +50,9 @@ def results(tmp_path_factory):
     return get
 
 
-# Seen on torch 2.11 (the GPU machine's, gloo on CPU), passing on 2.13: its DTensor cannot flatten
-# the attention's sharded head dim in the test block's matmul (aten._unsafe_view), and add_rms_norm's
-# input gradient came back Replicate instead of Shard(1). Known failures there, open in issue 47.
-OLDER_TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
-KNOWN_OLDER_TORCH_FAILURES = {"operator_rms_norm", "tensor_and_sequence_parallel", "tensor_parallel_compiled"}
-
-
 @pytest.mark.parametrize("device", DEVICE_KINDS)
 @pytest.mark.parametrize("name", list(distributed_checks.CHECKS))
-def test_two_processes(results, device, name, request):
-    if OLDER_TORCH and name in KNOWN_OLDER_TORCH_FAILURES:
-        request.applymarker(pytest.mark.xfail(strict=False, reason=f"known failure on torch {torch.__version__} "
-                                              "(DTensor differences; see KNOWN_OLDER_TORCH_FAILURES), issue 47"))
+def test_two_processes(results, device, name):
     for rank, checks in enumerate(results(device)):
         result = checks.get(name)
         assert result is not None, f"rank {rank} did not run {name}"
