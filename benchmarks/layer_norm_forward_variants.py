@@ -9,8 +9,8 @@ its rounds. GB/s = (2*M*N + 2*N) * element size / time, as bandwidth.py counts i
     tjit          torch.ops.tjit.layer_norm as built (--stats: layer_norm_forward)
     main          main's plan (tjit.plans with this device's facts) launched from Python with the
                   committed kernels (triton_wrappers' launch of it)
-    preload_flip  main's plan, layer_norm_fwd_kernel with its PRELOAD constexpr negated (a temporary
-                  copy of ops/kernels_py with that one line replaced); one-program-a-row plans only
+    preload_flip  main's plan with layer_norm_fwd_kernel's PRELOAD constexpr negated; one-program-a-row
+                  plans only
     warps_half, warps_double   main's plan at half / twice its num_warps
     gate_shut, gate_open   main's plan asked with the persistent forward's bandwidth gate shut
                   (memory_gbps 0: an H100's plan) or open (10**6: an H200's); one is main's plan
@@ -44,7 +44,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 KERNELS = os.path.join(ROOT, "ops", "kernels_py")
 OLD_COMMIT = "a6daa4a"
-PRELOAD_LINE = "PRELOAD: tl.constexpr = (BLOCK_TAIL == 0) and (BLOCK_N <= 8192)"
 # The issue's regressed shapes plus the two persistent bf16 ones; --all: both dtypes at every size.
 DEFAULT_SHAPES = [("bfloat16", 2048), ("bfloat16", 4096), ("bfloat16", 5120), ("bfloat16", 8192),
                   ("bfloat16", 12288), ("float32", 2048), ("float32", 4096), ("float32", 5120)]
@@ -80,20 +79,6 @@ def load_package(src_dir, name):
     return importlib.import_module(f"{name}.layer_norm.forward")
 
 
-def flipped_kernels(tmp):
-    """layer_norm.forward with PRELOAD negated, from a copy of ops/kernels_py under tmp."""
-    copy = os.path.join(tmp, "kernels_preload_flip")
-    shutil.copytree(KERNELS, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    path = os.path.join(copy, "layer_norm", "forward.py")
-    with open(path) as f:
-        text = f.read()
-    if text.count(PRELOAD_LINE) != 1:
-        raise RuntimeError(f"{path}: expected the line {PRELOAD_LINE!r} once; update PRELOAD_LINE")
-    with open(path, "w") as f:
-        f.write(text.replace(PRELOAD_LINE, "PRELOAD: tl.constexpr = not ((BLOCK_TAIL == 0) and (BLOCK_N <= 8192))"))
-    return load_package(copy, "_lnf_preload_flip")
-
-
 def old_kernels(tmp, path=None):
     """(module, None) of a6daa4a's ops/kernels_py/layer_norm.py (from git unless `path`), or (None, why not)."""
     if path is None:
@@ -118,11 +103,10 @@ def preload(launch, source):
     c = launch["constexprs"]
     if source == OLD_COMMIT or launch["kernel"] != "layer_norm_fwd_kernel" or not c.get("SINGLE_PASS"):
         return False
-    rule = c["BLOCK_TAIL"] == 0 and c["BLOCK_N"] <= 8192
-    return (not rule) if source == "preload_flip" else rule
+    return bool(c["PRELOAD"])
 
 
-def planned(plans, tw, module, facts, x, w, b, y, mean, rstd, eps, num_warps=None):
+def planned(plans, tw, module, facts, x, w, b, y, mean, rstd, eps, num_warps=None, flip_preload=False):
     """(launch, zero-argument callable) of tjit's layer_norm_forward plan for `facts`, its kernel taken
     from `module`, num_warps overridden when given (the persistent grid then from that binary's
     occupancy)."""
@@ -134,6 +118,11 @@ def planned(plans, tw, module, facts, x, w, b, y, mean, rstd, eps, num_warps=Non
         raise ValueError(f"{m}x{n}: the long-row plan is not covered")
     if num_warps is not None:
         launch["num_warps"] = num_warps
+    launch["constexprs"] = dict(launch["constexprs"])
+    if flip_preload:
+        launch["constexprs"]["PRELOAD"] = not launch["constexprs"]["PRELOAD"]
+    if module.__name__.startswith(f"_lnf_{OLD_COMMIT}"):
+        launch["constexprs"].pop("PRELOAD", None)  # its kernel decides for itself
     kernel = getattr(module, launch["kernel"])
     args = (y, x, w, b, mean, rstd, m, n, x.stride(0), y.stride(0), eps)
     if plan["needs_occupancy"]:
@@ -197,7 +186,7 @@ def main(argv=None):
     started = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="lnf-variants-")
     try:
-        modules = {"main": tw.layer_norm_k, "preload_flip": flipped_kernels(tmp)}
+        modules = {"main": tw.layer_norm_k}
         modules[OLD_COMMIT], old_note = old_kernels(tmp, args.old_kernel)
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
@@ -230,8 +219,8 @@ def main(argv=None):
             base, fn = planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps)
             variants["main"] = (base, fn, True)
             if base["kernel"] == "layer_norm_fwd_kernel" and base["constexprs"].get("SINGLE_PASS"):
-                variants["preload_flip"] = (*planned(plans, tw, modules["preload_flip"], facts, x, w, b, y, mean, rstd,
-                                                     eps), True)
+                variants["preload_flip"] = (*planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps,
+                                                     flip_preload=True), True)
             for name, warps in (("warps_half", base["num_warps"] // 2), ("warps_double", base["num_warps"] * 2)):
                 if 1 <= warps <= 32:
                     variants[name] = (*planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps, warps),
