@@ -405,7 +405,7 @@ TEST_P(ConformanceCorpus, FlagGemsMoeSumAutotuned) {
     const at::Tensor input = at::randn({tokens, topk, hidden}, options(dtype));
     at::Tensor out[2] = {at::full({tokens, hidden}, std::numeric_limits<float>::quiet_NaN(), options(dtype)),
                          at::full({tokens, hidden}, std::numeric_limits<float>::quiet_NaN(), options(dtype))};
-    TJIT_ON_CPU_COMPILE_THEN_SKIP("an early return under a tensor condition", fn, LaunchOptions{2}, input, out[0], tokens,
+    TJIT_ON_CPU_COMPILE_THEN_SKIP("range() over an integer argument", fn, LaunchOptions{2}, input, out[0], tokens,
                                   topk, hidden, input.stride(0), input.stride(1), input.stride(2), out[0].stride(0),
                                   out[0].stride(1), int64_t{128});
     const auto grid = [&](const KernelMeta& meta) {
@@ -485,7 +485,7 @@ TEST_P(ConformanceCorpus, FlagGemsTopkGatingSoftmax) {
         sources[side] = at::full({tokens, k}, -1, options(at::kInt));
       }
       const Grid grid((tokens + block_rows - 1) / block_rows);
-      TJIT_ON_CPU_COMPILE_THEN_SKIP("range() over a tensor argument", fn, LaunchOptions{4}, gating, std::nullopt,
+      TJIT_ON_CPU_COMPILE_THEN_SKIP("range() over an integer argument", fn, LaunchOptions{4}, gating, std::nullopt,
                                     weights[0], indices[0], sources[0], tokens, k, experts, 0, experts, renormalize,
                                     index_dtype, block_rows, block_experts);
       fn(stream_of(gating), grid, LaunchOptions{4}, gating, std::nullopt, weights[0], indices[0], sources[0], tokens,
@@ -636,6 +636,39 @@ TEST_F(ConformanceCorpusGpu, FlagGemsLibentryRmsNorm) {
     const at::Tensor expected = xf * at::rsqrt(at::mean(xf * xf, {1}, true) + eps) * w.to(at::kFloat);
     EXPECT_TRUE(at::allclose(y[0].to(at::kFloat), expected, 2e-2, 2e-2));
   }
+}
+
+// flag_gems.ops.rms_norm's long-row kernel: @libentry() over @triton.autotune (FlagGems' tuned
+// configs, key N), launched as `rms_norm_loop_kernel[M,](y, inv_rms, x, weight, N, eps)`: run().
+TEST_F(ConformanceCorpusGpu, FlagGemsLibentryAutotunedRmsNormLoop) {
+  TJIT_PEER_OR_SKIP(path, "flag_gems", "TJIT_CORPUS_FLAG_GEMS", "ops/rms_norm.py");
+  auto& fn = TritonJitFunction::get_instance(path, "rms_norm_loop_kernel");
+  const int64_t M = 33, N = 5000;
+  const double eps = 1e-5;
+  const at::Tensor x = at::randn({M, N}, options(at::kHalf));
+  const at::Tensor w = at::randn({N}, options(at::kHalf));
+  at::Tensor y[2] = {poison_like(x), poison_like(x)};
+  at::Tensor inv[2] = {at::full({M}, std::numeric_limits<float>::quiet_NaN(), options(at::kFloat)),
+                       at::full({M}, std::numeric_limits<float>::quiet_NaN(), options(at::kFloat))};
+  TJIT_KNOWN_GAP(fn.run(stream_of(x), Grid(M), y[0], inv[0], x, w, N, eps), "LibEntry",
+                 "FlagGems' @libentry() wrapper: run() takes @triton.autotune and @triton.heuristics layers only");
+  synchronize(x);
+  const std::optional<tjit::KernelConfig> chosen = fn.chosen_config(y[0], inv[0], x, w, N, eps);
+  ASSERT_TRUE(chosen.has_value());
+  {
+    py::gil_scoped_acquire gil;
+    PythonCall call{path, "rms_norm_loop_kernel", py::make_tuple(M)};
+    for (py::object v : {shared(y[1]), shared(inv[1]), shared(x), shared(w), py::cast(N), py::cast(eps)}) {
+      call.args.append(v);
+    }
+    call.config = config_index(fn, *chosen);
+    launch_in_python(call, false);
+  }
+  EXPECT_TRUE(at::equal(y[0], y[1]));
+  EXPECT_TRUE(at::equal(inv[0], inv[1]));
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor expected = xf * at::rsqrt(at::mean(xf * xf, {1}, true) + eps) * w.to(at::kFloat);
+  EXPECT_TRUE(at::allclose(y[0].to(at::kFloat), expected, 2e-2, 2e-2));
 }
 
 // The attention forward as the tutorial runs it: host descriptors made with a placeholder block
