@@ -141,9 +141,9 @@ def matmul_descriptor_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: t
         for k in range(tl.cdiv(K, BLOCK_K)):
             acc = tl.dot(a_desc.load([off_m, k * BLOCK_K]), b_desc.load([off_n, k * BLOCK_K]).T, acc)
         if EPILOGUE_SUBTILE:
-            halves = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
-            c_desc.store([off_m, off_n], halves[0].to(tl.float16))
-            c_desc.store([off_m, off_n + BLOCK_N // 2], halves[1].to(tl.float16))
+            acc0, acc1 = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+            c_desc.store([off_m, off_n], acc0.to(tl.float16))
+            c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(tl.float16))
         else:
             c_desc.store([off_m, off_n], acc.to(tl.float16))
 
