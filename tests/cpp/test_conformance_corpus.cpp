@@ -4,7 +4,8 @@
 //
 // - Peers' kernels, loaded by path from the installed packages at test time (never copied here):
 //   Liger-Kernel (rms_norm, layer_norm, swiglu forward) and FlagGems (an autotuned MoE sum, the
-//   repetition penalty, the top-k gating softmax; and an @libentry() kernel). The file is found
+//   repetition penalty, the top-k gating softmax; @libentry() kernels, one of them autotuned, one
+//   importing its package's helpers by relative import). The file is found
 //   through $TJIT_CORPUS_<PACKAGE> (the package's folder) or importlib in the embedded Python,
 //   without importing the package; a test whose package is not installed skips, saying so.
 // - Kernels modelled on Triton's tutorials (kernels/corpus_kernels.py): config pre_hooks shaping
@@ -28,12 +29,14 @@
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/pow.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/rand.h>
@@ -51,6 +54,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <initializer_list>
@@ -644,6 +648,36 @@ TEST_F(ConformanceCorpusGpu, FlagGemsLibentryRmsNorm) {
     const at::Tensor expected = xf * at::rsqrt(at::mean(xf * xf, {1}, true) + eps) * w.to(at::kFloat);
     EXPECT_TRUE(at::allclose(y[0].to(at::kFloat), expected, 2e-2, 2e-2));
   }
+}
+
+// flag_gems.ops.logspace: a kernel file whose module imports its package's helpers by relative
+// import (`from ..utils import libentry`), under @libentry(), with a float constexpr (log2_base).
+TEST_F(ConformanceCorpusGpu, FlagGemsRelativeImportsLogspace) {
+  if (!gpu()) GTEST_SKIP() << "needs a GPU: flag_gems.ops.logspace imports flag_gems, which refuses to load without one";
+  TJIT_PEER_OR_SKIP(path, "flag_gems", "TJIT_CORPUS_FLAG_GEMS", "ops/logspace.py");
+  auto& fn = TritonJitFunction::get_instance(path, "logspace_kernel");
+  const double start = -2.0, end = 3.0, log2_base = std::log2(10.0);
+  const int64_t steps = 1000, block = 256;
+  const double step_size = (end - start) / static_cast<double>(steps - 1);
+  at::Tensor out[2] = {at::full({steps}, std::numeric_limits<float>::quiet_NaN(), options(at::kFloat)),
+                       at::full({steps}, std::numeric_limits<float>::quiet_NaN(), options(at::kFloat))};
+  const Grid grid((steps + block - 1) / block);
+  fn(stream_of(out[0]), grid, LaunchOptions{}, out[0], out[0].stride(0), start, step_size, steps, log2_base, block);
+  synchronize(out[0]);
+  {
+    py::gil_scoped_acquire gil;
+    PythonCall call{path, "logspace_kernel", py::make_tuple(grid.x)};
+    for (py::object v : {shared(out[1]), py::cast(out[1].stride(0)), py::cast(start), py::cast(step_size),
+                         py::cast(steps)}) {
+      call.args.append(v);
+    }
+    call.kwargs["log2_base"] = log2_base;
+    call.kwargs["BLOCK_SIZE"] = block;
+    launch_in_python(call, false);
+  }
+  EXPECT_TRUE(at::equal(out[0], out[1]));
+  const at::Tensor exponents = at::arange(steps, options(at::kDouble)) * step_size + start;
+  EXPECT_TRUE(at::allclose(out[0].to(at::kDouble), at::pow(10.0, exponents), 1e-4, 0.0));
 }
 
 // flag_gems.ops.rms_norm's long-row kernel: @libentry() over @triton.autotune (FlagGems' tuned
