@@ -30,6 +30,13 @@
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/masked_select.h>
+#include <ATen/ops/one_hot.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/core/Reduction.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
@@ -60,6 +67,7 @@
 #include <limits>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -402,6 +410,131 @@ TEST_P(ConformanceCorpus, LigerSwigluForward) {
     const at::Tensor expected = (af * at::sigmoid(af)).to(dtype).to(at::kFloat) * b.to(at::kFloat);
     const double tol = dtype == at::kFloat ? 1e-5 : 2e-2;
     EXPECT_TRUE(at::allclose(c[0].to(at::kFloat), expected, tol, tol));
+  }
+}
+
+// liger_kernel.ops.cross_entropy.cross_entropy_forward's launch: 28 arguments by keyword, None for
+// the pointers a call does not use and for softcap (a runtime parameter), float and string
+// constexprs (label_smoothing, reduction), the gradient written over the logits in place.
+TEST_P(ConformanceCorpus, LigerCrossEntropyForward) {
+  TJIT_PEER_OR_SKIP(path, "liger_kernel", "TJIT_CORPUS_LIGER_KERNEL", "ops/cross_entropy.py");
+  auto& fn = TritonJitFunction::get_instance(path, "liger_cross_entropy_kernel");
+  struct Case {
+    const char* reduction;
+    bool weighted;
+    std::optional<double> softcap;
+    double label_smoothing, lse_square_scale;
+    bool z_loss, accuracy, predicted, gradients;
+    at::ScalarType dtype;
+  };
+  const Case cases[] = {
+      {"mean", false, std::nullopt, 0.0, 0.0, false, false, false, true, at::kFloat},
+      {"sum", true, 30.0, 0.1, 1e-4, true, true, true, true, at::kFloat},
+      {"mean", false, std::nullopt, 0.0, 0.0, true, false, true, true, at::kBFloat16},
+      {"none", true, std::nullopt, 0.05, 0.0, false, true, false, false, at::kFloat},
+  };
+  const int64_t n_rows = rows(), V = 5000, ignore_index = -100;
+  int64_t block = 1;
+  while (block < V) block *= 2;  // min(32768, next_power_of_2(V)) on CUDA
+  const int warps = 32;          // cross_entropy_forward's num_warps below Blackwell
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.reduction) + (c.weighted ? " weighted" : "") + (c.softcap ? " softcap" : "") + " " +
+                 describe(GetParam(), c.dtype));
+    const at::Tensor x = at::randn({n_rows, V}, options(c.dtype));
+    at::Tensor target = at::randint(V, {n_rows}, options(at::kLong));
+    target.index_put_({0}, ignore_index);
+    const at::Tensor weight = at::rand({V}, options(at::kFloat)) + 0.5;
+    const at::Tensor kept = target != ignore_index;
+    const int64_t n_non_ignore = kept.sum().item<int64_t>();
+    at::Tensor logits[2] = {x.clone(), x.clone()}, loss[2], z[2], accuracy[2], predicted[2];
+    for (int side = 0; side < 2; ++side) {
+      loss[side] = at::zeros({n_rows}, options(c.dtype));
+      if (c.z_loss) z[side] = at::zeros({n_rows}, options(c.dtype));
+      if (c.accuracy) accuracy[side] = at::zeros({n_rows}, options(at::kFloat));
+      if (c.predicted) predicted[side] = at::full({n_rows}, -1, options(at::kLong));
+    }
+    const std::optional<at::Tensor> w = c.weighted ? std::optional<at::Tensor>(weight) : std::nullopt;
+    // As the wrapper computes them: an int without a weight, floats with one.
+    const double sum_weight = c.weighted ? at::gather(weight, 0, target.masked_select(kept)).sum().item<double>() : 0.0;
+    const double weight_sum = c.weighted ? weight.sum().item<double>() : 0.0;
+    const auto launch_mine = [&](auto sum_non_ignore_weight) {
+      const auto optional = [](const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; };
+      TJIT_ON_CPU_COMPILE_THEN_SKIP("range() over an integer argument", fn, LaunchOptions{warps}, logits[0],
+                                    logits[0].stride(-2), target, target.stride(-1), w, loss[0], optional(z[0]),
+                                    loss[0].stride(-1), optional(accuracy[0]), c.accuracy ? 1 : 0,
+                                    optional(predicted[0]), c.predicted ? 1 : 0, V, n_non_ignore,
+                                    sum_non_ignore_weight, weight_sum, ignore_index, c.lse_square_scale,
+                                    c.label_smoothing, std::string_view(c.reduction), c.softcap, c.z_loss, c.accuracy, c.predicted,
+                                    block, c.weighted, c.softcap.has_value(), c.gradients);
+      fn(stream_of(x), Grid(n_rows), LaunchOptions{warps}, logits[0], logits[0].stride(-2), target, target.stride(-1),
+         w, loss[0], optional(z[0]), loss[0].stride(-1), optional(accuracy[0]), c.accuracy ? 1 : 0,
+         optional(predicted[0]), c.predicted ? 1 : 0, V, n_non_ignore, sum_non_ignore_weight, weight_sum,
+         ignore_index, c.lse_square_scale, c.label_smoothing, std::string_view(c.reduction), c.softcap, c.z_loss, c.accuracy,
+         c.predicted, block, c.weighted, c.softcap.has_value(), c.gradients);
+    };
+    if (c.weighted) {
+      launch_mine(sum_weight);
+    } else {
+      launch_mine(n_non_ignore);
+    }
+    if (on_cpu()) return;  // the lambda's skip returned from the lambda only
+    synchronize(x);
+    {
+      py::gil_scoped_acquire gil;
+      PythonCall call{path, "liger_cross_entropy_kernel", py::make_tuple(n_rows)};
+      const auto shared_or_none = [](const at::Tensor& t) { return t.defined() ? shared(t) : py::object(py::none()); };
+      py::dict& k = call.kwargs;
+      k["X_ptr"] = shared(logits[1]);
+      k["X_stride"] = logits[1].stride(-2);
+      k["Y_ptr"] = shared(target);
+      k["Y_stride"] = target.stride(-1);
+      k["weight_ptr"] = c.weighted ? shared(weight) : py::object(py::none());
+      k["loss_ptr"] = shared(loss[1]);
+      k["z_loss_ptr"] = shared_or_none(z[1]);
+      k["loss_stride"] = loss[1].stride(-1);
+      k["token_accuracy_ptr"] = shared_or_none(accuracy[1]);
+      k["token_accuracy_stride"] = c.accuracy ? 1 : 0;
+      k["predicted_tokens_ptr"] = shared_or_none(predicted[1]);
+      k["predicted_tokens_stride"] = c.predicted ? 1 : 0;
+      k["n_cols"] = V;
+      k["n_non_ignore"] = n_non_ignore;
+      k["sum_non_ignore_weight"] = c.weighted ? py::object(py::float_(sum_weight)) : py::object(py::int_(n_non_ignore));
+      k["ignore_index"] = ignore_index;
+      k["weight_sum"] = weight_sum;
+      k["lse_square_scale"] = c.lse_square_scale;
+      k["label_smoothing"] = c.label_smoothing;
+      k["reduction"] = c.reduction;
+      k["softcap"] = c.softcap ? py::object(py::float_(*c.softcap)) : py::object(py::none());
+      k["RETURN_Z_LOSS"] = c.z_loss;
+      k["RETURN_TOKEN_ACCURACY"] = c.accuracy;
+      k["RETURN_PREDICTED_TOKENS"] = c.predicted;
+      k["BLOCK_SIZE"] = block;
+      k["HAS_WEIGHT"] = c.weighted;
+      k["HAS_SOFTCAPPING"] = c.softcap.has_value();
+      k["HAS_GRADIENTS"] = c.gradients;
+      k["num_warps"] = warps;
+      launch_in_python(call, false);
+    }
+    EXPECT_TRUE(at::equal(logits[0], logits[1]));
+    EXPECT_TRUE(at::equal(loss[0], loss[1]));
+    if (c.z_loss) EXPECT_TRUE(at::equal(z[0], z[1]));
+    if (c.accuracy) EXPECT_TRUE(at::equal(accuracy[0], accuracy[1]));
+    if (c.predicted) {
+      EXPECT_TRUE(at::equal(predicted[0], predicted[1]));
+      if (c.dtype == at::kFloat) {  // bfloat16 logits tie often, and ties may break either way
+        EXPECT_TRUE(at::equal(predicted[0].masked_select(kept), x.argmax(-1).masked_select(kept)));
+      }
+    }
+    if (!c.weighted && !c.softcap && c.label_smoothing == 0.0 && c.dtype == at::kFloat) {
+      // Plain mean cross entropy: the loss and its gradient, which the kernel left in the logits.
+      const at::Tensor xf = x.to(at::kFloat);
+      const at::Tensor expected = at::cross_entropy_loss(xf, target, {}, at::Reduction::Mean, ignore_index);
+      EXPECT_TRUE(at::allclose(loss[0].sum(), expected, 1e-4, 1e-4));
+      const at::Tensor onehot = at::one_hot(target.clamp_min(0), V).to(at::kFloat);
+      const at::Tensor grad = (at::softmax(xf, -1) - onehot) / static_cast<double>(n_non_ignore) *
+                              kept.unsqueeze(1).to(at::kFloat);
+      EXPECT_TRUE(at::allclose(logits[0], grad, 1e-4, 1e-6));
+    }
   }
 }
 
