@@ -444,15 +444,177 @@ TEST_P(Autotune, RunWithTheWrongArgumentsSaysWhatItTakes) {
   EXPECT_NE(meta_message.find("META[\"BLOKC\"]"), std::string::npos) << meta_message;
 }
 
-TEST_P(Autotune, PythonHooksAreRefusedByRunButOperatorStillWorks) {
+// A config pre_hook that works on a tensor cannot be recorded: run() says so and names the remedy;
+// operator() with every argument still works; a hook supplied in C++ makes run() work, called
+// before the launch.
+TEST_P(Autotune, UnrecordablePreHookIsRefusedUntilSuppliedInCpp) {
   auto& fn = kernel("hooked_kernel");
   const at::Tensor x = at::randn({100}, options());
   at::Tensor out = poisoned_like(x);
   const std::string message = error_message([&] { fn.run(stream_of(x), Grid(2), x, out, int64_t{100}); });
-  EXPECT_NE(message.find("pre_hook"), std::string::npos) << message;
+  for (const char* part : {"hooked_kernel", "_hook is not descriptor-only", "reads an attribute of out",
+                           "set_config_pre_hook"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
   fn(stream_of(x), Grid(2), tjit::LaunchOptions{}, x, out, 100, 64);
   synchronize(out);
   EXPECT_TRUE(at::equal(out, x));
+
+  int calls = 0;
+  fn.set_config_pre_hook([&](tjit::ConfigHookArgs& args) {
+    ++calls;
+    EXPECT_EQ(args.config_index(), 0);
+    EXPECT_EQ(args.meta()["BLOCK"], 64);
+    EXPECT_EQ(args.meta()["n"], 100);
+    EXPECT_FALSE(args.timing());  // one config: nothing is timed
+    at::Tensor o = args.tensor("out");
+    o.zero_();  // what the Python hook does
+    EXPECT_NE(error_message([&] { args.tensor("n"); }).find("'n'"), std::string::npos);
+  });
+  out = poisoned_like(x);
+  fn.run(stream_of(x), Grid(2), x, out, int64_t{100});
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, x));
+  EXPECT_EQ(calls, 1);
+  fn.set_config_pre_hook(nullptr);
+  EXPECT_NE(error_message([&] { fn.run(stream_of(x), Grid(2), x, out, int64_t{100}); }).find("not descriptor-only"),
+            std::string::npos);
+}
+
+// The body of a decision record of the test's store whose key starts with `kind` ("autotune choice",
+// "descriptor hook"), one per record.
+std::vector<std::string> decision_records(const std::string& folder, const std::string& kind) {
+  std::vector<std::string> found;
+  const std::string listing = folder + "/listing.txt";
+  std::system(("find '" + folder + "' -name 'decision-*.tjd' > '" + listing + "'").c_str());
+  std::FILE* names = std::fopen(listing.c_str(), "r");
+  char name[4096];
+  while (names != nullptr && std::fgets(name, sizeof(name), names) != nullptr) {
+    std::string path(name);
+    path.erase(path.find_last_not_of("\n") + 1);
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    std::string bytes;
+    char buffer[4096];
+    for (size_t n; f != nullptr && (n = std::fread(buffer, 1, sizeof(buffer), f)) > 0;) {
+      bytes.append(buffer, n);
+    }
+    if (f != nullptr) std::fclose(f);
+    if (bytes.find("tjit " + kind + " v1") != std::string::npos) {
+      found.push_back(bytes);
+    }
+  }
+  if (names != nullptr) std::fclose(names);
+  return found;
+}
+
+// A config pre_hook on host descriptors (Triton's TMA matmul tutorials): each config's hook sets the
+// descriptors' block shapes from the config and a caller constexpr. The caller's descriptors have
+// 8x8 blocks, with which the kernel cannot even compile; tuning at the first call runs both configs
+// (every timing finite), and the result matches aten.
+TEST_P(Autotune, DescriptorPreHooksSetTheBlockShapes) {
+  FreshStore store("descriptor-hook");
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  EXPECT_EQ(fn.caller_parameters(),
+            (std::vector<std::string>{"a_desc", "b_desc", "c_desc", "M", "N", "K", "SPLIT_STORE"}));
+  const auto half = options().dtype(at::kHalf);
+  // Four tuning keys (M; SPLIT_STORE is not in the key), each tuned at its first call.
+  for (const bool split : {false, true}) {
+    for (const int64_t M : split ? std::vector<int64_t>{24, 56} : std::vector<int64_t>{40, 64}) {
+      SCOPED_TRACE(std::string("split ") + (split ? "yes" : "no") + ", M " + std::to_string(M));
+      const int64_t N = 48, K = 64;  // 16-element strides (Triton 3.4's interpreter asks that)
+      const at::Tensor a = at::randn({M, K}, half);
+      const at::Tensor b = at::randn({N, K}, half);
+      at::Tensor buffer = at::full({M + 4, N + 16}, std::nan(""), half);
+      at::Tensor c = buffer.narrow(0, 2, M).narrow(1, 0, N);
+      const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+      const auto b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+      const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+      const size_t runs = fn.num_tuning_runs();
+      fn.run(stream_of(a), [&](const KernelMeta& meta) {
+        return Grid(cdiv(M, meta["BLOCK_M"]), cdiv(N, meta["BLOCK_N"]));
+      }, a_desc, b_desc, c_desc, M, N, K, split);
+      synchronize(c);
+      if (!GetParam().is_cuda()) {
+        EXPECT_EQ(fn.num_tuning_runs() - runs, 8u);  // 2 configs x 4 interpreted runs: neither failed
+      }
+      const at::Tensor expected = at::matmul(a.to(at::kFloat), b.to(at::kFloat).t());
+      EXPECT_TRUE(at::allclose(c.to(at::kFloat), expected, 1e-2, 5e-2));
+      EXPECT_TRUE(buffer.narrow(0, 0, 2).isnan().all().item<bool>());
+      EXPECT_TRUE(buffer.narrow(0, M + 2, 2).isnan().all().item<bool>());
+      EXPECT_TRUE(buffer.narrow(1, N, 16).isnan().all().item<bool>());
+      // The caller's descriptors are left as they were (the hook's fields go to copies).
+      EXPECT_EQ(a_desc.block_shape(), c10::IntArrayRef({8, 8}));
+    }
+  }
+  // Every config of every key was timed (a config failing would time as null), and the hooks'
+  // effects were recorded once per config and SPLIT_STORE value (not per M).
+  const auto choices = decision_records(store.path(), "autotune choice");
+  EXPECT_EQ(choices.size(), 4u);
+  for (const std::string& record : choices) {
+    EXPECT_EQ(record.find("null"), std::string::npos) << record;
+  }
+  const auto hooks = decision_records(store.path(), "descriptor hook");
+  EXPECT_EQ(hooks.size(), 4u);
+  bool split_record = false;
+  for (const std::string& record : hooks) {
+    split_record = split_record || record.find("[32,8]") != std::string::npos;
+  }
+  EXPECT_TRUE(split_record) << "no record of config 1 with SPLIT_STORE (c_desc [32, 8])";
+}
+
+// A C++ hook replaces the Python one: it is called before each timed run and the launch, and the
+// block shapes it sets are what the runs use.
+TEST_P(Autotune, CppPreHookRunsBeforeEveryRun) {
+  FreshStore store("cpp-hook");
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  int calls = 0;
+  int timed = 0;
+  fn.set_config_pre_hook([&](tjit::ConfigHookArgs& args) {
+    ++calls;
+    timed += args.timing() ? 1 : 0;
+    const int64_t bm = args.meta()["BLOCK_M"], bn = args.meta()["BLOCK_N"], bk = args.meta()["BLOCK_K"];
+    EXPECT_EQ(bm, args.config_index() == 0 ? 16 : 32);
+    args.set_block_shape("a_desc", {bm, bk});
+    args.set_block_shape("b_desc", {bn, bk});
+    args.set_block_shape("c_desc", {bm, bn});
+    EXPECT_EQ(args.descriptor("a_desc").block_shape(), c10::IntArrayRef({8, 8}));  // the caller's
+    EXPECT_NE(error_message([&] { args.set_block_shape("M", {16, 16}); }).find("not a host tensor descriptor"),
+              std::string::npos);
+    EXPECT_NE(error_message([&] { args.set_block_shape("a_desc", {16, 24}); }).find("power of two"),
+              std::string::npos);
+  });
+  const auto half = options().dtype(at::kHalf);
+  const int64_t M = 33, N = 32, K = 32;
+  const at::Tensor a = at::randn({M, K}, half);
+  const at::Tensor b = at::randn({N, K}, half);
+  at::Tensor c = at::full({M, N}, std::nan(""), half);
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+  const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+  const size_t runs = fn.num_tuning_runs();
+  fn.run(stream_of(a), [&](const KernelMeta& meta) {
+    return Grid(cdiv(M, meta["BLOCK_M"]), cdiv(N, meta["BLOCK_N"]));
+  }, a_desc, b_desc, c_desc, M, N, K, false);
+  synchronize(c);
+  fn.set_config_pre_hook(nullptr);
+  const size_t timing_runs = fn.num_tuning_runs() - runs;
+  EXPECT_GE(timing_runs, 8u);
+  EXPECT_EQ(static_cast<size_t>(timed), timing_runs);
+  EXPECT_EQ(calls, timed + 1);  // and once before the call's own launch
+  EXPECT_TRUE(at::allclose(c.to(at::kFloat), at::matmul(a.to(at::kFloat), b.to(at::kFloat).t()), 1e-2, 5e-2));
+  EXPECT_TRUE(decision_records(store.path(), "descriptor hook").empty());  // nothing recorded for it
+}
+
+// A hook reading what the recorded decision is not keyed on (the call's descriptor shape).
+TEST_P(Autotune, PreHookReadingADescriptorShapeIsRefused) {
+  auto& fn = kernel("shape_reading_hook_kernel");
+  const at::Tensor a = at::randn({32, 32}, options());
+  const at::Tensor out = at::empty({1}, options());
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {16, 16});
+  const std::string message = error_message([&] { fn.run(stream_of(a), Grid(1), a_desc, out, int64_t{32}); });
+  for (const char* part : {"shape_reading_hook_kernel", "_reads_shape", "reads a_desc.shape", "set_config_pre_hook"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
 }
 
 // A second process finds the choice in the store and times nothing: the parent part starts this

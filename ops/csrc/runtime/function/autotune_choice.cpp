@@ -153,11 +153,24 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
     std::array<bool, detail::kMaxRunParams> has_value;
     detail::ArgumentPack<detail::kMaxRunSlots> pack(fn.params_, fn.function_name_.c_str());
     const LaunchOptions& options = configs[c].options;
-    // A failing heuristic or grid is the caller's error, not the config's: it propagates.
-    assemble(args, c, pack, values.data(), has_value.data());
-    const Grid g = grid(KernelMeta(fn.params_, values.data(), has_value.data(), options, fn.function_name_.c_str()));
+    // A failing heuristic, pre_hook or grid is the caller's error, not the config's: it propagates.
+    detail::DescriptorCopies copies;
+    assemble(args, c, pack, values.data(), has_value.data(), HookContext{stream, true, &copies});
+    const KernelMeta meta(fn.params_, values.data(), has_value.data(), options, fn.function_name_.c_str());
+    const Grid g = grid(meta);
+    // A C++ pre_hook runs before every run, as Python Triton's do; assemble() called it for the
+    // first. (A recorded hook's whole effect is on the descriptors, which the pack holds.)
+    bool hook_called = true;
+    detail::DescriptorOverrides scratch;
+    const bool cpp_hook = has_cpp_pre_hook.load(std::memory_order_acquire);
     try {
-      auto prepare = [&] { resetter.reset(); };
+      auto prepare = [&] {
+        if (cpp_hook && !hook_called) {
+          call_cpp_pre_hook(args, c, meta, /*timing=*/true, stream, scratch);
+        }
+        hook_called = false;
+        resetter.reset();
+      };
       auto run_once = [&] { fn.launch(stream, g, options, pack); };
       timings[c] = candidates.size() == 1 ? 0.0
                    : device >= 0
