@@ -884,7 +884,7 @@ def _damage_cases():
         ("key not UTF-8", records(lambda r: r[2].__setitem__(1, b"\xff" + r[2][1][1:])),
          "index: record 2's key is not UTF-8"),
         ("index not JSON", lambda d: _with_index(d, json_change=lambda j: b"{\"format\":"), "index is not valid JSON"),
-        ("index of another format", index_json(lambda i: dict(i, version=2)), "index version is 2"),
+        ("index of another format", index_json(lambda i: dict(i, version=3)), "index version is 3"),
         ("kernel without a signature", index_json(lambda i: dict(i, kernels=[i["kernels"][0], {"function": "f"}])),
          "index: kernel 1 misses function, file_name or signature"),
         # Records
