@@ -254,9 +254,12 @@ def _tuning_description(obj, fn):
         if isinstance(layer, Autotuner):
             if description["autotuned"]:
                 raise TypeError(f"{name} has two @triton.autotune decorators; tjit supports one")
-            if layer.user_defined_pre_hook or layer.user_defined_post_hook:
-                raise TypeError(f"@triton.autotune of {name} has a pre_hook or post_hook; tjit cannot run Python "
-                                "hooks from C++: use reset_to_zero / restore_value")
+            # Its own pre_hook / post_hook (around each timed run): named, for the runtime's error
+            # when tuning needs them and no C++ ones were supplied (set_autotune_hooks).
+            if layer.user_defined_pre_hook:
+                description["tuner_pre_hook"] = _hook_name(layer.pre_hook)
+            if layer.user_defined_post_hook:
+                description["tuner_post_hook"] = _hook_name(layer.post_hook)
             if layer._do_bench is not None and layer.num_warmups is None and layer.num_reps is None \
                     and not layer.use_cuda_graph:
                 raise TypeError(f"@triton.autotune of {name} has its own do_bench; tjit times configs itself")

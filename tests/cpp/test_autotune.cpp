@@ -605,6 +605,52 @@ TEST_P(Autotune, CppPreHookRunsBeforeEveryRun) {
   EXPECT_TRUE(decision_records(store.path(), "descriptor hook").empty());  // nothing recorded for it
 }
 
+// @triton.autotune's own pre_hook / post_hook: tuning a new key needs them, so without C++ ones run()
+// names them; supplied in C++, the pre hook replaces the resets before each timed run (and once
+// after the last), the post hook follows each; a key tuned before calls neither, as in Python.
+TEST_P(Autotune, AutotunePreAndPostHooksSuppliedInCpp) {
+  FreshStore store("tuner-hooks");
+  auto& fn = kernel("tuner_hooked_sum_kernel");
+  const int64_t n = 1000;
+  const at::Tensor x = at::rand({n}, options());
+  at::Tensor total = at::full({1}, std::nan(""), options());
+  auto grid = [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); };
+  const std::string message = error_message([&] { fn.run(stream_of(x), grid, x, total, n); });
+  for (const char* part : {"tuner_hooked_sum_kernel", "pre_hook _zero_total and post_hook _after_run",
+                           "set_autotune_hooks", "n=1000"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+  int pre = 0, post = 0, failed = 0, resets = 0;
+  fn.set_autotune_hooks(
+      [&](tjit::ConfigHookArgs& args) {
+        ++pre;
+        resets += args.timing() ? 0 : 1;
+        at::Tensor t = args.tensor("total");
+        t.zero_();
+      },
+      [&](tjit::ConfigHookArgs&, bool run_failed) {
+        ++post;
+        failed += run_failed ? 1 : 0;
+      });
+  const size_t runs = fn.num_tuning_runs();
+  fn.run(stream_of(x), grid, x, total, n);
+  synchronize(total);
+  const size_t timed = fn.num_tuning_runs() - runs;
+  EXPECT_GE(timed, 8u);
+  EXPECT_EQ(static_cast<size_t>(post), timed);
+  EXPECT_EQ(static_cast<size_t>(pre), timed + 1);
+  EXPECT_EQ(resets, 1);
+  EXPECT_EQ(failed, 0);
+  const at::Tensor expected = x.sum().reshape({1});
+  EXPECT_TRUE(at::allclose(total, expected, 1e-5, 1e-3)) << total << expected;  // one clean run
+  // Tuned: no hook runs (Python Triton calls them only around timed runs), so the sum adds up.
+  fn.run(stream_of(x), grid, x, total, n);
+  synchronize(total);
+  fn.set_autotune_hooks(nullptr, nullptr);
+  EXPECT_EQ(static_cast<size_t>(pre), timed + 1);
+  EXPECT_TRUE(at::allclose(total, expected * 2, 1e-5, 1e-3));
+}
+
 // A hook reading what the recorded decision is not keyed on (the call's descriptor shape).
 TEST_P(Autotune, PreHookReadingADescriptorShapeIsRefused) {
   auto& fn = kernel("shape_reading_hook_kernel");
@@ -710,6 +756,54 @@ TEST(AutotuneCuda, TunedRunAllocatesNothing) {
   synchronize(out);
   EXPECT_EQ(tjit::testing::allocations.load(), 0u);
   EXPECT_TRUE(at::equal(out, x * 2));
+}
+
+// A recorded config pre_hook is applied in C++ on every launch: copies of the descriptors with the
+// hook's block shapes, and no allocation; nor does a C++ hook add any.
+TEST(AutotuneCuda, DescriptorPreHookRunAllocatesNothing) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  FreshStore store("hook-alloc");
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  const auto half = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  const int64_t M = 96, N = 64, K = 64;
+  const at::Tensor a = at::randn({M, K}, half);
+  const at::Tensor b = at::randn({N, K}, half);
+  at::Tensor c = at::empty({M, N}, half);
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+  const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+  const tjit::Stream stream = stream_of(a);
+  auto grid = [&](const KernelMeta& meta) { return Grid(cdiv(M, meta["BLOCK_M"]), cdiv(N, meta["BLOCK_N"])); };
+  const at::Tensor expected = at::matmul(a.to(at::kFloat), b.to(at::kFloat).t());
+  for (const bool cpp_hook : {false, true}) {
+    SCOPED_TRACE(cpp_hook ? "C++ hook" : "recorded Python hook");
+    int calls = 0;
+    if (cpp_hook) {
+      fn.set_config_pre_hook([&](tjit::ConfigHookArgs& args) {
+        ++calls;
+        const int64_t bm = args.meta()["BLOCK_M"], bn = args.meta()["BLOCK_N"], bk = args.meta()["BLOCK_K"];
+        args.set_block_shape("a_desc", {bm, bk});
+        args.set_block_shape("b_desc", {bn, bk});
+        args.set_block_shape("c_desc", {bm, bn});
+      });
+    }
+    fn.run(stream, grid, a_desc, b_desc, c_desc, M, N, K, false);
+    fn.run(stream, grid, a_desc, b_desc, c_desc, M, N, K, false);
+    c.fill_(std::nan(""));
+    tjit::testing::allocations.store(0);
+    tjit::testing::count_allocations.store(true);
+    for (int i = 0; i < 100; ++i) {
+      fn.run(stream, grid, a_desc, b_desc, c_desc, M, N, K, false);
+    }
+    tjit::testing::count_allocations.store(false);
+    synchronize(c);
+    fn.set_config_pre_hook(nullptr);
+    EXPECT_EQ(tjit::testing::allocations.load(), 0u);
+    EXPECT_TRUE(at::allclose(c.to(at::kFloat), expected, 1e-2, 5e-2));
+    if (cpp_hook) {
+      EXPECT_EQ(calls, 102);  // the key was tuned before: one call per launch
+    }
+  }
 }
 
 TEST(AutotuneCuda, AConfigNeedingTooMuchSharedMemoryIsSkipped) {

@@ -282,3 +282,21 @@ def _reads_shape(nargs):
 @triton.jit
 def shape_reading_hook_kernel(a_desc, out, M, BLOCK_M: tl.constexpr):
     pass
+
+
+def _zero_total(nargs, reset_only=False):
+    nargs["total"].zero_()
+
+
+def _after_run(nargs, exception):
+    pass
+
+
+# @triton.autotune's own pre_hook (in place of reset_to_zero) and post_hook: Python that Python Triton
+# runs around each timed run only.
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                 pre_hook=_zero_total, post_hook=_after_run)
+@triton.jit
+def tuner_hooked_sum_kernel(x, total, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(total, tl.sum(tl.load(x + offsets, mask=offsets < n, other=0.0)))

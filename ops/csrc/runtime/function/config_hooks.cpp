@@ -91,6 +91,11 @@ void TritonJitFunction::set_config_pre_hook(ConfigPreHook hook) {
   impl_->has_cpp_pre_hook.store(static_cast<bool>(impl_->cpp_pre_hook), std::memory_order_release);
 }
 
+void TritonJitFunction::set_autotune_hooks(AutotunePreHook pre_hook, AutotunePostHook post_hook) {
+  impl_->tuner_pre_hook = std::move(pre_hook);
+  impl_->tuner_post_hook = std::move(post_hook);
+}
+
 void TritonJitFunction::Impl::call_cpp_pre_hook(const CapturedArg* args, int config, const KernelMeta& meta,
                                                 bool timing, Stream stream, detail::DescriptorOverrides& scratch) {
   scratch.count = 0;

@@ -59,6 +59,8 @@ struct TritonJitFunction::Impl {
   detail::WordKeyedTable<detail::DescriptorOverrides> descriptor_hooks;
   ConfigPreHook cpp_pre_hook;
   std::atomic<bool> has_cpp_pre_hook{false};
+  AutotunePreHook tuner_pre_hook;  // @triton.autotune's pre_hook / post_hook, supplied in C++
+  AutotunePostHook tuner_post_hook;
 
   // The signature the process uses (from a bundle, the store or Python); fixed at construction.
   detail::KernelSignature signature;

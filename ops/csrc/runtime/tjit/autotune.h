@@ -115,5 +115,9 @@ class ConfigHookArgs {
 // A config pre_hook in C++: called before each timed run and each launch with any config, in place
 // of the configs' Python pre_hooks.
 using ConfigPreHook = std::function<void(ConfigHookArgs&)>;
+// @triton.autotune(pre_hook=..., post_hook=...) in C++ (TritonJitFunction::set_autotune_hooks):
+// called around each timed run of tuning; `failed` says whether the run threw.
+using AutotunePreHook = std::function<void(ConfigHookArgs&)>;
+using AutotunePostHook = std::function<void(ConfigHookArgs&, bool failed)>;
 
 }  // namespace tjit

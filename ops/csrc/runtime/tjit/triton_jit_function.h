@@ -132,6 +132,14 @@ class TritonJitFunction {
   // with any config, and the descriptor fields it sets apply to that run. Set it before calls that
   // may use it; not safe against concurrent calls of this function.
   void set_config_pre_hook(ConfigPreHook hook);
+  // @triton.autotune's own pre_hook and post_hook, which Python Triton runs only around timed runs
+  // (a pre_hook there replaces the reset_to_zero / restore_value handling). tjit does not run the
+  // Python ones: tuning a new key of a kernel that has them fails, naming them, unless C++ ones are
+  // set here (either may be empty). As in Python, a pre hook set here replaces the reset_to_zero /
+  // restore_value handling: it is called before each timed run, and once more with timing() false
+  // after the last (Python's reset_only call); the post hook after each timed run. Keys chosen
+  // earlier (memory, store, bundle) need neither. Same thread-safety as set_config_pre_hook.
+  void set_autotune_hooks(AutotunePreHook pre_hook, AutotunePostHook post_hook);
 
   // Whether the kernel is under @triton.autotune, and its configs (one, Triton's defaults, for a
   // kernel that is not).

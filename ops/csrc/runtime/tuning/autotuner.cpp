@@ -202,6 +202,8 @@ TuningSpec parse_tuning_spec(const std::string& tuning, const std::vector<Kernel
       spec.restore_value.push_back(
           position_of(spec.caller_params, params, k.get<std::string>(), kernel, "restore_value"));
     }
+    spec.tuner_pre_hook = j.value("tuner_pre_hook", std::string());
+    spec.tuner_post_hook = j.value("tuner_post_hook", std::string());
     spec.heuristics_see_config = j.at("heuristics_see_config").get<bool>();
     spec.prune = j.at("prune").get<bool>();
     spec.warmup_ms = j.at("warmup_ms").get<double>();

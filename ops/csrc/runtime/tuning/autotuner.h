@@ -50,6 +50,8 @@ struct TuningSpec {
   double rep_ms = 100;
   std::vector<std::string> config_pre_hooks;  // per config: its Python pre_hook's name, empty for none
   bool any_pre_hook = false;
+  std::string tuner_pre_hook;   // @triton.autotune's own pre_hook / post_hook, by name; empty: none
+  std::string tuner_post_hook;
   std::string configs_text;  // every config, for the store key
   std::string unsupported;   // why run() cannot honour the decorators (a Python hook, ...); empty: it can
 };
