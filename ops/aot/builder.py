@@ -66,9 +66,9 @@ def _caller_params(kernel: Kernel) -> List[str]:
 
 
 def store_decisions(folder: str, kernels: Sequence[Kernel]) -> List[Decision]:
-    """The heuristic values and autotune choices a kernel store at `folder` holds for `kernels`,
-    made from their current sources by their Triton (others are stale and left out), as manifest
-    decisions. Damaged records are left out too."""
+    """The heuristic values, autotune choices and config pre_hooks' effects a kernel store at `folder`
+    holds for `kernels`, made from their current sources by their Triton (others are stale and left
+    out), as manifest decisions. Damaged records are left out too."""
     by_identity = {(k.file, k.function): k for k in kernels}
     found = []
     for path in kernel_store._store_files(folder):

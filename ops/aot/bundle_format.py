@@ -254,7 +254,8 @@ def _check_index(index):
     _damaged(index.get("format") == BUNDLE_FORMAT, f"index format is {canonical(index.get('format'))}, "
              f"not {BUNDLE_FORMAT!r}")
     _damaged(index.get("version") in INDEX_VERSIONS and _is_int(index.get("version")),
-             f"index version is {canonical(index.get('version'))}, this tjit reads {' and '.join(map(str, INDEX_VERSIONS))}")
+             f"index version is {canonical(index.get('version'))}, this tjit reads "
+             f"{' and '.join(map(str, INDEX_VERSIONS))}")
     kinds = _INDEX_KINDS[index["version"]]
     created = index.get("created_by")
     _damaged(isinstance(created, dict) and isinstance(created.get("tjit"), str) and

@@ -87,10 +87,11 @@ class Spec:
 
 @dataclasses.dataclass(eq=False)
 class Decision:
-    """A manifest's heuristics or autotune entry: what a kernel's decorator decided for some inputs."""
+    """A manifest's heuristics, autotune or descriptor_hook entry: what a kernel's decorators decided for
+    some inputs."""
     file: str  # absolute, symbolic links resolved
     function: str
-    kind: str  # "heuristics" or "autotune"
+    kind: str  # "heuristics", "autotune" or "descriptor_hook"
     fields: dict  # the entry's object under `kind`
     origin: str
 
@@ -143,7 +144,8 @@ def _parse_descriptor_hook(kernel: Kernel, tuning: dict, fields, fail) -> dict:
                                                                  for b in block):
             fail(f"descriptor_hook block_shape of {name} must be a list of powers of two, got {canonical(block)}")
         if set_fields.get("padding", "zero") not in ("zero", "nan"):
-            fail(f"descriptor_hook padding of {name} must be \"zero\" or \"nan\", got {canonical(set_fields['padding'])}")
+            fail(f"descriptor_hook padding of {name} must be \"zero\" or \"nan\", got "
+                 f"{canonical(set_fields['padding'])}")
     return {"config": config, "constexprs": dict(constexprs), "descriptors": list(descriptors), "values": dict(values)}
 
 

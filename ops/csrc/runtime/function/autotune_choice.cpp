@@ -236,7 +236,8 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
     }
     detail::DescriptorOverrides ignored;
     ConfigHookArgs::Internals internals{fn.params_, spec.caller_params, args, ignored, fn.function_name_.c_str()};
-    const KernelMeta meta(fn.params_, values.data(), has_value.data(), configs[best].options, fn.function_name_.c_str());
+    const KernelMeta meta(fn.params_, values.data(), has_value.data(), configs[best].options,
+                          fn.function_name_.c_str());
     ConfigHookArgs reset_args(internals, best, configs[best], meta, /*timing=*/false, stream);
     tuner_pre_hook(reset_args);  // Python's pre_hook(..., reset_only=True)
   } else {
