@@ -665,6 +665,29 @@ TEST_P(Autotune, PreHookReadingADescriptorShapeIsRefused) {
 
 // A second process finds the choice in the store and times nothing: the parent part starts this
 // binary again for the child part (DISABLED_: only run when asked for).
+// Runs this binary's disabled test `test` for the CPU or CUDA in a child process on `store`, JIT off
+// if asked, and expects it to pass.
+void run_child(const FreshStore& store, const std::string& test, bool cuda, bool jit_off) {
+  std::string self(4096, '\0');
+  self.resize(::readlink("/proc/self/exe", self.data(), self.size()));
+  const std::string device = cuda ? "cuda" : "cpu";
+  const std::string command = "env -u TJIT_CACHE TJIT_CACHE_DIR='" + store.path() + "' " +
+                              (jit_off ? "TJIT_JIT=0 " : "") + "'" + self +
+                              "' --gtest_also_run_disabled_tests --gtest_filter='*/Autotune." + test + "/" + device +
+                              "' > '" + store.path() + ".log' 2>&1";
+  std::system(command.c_str());
+  std::string log;
+  if (FILE* f = std::fopen((store.path() + ".log").c_str(), "r")) {
+    char buffer[4096];
+    for (size_t got; (got = std::fread(buffer, 1, sizeof(buffer), f)) > 0;) {
+      log.append(buffer, got);
+    }
+    std::fclose(f);
+  }
+  std::remove((store.path() + ".log").c_str());
+  EXPECT_NE(log.find("[  PASSED  ] 1 test."), std::string::npos) << command << "\n" << log;
+}
+
 TEST_P(Autotune, ASecondProcessLoadsTheChoiceWithoutTiming) {
   FreshStore store("process");
   auto& fn = kernel("double_kernel");
@@ -681,25 +704,8 @@ TEST_P(Autotune, ASecondProcessLoadsTheChoiceWithoutTiming) {
   at::Tensor sums = at::empty({3}, options());
   kernel("row_sum_kernel").run(stream_of(rows), Grid(3), rows, sums, int64_t{101});
   synchronize(sums);
-  std::string self(4096, '\0');
-  self.resize(::readlink("/proc/self/exe", self.data(), self.size()));
-  const std::string device = GetParam().is_cuda() ? "cuda" : "cpu";
   // With CUDA, the child also runs with JIT off: signature, choice and binary all come from the store.
-  const std::string command = "env -u TJIT_CACHE TJIT_CACHE_DIR='" + store.path() + "' " +
-                              (GetParam().is_cuda() ? "TJIT_JIT=0 " : "") +
-                              "'" + self + "' --gtest_also_run_disabled_tests --gtest_filter='*/Autotune." +
-                              "DISABLED_ChildLoadsTheChoice/" + device + "' > '" + store.path() + ".log' 2>&1";
-  std::system(command.c_str());
-  std::string log;
-  if (FILE* f = std::fopen((store.path() + ".log").c_str(), "r")) {
-    char buffer[4096];
-    for (size_t got; (got = std::fread(buffer, 1, sizeof(buffer), f)) > 0;) {
-      log.append(buffer, got);
-    }
-    std::fclose(f);
-  }
-  std::remove((store.path() + ".log").c_str());
-  EXPECT_NE(log.find("[  PASSED  ] 1 test."), std::string::npos) << command << "\n" << log;
+  run_child(store, "DISABLED_ChildLoadsTheChoice", GetParam().is_cuda(), GetParam().is_cuda());
 }
 
 TEST_P(Autotune, DISABLED_ChildLoadsTheChoice) {
@@ -728,6 +734,51 @@ TEST_P(Autotune, DISABLED_ChildLoadsTheChoice) {
   if (GetParam().is_cuda()) {
     EXPECT_EQ(fn.num_compiled(), 0u);
     EXPECT_EQ(row_sum.num_compiled(), 0u);
+  }
+}
+
+// What a config pre_hook set on the descriptors survives in the kernel store: a second process
+// applies it without running the hook (with CUDA, with JIT off: no Python at all).
+constexpr int64_t kStoredHookM = 72, kStoredHookN = 32, kStoredHookK = 48;
+
+void run_stored_hook_matmul(const at::TensorOptions& options) {
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  const auto half = options.dtype(at::kHalf);
+  const at::Tensor a = at::randn({kStoredHookM, kStoredHookK}, half);
+  const at::Tensor b = at::randn({kStoredHookN, kStoredHookK}, half);
+  at::Tensor c = at::full({kStoredHookM, kStoredHookN}, std::nan(""), half);
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+  const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+  fn.run(stream_of(a), [](const KernelMeta& meta) {
+    return Grid(cdiv(kStoredHookM, meta["BLOCK_M"]), cdiv(kStoredHookN, meta["BLOCK_N"]));
+  }, a_desc, b_desc, c_desc, kStoredHookM, kStoredHookN, kStoredHookK, true);
+  synchronize(c);
+  EXPECT_TRUE(at::allclose(c.to(at::kFloat), at::matmul(a.to(at::kFloat), b.to(at::kFloat).t()), 1e-2, 5e-2));
+}
+
+// Both parts in fresh processes: this one remembers hook decisions of other tests, which it would
+// not store again.
+TEST_P(Autotune, ASecondProcessAppliesTheStoredDescriptorHook) {
+  FreshStore store("stored-hook");
+  run_child(store, "DISABLED_ChildRecordsTheDescriptorHook", GetParam().is_cuda(), false);
+  run_child(store, "DISABLED_ChildAppliesTheStoredDescriptorHook", GetParam().is_cuda(), GetParam().is_cuda());
+}
+
+TEST_P(Autotune, DISABLED_ChildRecordsTheDescriptorHook) {
+  run_stored_hook_matmul(options());
+  EXPECT_EQ(kernel("descriptor_hook_matmul_kernel").num_tunings(), 1u);
+}
+
+TEST_P(Autotune, DISABLED_ChildAppliesTheStoredDescriptorHook) {
+  run_stored_hook_matmul(options());
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  EXPECT_EQ(fn.num_tunings(), 0u);
+  // The choice and what the chosen config's hook set, both from the store (a hook run in Python
+  // instead would leave one hit).
+  EXPECT_EQ(tjit::kernel_store_counters().tuning_hits, 2u);
+  if (GetParam().is_cuda()) {
+    EXPECT_EQ(fn.num_compiled(), 0u);
   }
 }
 
