@@ -75,20 +75,22 @@ class KernelMeta {
   const char* kernel_name_;
 };
 
-// What a config pre_hook supplied from C++ (TritonJitFunction::set_config_pre_hook) gets: the
-// config, the call's values as the grid sees them, the caller's tensors and host tensor descriptors
-// by parameter name, and the descriptor fields a Python hook would set (desc.block_shape = [...]).
-// Valid during the hook's call only.
+// What a hook supplied from C++ (TritonJitFunction::set_config_pre_hook, set_autotune_hooks) gets:
+// the config, the call's values as the grid sees them, the caller's tensors and host tensor
+// descriptors by parameter name, and the descriptor fields a Python config pre_hook would set
+// (desc.block_shape = [...]; applied for config pre_hooks only). Valid during the hook's call only.
 class ConfigHookArgs {
  public:
   int config_index() const { return config_index_; }
   const KernelConfig& config() const { return *config_; }
   const KernelMeta& meta() const { return *meta_; }
-  // Whether this call precedes a timed run of tuning (else the call's launch or compile_run()).
+  // Whether this call precedes a timed run of tuning; false before the call's own launch (or
+  // compile_run()), and for set_autotune_hooks' pre hook, its reset after the last timed run.
   bool timing() const { return timing_; }
   Stream stream() const { return stream_; }
-  // The caller's tensor / host descriptor argument `name` (a descriptor with what this hook set so
-  // far). Throw c10::Error naming the kernel and the parameter when it is not one.
+  // The caller's tensor / host descriptor argument `name`, as the caller passed it (what the hook
+  // sets goes to the launched copy). Throw c10::Error naming the kernel and the parameter when the
+  // call has no such argument of that kind.
   const at::Tensor& tensor(std::string_view name) const;
   const TensorDescriptor& descriptor(std::string_view name) const;
   // Launch descriptor `name` with this block shape / padding (checked as the descriptor's
