@@ -578,10 +578,12 @@ TEST_P(Autotune, CppPreHookRunsBeforeEveryRun) {
     args.set_block_shape("b_desc", {bn, bk});
     args.set_block_shape("c_desc", {bm, bn});
     EXPECT_EQ(args.descriptor("a_desc").block_shape(), c10::IntArrayRef({8, 8}));  // the caller's
-    EXPECT_NE(error_message([&] { args.set_block_shape("M", {16, 16}); }).find("not a host tensor descriptor"),
-              std::string::npos);
-    EXPECT_NE(error_message([&] { args.set_block_shape("a_desc", {16, 24}); }).find("power of two"),
-              std::string::npos);
+    if (calls == 1) {  // (not on each of a GPU's thousands of timed runs)
+      EXPECT_NE(error_message([&] { args.set_block_shape("M", {16, 16}); }).find("not a host tensor descriptor"),
+                std::string::npos);
+      EXPECT_NE(error_message([&] { args.set_block_shape("a_desc", {16, 24}); }).find("power of two"),
+                std::string::npos);
+    }
   });
   const auto half = options().dtype(at::kHalf);
   const int64_t M = 33, N = 32, K = 32;
