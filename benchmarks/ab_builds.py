@@ -34,18 +34,20 @@ if part == "overhead":
     result = overhead.run_python_overhead("cuda", False, None, log=lambda *a: None, peers={{}})
 else:
     import bandwidth
-    result = bandwidth.run_bandwidth("cuda", False, llm=part == "llm", impls_filter=("tjit", "copy"),
-                                     log=lambda *a: None)
+    result = bandwidth.run_bandwidth("cuda", False, ops_filter={ops!r}, llm=part == "llm",
+                                     impls_filter=("tjit", "copy"), log=lambda *a: None)
 result["tjit_library"] = tjit.LIBRARY_PATH
 json.dump(result, open({out!r}, "w"))
 """
 
 
-def run_part(python, path, part, out):
-    code = CHILD.format(here=HERE, part=part, out=out)
+def run_part(python, path, kernel_dir, part, out, ops=None):
+    code = CHILD.format(here=HERE, part=part, out=out, ops=ops)
     env = dict(os.environ)
     if path:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (path, env.get("PYTHONPATH"))))
+    if kernel_dir:
+        env["TJIT_KERNEL_DIR"] = os.path.abspath(kernel_dir)
     subprocess.run([python, "-c", code], check=True, env=env)
     with open(out) as f:
         return json.load(f)
@@ -117,7 +119,11 @@ def main():
     p.add_argument("--python-b", required=True, help="the Python of build B (the change)")
     p.add_argument("--path-a", help="put first on build A's PYTHONPATH (e.g. a pip --target folder holding tjit)")
     p.add_argument("--path-b", help="likewise for build B")
+    p.add_argument("--kernel-dir-a", help="build A's kernels_py folder (TJIT_KERNEL_DIR): A/B of kernel-only changes "
+                   "with one build")
+    p.add_argument("--kernel-dir-b", help="likewise for build B")
     p.add_argument("--parts", default="bandwidth,llm,overhead")
+    p.add_argument("--ops", help="comma-separated operators the bandwidth and LLM parts measure (default: all)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--tolerance", type=float, default=0.02)
     p.add_argument("--out", required=True)
@@ -126,10 +132,11 @@ def main():
     for part in args.parts.split(","):
         runs = {"a": [], "b": []}
         for r in range(args.rounds):
-            for build, python, path in (("a", args.python_a, args.path_a), ("b", args.python_b, args.path_b)):
+            for build, python, path, kernel_dir in (("a", args.python_a, args.path_a, args.kernel_dir_a),
+                                                    ("b", args.python_b, args.path_b, args.kernel_dir_b)):
                 out = os.path.join(args.out, f"{part}_{build}{r}.json")
                 print(f"[ab] {part} round {r} build {build.upper()}", file=sys.stderr, flush=True)
-                runs[build].append(run_part(python, path, part, out))
+                runs[build].append(run_part(python, path, kernel_dir, part, out, args.ops.split(",") if args.ops else None))
         if part == "overhead":
             print_overhead(runs["a"], runs["b"])
         else:

@@ -196,6 +196,7 @@ class Runner:
         self.notes = []
         self.copy_cache = {}
         self.max_sets = 2 if smoke else MAX_SETS
+        self.generator = None  # made at the first draw (randn)
         self.max_footprint = MAX_FOOTPRINT_BYTES
         if self.cuda:
             total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
@@ -209,7 +210,12 @@ class Runner:
         return max(1, min(self.max_sets, math.ceil(2 * L2_ROTATE_BYTES / max(nbytes, 1))))
 
     def randn(self, *shape, dtype, requires_grad=False):
-        return torch.randn(*shape, dtype=dtype, device=self.device, requires_grad=requires_grad)
+        # A generator of our own: a peer whose call fails inside a graph capture can leave the
+        # default CUDA generator registered with that dead capture, and every later draw from it fails.
+        if self.generator is None:
+            self.generator = torch.Generator(device=self.device).manual_seed(0)
+        return torch.randn(*shape, dtype=dtype, device=self.device, requires_grad=requires_grad,
+                           generator=self.generator)
 
     def free(self):
         if self.cuda:

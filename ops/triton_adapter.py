@@ -254,17 +254,17 @@ def _tuning_description(obj, fn):
         if isinstance(layer, Autotuner):
             if description["autotuned"]:
                 raise TypeError(f"{name} has two @triton.autotune decorators; tjit supports one")
-            if layer.user_defined_pre_hook or layer.user_defined_post_hook:
-                raise TypeError(f"@triton.autotune of {name} has a pre_hook or post_hook; tjit cannot run Python "
-                                "hooks from C++: use reset_to_zero / restore_value")
+            # Its own pre_hook / post_hook (around each timed run): named, for the runtime's error
+            # when tuning needs them and no C++ ones were supplied (set_autotune_hooks).
+            if layer.user_defined_pre_hook:
+                description["tuner_pre_hook"] = _hook_name(layer.pre_hook)
+            if layer.user_defined_post_hook:
+                description["tuner_post_hook"] = _hook_name(layer.post_hook)
             if layer._do_bench is not None and layer.num_warmups is None and layer.num_reps is None \
                     and not layer.use_cuda_graph:
                 raise TypeError(f"@triton.autotune of {name} has its own do_bench; tjit times configs itself")
             description["autotuned"] = True
             for config in layer.configs:
-                if config.pre_hook is not None:
-                    raise TypeError(f"a config of {name} ({config}) has a pre_hook; tjit cannot run Python hooks "
-                                    "from C++")
                 if getattr(config, "ir_override", None):
                     raise TypeError(f"a config of {name} ({config}) has an ir_override, which tjit does not support")
                 what = f"a config of {name}"
@@ -272,6 +272,9 @@ def _tuning_description(obj, fn):
                     "kwargs": {k: _constexpr_json(_constexpr_value(k, v, what)) for k, v in config.kwargs.items()},
                     "num_warps": int(config.num_warps), "num_stages": int(config.num_stages),
                     "num_ctas": int(config.num_ctas), "maxnreg": int(config.maxnreg) if config.maxnreg else 0,
+                    # Its pre_hook's name: the runtime records what the hook does to descriptors
+                    # (descriptor_hook) and names it in errors.
+                    **({"pre_hook": _hook_name(config.pre_hook)} if config.pre_hook is not None else {}),
                 })
             description["key"] = list(layer.keys)
             description["reset_to_zero"] = list(layer.reset_to_zero)
@@ -286,6 +289,10 @@ def _tuning_description(obj, fn):
             if description["autotuned"]:
                 description["heuristics_see_config"] = True
     return json.dumps(description)  # configs keep their meta-parameters in source order, as Triton prints them
+
+
+def _hook_name(hook):
+    return getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None) or repr(hook)
 
 
 @functools.lru_cache(maxsize=None)
@@ -523,7 +530,8 @@ def prune_configs(handle, args):
     (`kernel[grid](a, b, N_CTX=n, FLATTEN=True)`), and prune functions read those from **kwargs.
     So early_config_prune gets every argument both ways: `named_args` and, as far as its signature
     takes them, keyword arguments; perf_model gets them with each config's values."""
-    from triton.runtime.autotuner import Autotuner, AutotunerError
+    from triton.runtime.autotuner import Autotuner
+    AutotunerError = getattr(triton.runtime.autotuner, "AutotunerError", RuntimeError)  # Triton 3.4: none
     tuner = next(layer for layer in _wrappers(_wrapped[handle]) if isinstance(layer, Autotuner))
     nargs = _named_args(handle, args, tensors_as_dtype=False)
     name = _kernels[handle][2].__name__
@@ -877,3 +885,109 @@ def _unwrap_interpreted(obj):
     while not isinstance(obj, InterpretedFunction) and hasattr(obj, "fn"):
         obj = obj.fn
     return obj
+
+
+class _NotRecordable(Exception):
+    """A config pre_hook did something whose effect tjit cannot record as descriptor fields."""
+
+
+def _refuse(what):
+    def refuse(self, *args, **kwargs):
+        raise _NotRecordable(f"it {what} {object.__getattribute__(self, '_tjit_name')}")
+    return refuse
+
+
+class _Opaque:
+    """What a recorded pre_hook sees of an argument whose value the recording does not key on (a
+    tensor, a runtime scalar, a heuristic's value): any use of it makes the hook not recordable."""
+
+    def __init__(self, name):
+        object.__setattr__(self, "_tjit_name", name)
+
+    __getattr__ = _refuse("reads an attribute of")
+    __setattr__ = _refuse("sets an attribute of")
+    __call__ = _refuse("calls")
+    __bool__ = __int__ = __index__ = __float__ = _refuse("reads the value of")
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse("compares")
+    __hash__ = __len__ = __iter__ = __getitem__ = __setitem__ = __contains__ = _refuse("uses")
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse("computes with")
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = __and__ = __or__ = __xor__ = _refuse("computes with")
+    __str__ = __repr__ = __format__ = _refuse("prints")
+
+
+def _descriptor_mirror_class():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    class DescriptorMirror(TensorDescriptor):
+        """A host tensor descriptor argument as a recorded pre_hook sees it: a TensorDescriptor
+        (isinstance holds) whose block_shape and padding the hook may set (and read back once set);
+        reading the call's own fields (base, shape, strides) makes the hook not recordable."""
+
+        def __init__(self, name):  # noqa: the dataclass's fields are the call's, never read here
+            object.__setattr__(self, "_tjit_name", name)
+            object.__setattr__(self, "_tjit_set", {})
+
+        def __setattr__(self, attribute, value):
+            name = object.__getattribute__(self, "_tjit_name")
+            if attribute == "block_shape":
+                value = list(value)
+                if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                    raise TypeError(f"a config pre_hook set {name}.block_shape to {value!r}; it takes a list of ints")
+            elif attribute == "padding":
+                if value not in ("zero", "nan"):
+                    raise TypeError(f"a config pre_hook set {name}.padding to {value!r}; it is 'zero' or 'nan'")
+            else:
+                raise _NotRecordable(f"it sets {name}.{attribute} (tjit records block_shape and padding)")
+            object.__getattribute__(self, "_tjit_set")[attribute] = value
+
+        def __getattribute__(self, attribute):
+            if attribute.startswith("__") or attribute.startswith("_tjit"):
+                return object.__getattribute__(self, attribute)
+            set_fields = object.__getattribute__(self, "_tjit_set")
+            if attribute in set_fields:
+                return set_fields[attribute]
+            raise _NotRecordable(f"it reads {object.__getattribute__(self, '_tjit_name')}.{attribute}")
+
+        __eq__ = _refuse("compares")
+        __hash__ = object.__hash__
+        __repr__ = _refuse("prints")
+
+    return DescriptorMirror
+
+
+_DescriptorMirror = None
+
+
+def descriptor_hook(handle, config_index, arguments_json):
+    """What config `config_index`'s pre_hook does to the host tensor descriptors of a call, as JSON
+    text: {"descriptors": {name: {"block_shape": [...], "padding": "zero"}}} (the fields it set), or
+    {"unsupported": why} when its effect is not only that.
+
+    The hook gets what Python Triton's autotuner gives it ({**named arguments, **config kwargs}),
+    mirrored from the runtime's description of the call (arguments_json: {"constexprs": {name:
+    value}, "descriptors": [names], "others": [names]}): the caller's constexpr values as they are,
+    each host descriptor as a TensorDescriptor that records the block_shape and padding set on it,
+    and every other argument (tensors, runtime scalars, heuristics' values) as a stand-in whose use
+    makes the hook unrecordable. So the effect depends only on the config, the caller's constexprs
+    and which arguments are descriptors: the runtime's key for the recorded decision."""
+    import json
+    from triton.runtime.autotuner import Autotuner
+    global _DescriptorMirror
+    if _DescriptorMirror is None:
+        _DescriptorMirror = _descriptor_mirror_class()
+    arguments = json.loads(arguments_json)
+    tuner = next(layer for layer in _wrappers(_wrapped[handle]) if isinstance(layer, Autotuner))
+    config = tuner.configs[config_index]
+    if config.pre_hook is None:
+        return json.dumps({"descriptors": {}})
+    mirrors = {name: _DescriptorMirror(name) for name in arguments["descriptors"]}
+    nargs = {name: _Opaque(name) for name in arguments["others"]}
+    nargs.update({name: _python_constexpr(value) for name, value in arguments["constexprs"].items()})
+    nargs.update(mirrors)
+    nargs.update(config.all_kwargs())
+    try:
+        config.pre_hook(nargs)
+    except _NotRecordable as e:
+        return json.dumps({"unsupported": f"{_hook_name(config.pre_hook)} is not descriptor-only: {e}"})
+    set_fields = {name: object.__getattribute__(m, "_tjit_set") for name, m in mirrors.items()}
+    return json.dumps({"descriptors": {name: fields for name, fields in set_fields.items() if fields}})

@@ -66,9 +66,9 @@ def _caller_params(kernel: Kernel) -> List[str]:
 
 
 def store_decisions(folder: str, kernels: Sequence[Kernel]) -> List[Decision]:
-    """The heuristic values and autotune choices a kernel store at `folder` holds for `kernels`,
-    made from their current sources by their Triton (others are stale and left out), as manifest
-    decisions. Damaged records are left out too."""
+    """The heuristic values, autotune choices and config pre_hooks' effects a kernel store at `folder`
+    holds for `kernels`, made from their current sources by their Triton (others are stale and left
+    out), as manifest decisions. Damaged records are left out too."""
     by_identity = {(k.file, k.function): k for k in kernels}
     found = []
     for path in kernel_store._store_files(folder):
@@ -99,6 +99,11 @@ def store_decisions(folder: str, kernels: Sequence[Kernel]) -> List[Decision]:
                 decision = {"config": int(fields["config"]), "arguments": dict(zip(names, texts)),
                             "values": {params[index]: v for index, v in value}}
                 kind = "heuristics"
+            elif lines[0] == "tjit descriptor hook v1":
+                constexprs = dict(item.split("=", 1) for item in fields.get("constexprs", "").split(", ") if item)
+                decision = {"config": int(fields["config"]), "constexprs": constexprs,
+                            "descriptors": fields.get("descriptors", "").split(), "values": value}
+                kind = "descriptor_hook"
             elif lines[0] == "tjit autotune choice v1":
                 decision = {"target": fields["target"], "key": fields["key"], "config": value["config_text"]}
                 kind = "autotune"

@@ -29,7 +29,11 @@ function and file name, so two files of one name defining one function cannot sh
 
 A kernel's index record may carry "decisions": [{"kind": "heuristics" or "autotune", "key", "value"}],
 keyed as the runtime looks them up: "config <i>\narguments <name>=<value>, ..." with the values
-({parameter: value}), or "target <t>\nkey <tuning key>" with the config's text.
+({parameter: value}), or "target <t>\nkey <tuning key>" with the config's text. Index version 2 adds
+the kind "descriptor_hook" ("config <i>\nconstexprs <name>=<value>, ...\ndescriptors <names>" with
+{descriptor: {"block_shape", "padding"}}, what a config pre_hook set); a bundle carries version 2
+only when it has such a decision, so a runtime that cannot apply them refuses it instead of running
+without them.
 """
 
 import dataclasses
@@ -45,6 +49,8 @@ from .siblings import DamagedFile, kernel_store
 
 BUNDLE_MAGIC = b"TJITBNDL"
 BUNDLE_VERSION = 1
+INDEX_VERSIONS = (1, 2)  # 2: decisions of kind descriptor_hook
+_INDEX_KINDS = {1: ("heuristics", "autotune"), 2: DECISION_KINDS}
 BUNDLE_FORMAT = "tjit kernel bundle"
 BUNDLE_ENTRY_KEY = "tjit bundle entry"  # an entry's store key; the bundle loader does not compare it
 _BUNDLE_FRAME = struct.Struct("<8sIIQ40s")  # magic, format, index bytes, payload bytes, SHA-1 of the index JSON (hex)
@@ -99,7 +105,8 @@ def encode_bundle(kernels: Sequence[dict], entries: Sequence[Tuple[int, dict, by
         key_bytes = key.encode("utf-8")
         records.append(_RECORD.pack(kernel, len(key_bytes), len(payload), len(data)) + key_bytes)
         payload += data
-    index = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION,
+    hooks = any(d.get("kind") == "descriptor_hook" for k in kernels for d in k.get("decisions", []))
+    index = {"format": BUNDLE_FORMAT, "version": 2 if hooks else 1,
              "created_by": {"tjit": TJIT_VERSION, "triton": triton_version},
              "targets": list(targets), "kernels": list(kernels)}
     index_json = json.dumps(index, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -246,8 +253,10 @@ def _check_index(index):
     _damaged(isinstance(index, dict), "index is not a JSON object")
     _damaged(index.get("format") == BUNDLE_FORMAT, f"index format is {canonical(index.get('format'))}, "
              f"not {BUNDLE_FORMAT!r}")
-    _damaged(index.get("version") == BUNDLE_VERSION and _is_int(index.get("version")),
-             f"index version is {canonical(index.get('version'))}, this tjit reads {BUNDLE_VERSION}")
+    _damaged(index.get("version") in INDEX_VERSIONS and _is_int(index.get("version")),
+             f"index version is {canonical(index.get('version'))}, this tjit reads "
+             f"{' and '.join(map(str, INDEX_VERSIONS))}")
+    kinds = _INDEX_KINDS[index["version"]]
     created = index.get("created_by")
     _damaged(isinstance(created, dict) and isinstance(created.get("tjit"), str) and
              isinstance(created.get("triton"), str), "index: created_by misses tjit or triton")
@@ -265,7 +274,7 @@ def _check_index(index):
                  f"index: kernel {i} ({k['function']}): its signature names another kernel or has no params")
         decisions = k.get("decisions", [])
         _damaged(isinstance(decisions, list) and all(
-            isinstance(d, dict) and d.get("kind") in DECISION_KINDS and isinstance(d.get("key"), str) and "value" in d
+            isinstance(d, dict) and d.get("kind") in kinds and isinstance(d.get("key"), str) and "value" in d
             for d in decisions), f"index: kernel {i} ({k['function']}): its decisions are not kind, key and value")
 
 

@@ -73,8 +73,8 @@ def main(argv=None, prog=None) -> int:
     build.add_argument("-j", "--jobs", type=int, help="compile processes (default: os.cpu_count())")
     build.add_argument("--depfile", help="also write a Makefile depfile (for CMake's DEPFILE)")
     build.add_argument("--decisions-from", action="append", metavar="STORE",
-                       help="also ship the heuristic values and autotune choices this kernel store folder holds "
-                            "for the bundle's kernels (repeatable)")
+                       help="also ship the heuristic values, autotune choices and config pre_hooks' effects this "
+                            "kernel store folder holds for the bundle's kernels (repeatable)")
     listing = commands.add_parser("list", help="a bundle's entries")
     listing.add_argument("bundle")
     listing.add_argument("--json", action="store_true", help="machine-readable output")

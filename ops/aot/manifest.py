@@ -34,6 +34,14 @@ those a kernel store holds):
   heuristics saw (-1: they ran before or without an autotuner).
 - autotune: the config @triton.autotune chose on a target for a tuning key (the key arguments'
   values and the tensors' dtypes, as the runtime's log line prints them), as the config's text.
+
+    {"file": ..., "function": ..., "descriptor_hook": {"config": 0, "constexprs": {"SPLIT": "False"},
+                                                       "descriptors": ["a_desc", "c_desc"],
+                                                       "values": {"a_desc": {"block_shape": [64, 32]}}}}
+
+- descriptor_hook: what config `config`'s pre_hook set on the host tensor descriptors (block_shape,
+  padding) of a call whose constexpr arguments the runtime describes so and whose arguments named
+  in "descriptors" are host descriptors.
 """
 
 import dataclasses
@@ -79,10 +87,11 @@ class Spec:
 
 @dataclasses.dataclass(eq=False)
 class Decision:
-    """A manifest's heuristics or autotune entry: what a kernel's decorator decided for some inputs."""
+    """A manifest's heuristics, autotune or descriptor_hook entry: what a kernel's decorators decided for
+    some inputs."""
     file: str  # absolute, symbolic links resolved
     function: str
-    kind: str  # "heuristics" or "autotune"
+    kind: str  # "heuristics", "autotune" or "descriptor_hook"
     fields: dict  # the entry's object under `kind`
     origin: str
 
@@ -93,25 +102,63 @@ class Decision:
         if self.kind == "heuristics":
             arguments = ", ".join(f"{name}={value}" for name, value in f["arguments"].items())
             return f"config {f['config']}\narguments {arguments}"
+        if self.kind == "descriptor_hook":
+            constexprs = ", ".join(f"{name}={value}" for name, value in f["constexprs"].items())
+            return f"config {f['config']}\nconstexprs {constexprs}\ndescriptors {' '.join(f['descriptors'])}"
         return f"target {f['target']}\nkey {f['key']}"
 
     @property
     def value(self):
-        return self.fields["values"] if self.kind == "heuristics" else self.fields["config"]
+        return self.fields["values"] if self.kind in ("heuristics", "descriptor_hook") else self.fields["config"]
 
     @property
     def key(self) -> str:
         return canonical([self.file, self.function, self.kind, self.lookup_key])
 
 
-DECISION_KINDS = ("heuristics", "autotune")
+DECISION_KINDS = ("heuristics", "autotune", "descriptor_hook")
+
+
+def _parse_descriptor_hook(kernel: Kernel, tuning: dict, fields, fail) -> dict:
+    configs = tuning.get("configs", [])
+    config = fields["config"]
+    if type(config) is not int or not 0 <= config < len(configs) or not configs[config].get("pre_hook"):
+        fail(f"descriptor_hook config must be the index of a config of {kernel.function} that has a pre_hook, got "
+             f"{canonical(config)}")
+    params = {p[0]: p for p in kernel.params}
+    constexprs, descriptors, values = fields["constexprs"], fields["descriptors"], fields["values"]
+    if not isinstance(constexprs, dict) or not all(isinstance(v, str) and k in params for k, v in constexprs.items()):
+        fail("descriptor_hook constexprs must be an object of the call's constexpr arguments as the runtime describes "
+             f"them (\"SPLIT\": \"False\"), got {canonical(constexprs)}")
+    if not isinstance(descriptors, list) or not all(isinstance(d, str) and d in params for d in descriptors):
+        fail(f"descriptor_hook descriptors must be a list of parameter names, got {canonical(descriptors)}")
+    if not isinstance(values, dict):
+        fail(f"descriptor_hook values must be an object, got {canonical(values)}")
+    for name, set_fields in values.items():
+        if name not in descriptors or not isinstance(set_fields, dict) or not set_fields or \
+                not set(set_fields) <= {"block_shape", "padding"}:
+            fail(f"descriptor_hook values must give descriptors named in descriptors their block_shape and/or "
+                 f"padding, got {name}: {canonical(set_fields)}")
+        block = set_fields.get("block_shape", [1])
+        if not isinstance(block, list) or not block or not all(type(b) is int and b > 0 and b & (b - 1) == 0
+                                                                 for b in block):
+            fail(f"descriptor_hook block_shape of {name} must be a list of powers of two, got {canonical(block)}")
+        if set_fields.get("padding", "zero") not in ("zero", "nan"):
+            fail(f"descriptor_hook padding of {name} must be \"zero\" or \"nan\", got "
+                 f"{canonical(set_fields['padding'])}")
+    return {"config": config, "constexprs": dict(constexprs), "descriptors": list(descriptors), "values": dict(values)}
 
 
 def parse_decision(kernel: Kernel, kind: str, fields, fail) -> dict:
-    """The checked fields of a heuristics or autotune entry of `kernel`."""
+    """The checked fields of a heuristics, autotune or descriptor_hook entry of `kernel`."""
     tuning = json.loads(kernel.tuning) if kernel.tuning else {}
     if not isinstance(fields, dict):
         fail(f"{kind} must be a JSON object, got {canonical(fields)}")
+    if kind == "descriptor_hook":
+        expected = ("config", "constexprs", "descriptors", "values")
+        if sorted(fields) != sorted(expected):
+            fail(f"{kind} has {', '.join(expected)}, got {', '.join(sorted(fields)) or 'nothing'}")
+        return _parse_descriptor_hook(kernel, tuning, fields, fail)
     expected = ("config", "arguments", "values") if kind == "heuristics" else ("target", "key", "config")
     if sorted(fields) != sorted(expected):
         fail(f"{kind} has {', '.join(expected)}, got {', '.join(sorted(fields)) or 'nothing'}")

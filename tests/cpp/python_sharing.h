@@ -44,9 +44,17 @@ inline py::dict shared(const TensorDescriptor& d) {
 // Python defining _load(path, name) (a kernel from its file) and _value(a) (a shared value as a
 // Python caller passes it: tensors, Triton's TensorDescriptor, tuples); the tests' own Python follows.
 inline const std::string kPythonValues = R"py(
-import importlib.util, torch
+import importlib, importlib.util, os, sys, torch
 
 def _load(path, name):
+    # A file of an importable package (folders with __init__.py up to one on sys.path) is imported
+    # by its dotted name, as its package imports it, so its relative imports work.
+    folder, parts = os.path.dirname(os.path.abspath(path)), [os.path.splitext(os.path.basename(path))[0]]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    if len(parts) > 1 and folder in {os.path.abspath(p or ".") for p in sys.path}:
+        return getattr(importlib.import_module(".".join(parts)), name)
     spec = importlib.util.spec_from_file_location("tjit_test_kernels_" + str(abs(hash(path))), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

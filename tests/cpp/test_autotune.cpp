@@ -352,7 +352,7 @@ TEST_P(Autotune, PruningGetsTheArgumentsByNameAndKeysIgnoreNamesNotPassed) {
   ::testing::internal::CaptureStderr();
   auto& fn = kernel("pruned_by_name_kernel");
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(log.find("'not_a_parameter'"), std::string::npos) << log;
+  EXPECT_NE(log.find("key names 'BLOCK', which the caller does not pass"), std::string::npos) << log;
   // LIMIT = 64 and n = 100 keep 16, 32, 64; the perf model (smallest block first, top 1) keeps 16.
   // LIMIT = 128 and n = 40 keep 16, 32: again 16. A prune that could not read LIMIT would throw.
   for (auto [n, limit] : {std::pair<int64_t, int64_t>{100, 64}, std::pair<int64_t, int64_t>{40, 128}}) {
@@ -444,19 +444,252 @@ TEST_P(Autotune, RunWithTheWrongArgumentsSaysWhatItTakes) {
   EXPECT_NE(meta_message.find("META[\"BLOKC\"]"), std::string::npos) << meta_message;
 }
 
-TEST_P(Autotune, PythonHooksAreRefusedByRunButOperatorStillWorks) {
+// A config pre_hook that works on a tensor cannot be recorded: run() says so and names the remedy;
+// operator() with every argument still works; a hook supplied in C++ makes run() work, called
+// before the launch.
+TEST_P(Autotune, UnrecordablePreHookIsRefusedUntilSuppliedInCpp) {
   auto& fn = kernel("hooked_kernel");
   const at::Tensor x = at::randn({100}, options());
   at::Tensor out = poisoned_like(x);
   const std::string message = error_message([&] { fn.run(stream_of(x), Grid(2), x, out, int64_t{100}); });
-  EXPECT_NE(message.find("pre_hook"), std::string::npos) << message;
+  for (const char* part : {"hooked_kernel", "_hook is not descriptor-only", "reads an attribute of out",
+                           "set_config_pre_hook"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
   fn(stream_of(x), Grid(2), tjit::LaunchOptions{}, x, out, 100, 64);
   synchronize(out);
   EXPECT_TRUE(at::equal(out, x));
+
+  int calls = 0;
+  fn.set_config_pre_hook([&](tjit::ConfigHookArgs& args) {
+    ++calls;
+    EXPECT_EQ(args.config_index(), 0);
+    EXPECT_EQ(args.meta()["BLOCK"], 64);
+    EXPECT_EQ(args.meta()["n"], 100);
+    EXPECT_FALSE(args.timing());  // one config: nothing is timed
+    at::Tensor o = args.tensor("out");
+    o.zero_();  // what the Python hook does
+    EXPECT_NE(error_message([&] { args.tensor("n"); }).find("'n'"), std::string::npos);
+  });
+  out = poisoned_like(x);
+  fn.run(stream_of(x), Grid(2), x, out, int64_t{100});
+  synchronize(out);
+  EXPECT_TRUE(at::equal(out, x));
+  EXPECT_EQ(calls, 1);
+  fn.set_config_pre_hook(nullptr);
+  EXPECT_NE(error_message([&] { fn.run(stream_of(x), Grid(2), x, out, int64_t{100}); }).find("not descriptor-only"),
+            std::string::npos);
+}
+
+// The body of a decision record of the test's store whose key starts with `kind` ("autotune choice",
+// "descriptor hook"), one per record.
+std::vector<std::string> decision_records(const std::string& folder, const std::string& kind) {
+  std::vector<std::string> found;
+  const std::string listing = folder + "/listing.txt";
+  std::system(("find '" + folder + "' -name 'decision-*.tjd' > '" + listing + "'").c_str());
+  std::FILE* names = std::fopen(listing.c_str(), "r");
+  char name[4096];
+  while (names != nullptr && std::fgets(name, sizeof(name), names) != nullptr) {
+    std::string path(name);
+    path.erase(path.find_last_not_of("\n") + 1);
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    std::string bytes;
+    char buffer[4096];
+    for (size_t n; f != nullptr && (n = std::fread(buffer, 1, sizeof(buffer), f)) > 0;) {
+      bytes.append(buffer, n);
+    }
+    if (f != nullptr) std::fclose(f);
+    if (bytes.find("tjit " + kind + " v1") != std::string::npos) {
+      found.push_back(bytes);
+    }
+  }
+  if (names != nullptr) std::fclose(names);
+  return found;
+}
+
+// A config pre_hook on host descriptors (Triton's TMA matmul tutorials): each config's hook sets the
+// descriptors' block shapes from the config and a caller constexpr. The caller's descriptors have
+// 8x8 blocks, with which the kernel cannot even compile; tuning at the first call runs both configs
+// (every timing finite), and the result matches aten.
+TEST_P(Autotune, DescriptorPreHooksSetTheBlockShapes) {
+  FreshStore store("descriptor-hook");
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  EXPECT_EQ(fn.caller_parameters(),
+            (std::vector<std::string>{"a_desc", "b_desc", "c_desc", "M", "N", "K", "SPLIT_STORE"}));
+  const auto half = options().dtype(at::kHalf);
+  // Four tuning keys (M; SPLIT_STORE is not in the key), each tuned at its first call.
+  for (const bool split : {false, true}) {
+    for (const int64_t M : split ? std::vector<int64_t>{24, 56} : std::vector<int64_t>{40, 64}) {
+      SCOPED_TRACE(std::string("split ") + (split ? "yes" : "no") + ", M " + std::to_string(M));
+      const int64_t N = 48, K = 64;  // 16-element strides (Triton 3.4's interpreter asks that)
+      const at::Tensor a = at::randn({M, K}, half);
+      const at::Tensor b = at::randn({N, K}, half);
+      at::Tensor buffer = at::full({M + 4, N + 16}, std::nan(""), half);
+      at::Tensor c = buffer.narrow(0, 2, M).narrow(1, 0, N);
+      const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+      const auto b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+      const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+      const size_t runs = fn.num_tuning_runs();
+      fn.run(stream_of(a), [&](const KernelMeta& meta) {
+        return Grid(cdiv(M, meta["BLOCK_M"]), cdiv(N, meta["BLOCK_N"]));
+      }, a_desc, b_desc, c_desc, M, N, K, split);
+      synchronize(c);
+      if (!GetParam().is_cuda()) {
+        EXPECT_EQ(fn.num_tuning_runs() - runs, 8u);  // 2 configs x 4 interpreted runs: neither failed
+      }
+      const at::Tensor expected = at::matmul(a.to(at::kFloat), b.to(at::kFloat).t());
+      EXPECT_TRUE(at::allclose(c.to(at::kFloat), expected, 1e-2, 5e-2));
+      EXPECT_TRUE(buffer.narrow(0, 0, 2).isnan().all().item<bool>());
+      EXPECT_TRUE(buffer.narrow(0, M + 2, 2).isnan().all().item<bool>());
+      EXPECT_TRUE(buffer.narrow(1, N, 16).isnan().all().item<bool>());
+      // The caller's descriptors are left as they were (the hook's fields go to copies).
+      EXPECT_EQ(a_desc.block_shape(), c10::IntArrayRef({8, 8}));
+    }
+  }
+  // Every config of every key was timed (a config failing would time as null), and the hooks'
+  // effects were recorded once per config and SPLIT_STORE value (not per M).
+  const auto choices = decision_records(store.path(), "autotune choice");
+  EXPECT_EQ(choices.size(), 4u);
+  for (const std::string& record : choices) {
+    EXPECT_EQ(record.find("null"), std::string::npos) << record;
+  }
+  const auto hooks = decision_records(store.path(), "descriptor hook");
+  EXPECT_EQ(hooks.size(), 4u);
+  bool split_record = false;
+  for (const std::string& record : hooks) {
+    split_record = split_record || record.find("[32,8]") != std::string::npos;
+  }
+  EXPECT_TRUE(split_record) << "no record of config 1 with SPLIT_STORE (c_desc [32, 8])";
+}
+
+// A C++ hook replaces the Python one: it is called before each timed run and the launch, and the
+// block shapes it sets are what the runs use.
+TEST_P(Autotune, CppPreHookRunsBeforeEveryRun) {
+  FreshStore store("cpp-hook");
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  int calls = 0;
+  int timed = 0;
+  fn.set_config_pre_hook([&](tjit::ConfigHookArgs& args) {
+    ++calls;
+    timed += args.timing() ? 1 : 0;
+    const int64_t bm = args.meta()["BLOCK_M"], bn = args.meta()["BLOCK_N"], bk = args.meta()["BLOCK_K"];
+    EXPECT_EQ(bm, args.config_index() == 0 ? 16 : 32);
+    args.set_block_shape("a_desc", {bm, bk});
+    args.set_block_shape("b_desc", {bn, bk});
+    args.set_block_shape("c_desc", {bm, bn});
+    EXPECT_EQ(args.descriptor("a_desc").block_shape(), c10::IntArrayRef({8, 8}));  // the caller's
+    if (calls == 1) {  // (not on each of a GPU's thousands of timed runs)
+      EXPECT_NE(error_message([&] { args.set_block_shape("M", {16, 16}); }).find("not a host tensor descriptor"),
+                std::string::npos);
+      EXPECT_NE(error_message([&] { args.set_block_shape("a_desc", {16, 24}); }).find("power of two"),
+                std::string::npos);
+    }
+  });
+  const auto half = options().dtype(at::kHalf);
+  const int64_t M = 33, N = 32, K = 32;
+  const at::Tensor a = at::randn({M, K}, half);
+  const at::Tensor b = at::randn({N, K}, half);
+  at::Tensor c = at::full({M, N}, std::nan(""), half);
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+  const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+  const size_t runs = fn.num_tuning_runs();
+  fn.run(stream_of(a), [&](const KernelMeta& meta) {
+    return Grid(cdiv(M, meta["BLOCK_M"]), cdiv(N, meta["BLOCK_N"]));
+  }, a_desc, b_desc, c_desc, M, N, K, false);
+  synchronize(c);
+  fn.set_config_pre_hook(nullptr);
+  const size_t timing_runs = fn.num_tuning_runs() - runs;
+  EXPECT_GE(timing_runs, 8u);
+  EXPECT_EQ(static_cast<size_t>(timed), timing_runs);
+  EXPECT_EQ(calls, timed + 1);  // and once before the call's own launch
+  EXPECT_TRUE(at::allclose(c.to(at::kFloat), at::matmul(a.to(at::kFloat), b.to(at::kFloat).t()), 1e-2, 5e-2));
+  EXPECT_TRUE(decision_records(store.path(), "descriptor hook").empty());  // nothing recorded for it
+}
+
+// @triton.autotune's own pre_hook / post_hook: tuning a new key needs them, so without C++ ones run()
+// names them; supplied in C++, the pre hook replaces the resets before each timed run (and once
+// after the last), the post hook follows each; a key tuned before calls neither, as in Python.
+TEST_P(Autotune, AutotunePreAndPostHooksSuppliedInCpp) {
+  FreshStore store("tuner-hooks");
+  auto& fn = kernel("tuner_hooked_sum_kernel");
+  const int64_t n = 1000;
+  const at::Tensor x = at::rand({n}, options());
+  at::Tensor total = at::full({1}, std::nan(""), options());
+  auto grid = [n](const KernelMeta& meta) { return Grid(cdiv(n, meta["BLOCK"])); };
+  const std::string message = error_message([&] { fn.run(stream_of(x), grid, x, total, n); });
+  for (const char* part : {"tuner_hooked_sum_kernel", "pre_hook _zero_total and post_hook _after_run",
+                           "set_autotune_hooks", "n=1000"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+  int pre = 0, post = 0, failed = 0, resets = 0;
+  fn.set_autotune_hooks(
+      [&](tjit::ConfigHookArgs& args) {
+        ++pre;
+        resets += args.timing() ? 0 : 1;
+        at::Tensor t = args.tensor("total");
+        t.zero_();
+      },
+      [&](tjit::ConfigHookArgs&, bool run_failed) {
+        ++post;
+        failed += run_failed ? 1 : 0;
+      });
+  const size_t runs = fn.num_tuning_runs();
+  fn.run(stream_of(x), grid, x, total, n);
+  synchronize(total);
+  const size_t timed = fn.num_tuning_runs() - runs;
+  EXPECT_GE(timed, 8u);
+  EXPECT_EQ(static_cast<size_t>(post), timed);
+  EXPECT_EQ(static_cast<size_t>(pre), timed + 1);
+  EXPECT_EQ(resets, 1);
+  EXPECT_EQ(failed, 0);
+  const at::Tensor expected = x.sum().reshape({1});
+  EXPECT_TRUE(at::allclose(total, expected, 1e-5, 1e-3)) << total << expected;  // one clean run
+  // Tuned: no hook runs (Python Triton calls them only around timed runs), so the sum adds up.
+  fn.run(stream_of(x), grid, x, total, n);
+  synchronize(total);
+  fn.set_autotune_hooks(nullptr, nullptr);
+  EXPECT_EQ(static_cast<size_t>(pre), timed + 1);
+  EXPECT_TRUE(at::allclose(total, expected * 2, 1e-5, 1e-3));
+}
+
+// A hook reading what the recorded decision is not keyed on (the call's descriptor shape).
+TEST_P(Autotune, PreHookReadingADescriptorShapeIsRefused) {
+  auto& fn = kernel("shape_reading_hook_kernel");
+  const at::Tensor a = at::randn({32, 32}, options());
+  const at::Tensor out = at::empty({1}, options());
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {16, 16});
+  const std::string message = error_message([&] { fn.run(stream_of(a), Grid(1), a_desc, out, int64_t{32}); });
+  for (const char* part : {"shape_reading_hook_kernel", "_reads_shape", "reads a_desc.shape", "set_config_pre_hook"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
 }
 
 // A second process finds the choice in the store and times nothing: the parent part starts this
 // binary again for the child part (DISABLED_: only run when asked for).
+// Runs this binary's disabled test `test` for the CPU or CUDA in a child process on `store`, JIT off
+// if asked, and expects it to pass.
+void run_child(const FreshStore& store, const std::string& test, bool cuda, bool jit_off) {
+  std::string self(4096, '\0');
+  self.resize(::readlink("/proc/self/exe", self.data(), self.size()));
+  const std::string device = cuda ? "cuda" : "cpu";
+  const std::string command = "env -u TJIT_CACHE TJIT_CACHE_DIR='" + store.path() + "' " +
+                              (jit_off ? "TJIT_JIT=0 " : "") + "'" + self +
+                              "' --gtest_also_run_disabled_tests --gtest_filter='*/Autotune." + test + "/" + device +
+                              "' > '" + store.path() + ".log' 2>&1";
+  std::system(command.c_str());
+  std::string log;
+  if (FILE* f = std::fopen((store.path() + ".log").c_str(), "r")) {
+    char buffer[4096];
+    for (size_t got; (got = std::fread(buffer, 1, sizeof(buffer), f)) > 0;) {
+      log.append(buffer, got);
+    }
+    std::fclose(f);
+  }
+  std::remove((store.path() + ".log").c_str());
+  EXPECT_NE(log.find("[  PASSED  ] 1 test."), std::string::npos) << command << "\n" << log;
+}
+
 TEST_P(Autotune, ASecondProcessLoadsTheChoiceWithoutTiming) {
   FreshStore store("process");
   auto& fn = kernel("double_kernel");
@@ -473,25 +706,8 @@ TEST_P(Autotune, ASecondProcessLoadsTheChoiceWithoutTiming) {
   at::Tensor sums = at::empty({3}, options());
   kernel("row_sum_kernel").run(stream_of(rows), Grid(3), rows, sums, int64_t{101});
   synchronize(sums);
-  std::string self(4096, '\0');
-  self.resize(::readlink("/proc/self/exe", self.data(), self.size()));
-  const std::string device = GetParam().is_cuda() ? "cuda" : "cpu";
   // With CUDA, the child also runs with JIT off: signature, choice and binary all come from the store.
-  const std::string command = "env -u TJIT_CACHE TJIT_CACHE_DIR='" + store.path() + "' " +
-                              (GetParam().is_cuda() ? "TJIT_JIT=0 " : "") +
-                              "'" + self + "' --gtest_also_run_disabled_tests --gtest_filter='*/Autotune." +
-                              "DISABLED_ChildLoadsTheChoice/" + device + "' > '" + store.path() + ".log' 2>&1";
-  std::system(command.c_str());
-  std::string log;
-  if (FILE* f = std::fopen((store.path() + ".log").c_str(), "r")) {
-    char buffer[4096];
-    for (size_t got; (got = std::fread(buffer, 1, sizeof(buffer), f)) > 0;) {
-      log.append(buffer, got);
-    }
-    std::fclose(f);
-  }
-  std::remove((store.path() + ".log").c_str());
-  EXPECT_NE(log.find("[  PASSED  ] 1 test."), std::string::npos) << command << "\n" << log;
+  run_child(store, "DISABLED_ChildLoadsTheChoice", GetParam().is_cuda(), GetParam().is_cuda());
 }
 
 TEST_P(Autotune, DISABLED_ChildLoadsTheChoice) {
@@ -523,6 +739,51 @@ TEST_P(Autotune, DISABLED_ChildLoadsTheChoice) {
   }
 }
 
+// What a config pre_hook set on the descriptors survives in the kernel store: a second process
+// applies it without running the hook (with CUDA, with JIT off: no Python at all).
+constexpr int64_t kStoredHookM = 72, kStoredHookN = 32, kStoredHookK = 48;
+
+void run_stored_hook_matmul(const at::TensorOptions& options) {
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  const auto half = options.dtype(at::kHalf);
+  const at::Tensor a = at::randn({kStoredHookM, kStoredHookK}, half);
+  const at::Tensor b = at::randn({kStoredHookN, kStoredHookK}, half);
+  at::Tensor c = at::full({kStoredHookM, kStoredHookN}, std::nan(""), half);
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+  const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+  fn.run(stream_of(a), [](const KernelMeta& meta) {
+    return Grid(cdiv(kStoredHookM, meta["BLOCK_M"]), cdiv(kStoredHookN, meta["BLOCK_N"]));
+  }, a_desc, b_desc, c_desc, kStoredHookM, kStoredHookN, kStoredHookK, true);
+  synchronize(c);
+  EXPECT_TRUE(at::allclose(c.to(at::kFloat), at::matmul(a.to(at::kFloat), b.to(at::kFloat).t()), 1e-2, 5e-2));
+}
+
+// Both parts in fresh processes: this one remembers hook decisions of other tests, which it would
+// not store again.
+TEST_P(Autotune, ASecondProcessAppliesTheStoredDescriptorHook) {
+  FreshStore store("stored-hook");
+  run_child(store, "DISABLED_ChildRecordsTheDescriptorHook", GetParam().is_cuda(), false);
+  run_child(store, "DISABLED_ChildAppliesTheStoredDescriptorHook", GetParam().is_cuda(), GetParam().is_cuda());
+}
+
+TEST_P(Autotune, DISABLED_ChildRecordsTheDescriptorHook) {
+  run_stored_hook_matmul(options());
+  EXPECT_EQ(kernel("descriptor_hook_matmul_kernel").num_tunings(), 1u);
+}
+
+TEST_P(Autotune, DISABLED_ChildAppliesTheStoredDescriptorHook) {
+  run_stored_hook_matmul(options());
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  EXPECT_EQ(fn.num_tunings(), 0u);
+  // The choice and what the chosen config's hook set, both from the store (a hook run in Python
+  // instead would leave one hit).
+  EXPECT_EQ(tjit::kernel_store_counters().tuning_hits, 2u);
+  if (GetParam().is_cuda()) {
+    EXPECT_EQ(fn.num_compiled(), 0u);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Autotune, ::testing::ValuesIn(tjit::testing::test_devices()),
                          tjit::testing::device_label);
 
@@ -548,6 +809,54 @@ TEST(AutotuneCuda, TunedRunAllocatesNothing) {
   synchronize(out);
   EXPECT_EQ(tjit::testing::allocations.load(), 0u);
   EXPECT_TRUE(at::equal(out, x * 2));
+}
+
+// A recorded config pre_hook is applied in C++ on every launch: copies of the descriptors with the
+// hook's block shapes, and no allocation; nor does a C++ hook add any.
+TEST(AutotuneCuda, DescriptorPreHookRunAllocatesNothing) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  FreshStore store("hook-alloc");
+  auto& fn = kernel("descriptor_hook_matmul_kernel");
+  const auto half = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  const int64_t M = 96, N = 64, K = 64;
+  const at::Tensor a = at::randn({M, K}, half);
+  const at::Tensor b = at::randn({N, K}, half);
+  at::Tensor c = at::empty({M, N}, half);
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+  const auto c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+  const tjit::Stream stream = stream_of(a);
+  auto grid = [&](const KernelMeta& meta) { return Grid(cdiv(M, meta["BLOCK_M"]), cdiv(N, meta["BLOCK_N"])); };
+  const at::Tensor expected = at::matmul(a.to(at::kFloat), b.to(at::kFloat).t());
+  for (const bool cpp_hook : {false, true}) {
+    SCOPED_TRACE(cpp_hook ? "C++ hook" : "recorded Python hook");
+    int calls = 0;
+    if (cpp_hook) {
+      fn.set_config_pre_hook([&](tjit::ConfigHookArgs& args) {
+        ++calls;
+        const int64_t bm = args.meta()["BLOCK_M"], bn = args.meta()["BLOCK_N"], bk = args.meta()["BLOCK_K"];
+        args.set_block_shape("a_desc", {bm, bk});
+        args.set_block_shape("b_desc", {bn, bk});
+        args.set_block_shape("c_desc", {bm, bn});
+      });
+    }
+    fn.run(stream, grid, a_desc, b_desc, c_desc, M, N, K, false);
+    fn.run(stream, grid, a_desc, b_desc, c_desc, M, N, K, false);
+    c.fill_(std::nan(""));
+    tjit::testing::allocations.store(0);
+    tjit::testing::count_allocations.store(true);
+    for (int i = 0; i < 100; ++i) {
+      fn.run(stream, grid, a_desc, b_desc, c_desc, M, N, K, false);
+    }
+    tjit::testing::count_allocations.store(false);
+    synchronize(c);
+    fn.set_config_pre_hook(nullptr);
+    EXPECT_EQ(tjit::testing::allocations.load(), 0u);
+    EXPECT_TRUE(at::allclose(c.to(at::kFloat), expected, 1e-2, 5e-2));
+    if (cpp_hook) {
+      EXPECT_EQ(calls, 102);  // the key was tuned before: one call per launch
+    }
+  }
 }
 
 TEST(AutotuneCuda, AConfigNeedingTooMuchSharedMemoryIsSkipped) {

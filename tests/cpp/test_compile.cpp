@@ -141,6 +141,15 @@ TEST(Compile, MissingFunctionNamesTheFunction) {
   EXPECT_LT(cause, msg.find("bundle")) << msg;
 }
 
+TEST(Compile, AnUndefinedTensorIsNamedWhenTheKernelFails) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor out = cpu_floats(8);
+  const std::string msg = tjit::testing::error_message([&] {
+    fn(nullptr, tjit::Grid(1), tjit::LaunchOptions{}, at::Tensor(), out, int64_t{8}, 2.0f, int64_t{8});
+  });
+  EXPECT_NE(msg.find("argument(s) x_ptr got None (an undefined at::Tensor"), std::string::npos) << msg;
+}
+
 TEST(Compile, PlainPythonFunctionIsRejected) {
   const std::string msg = tjit::testing::error_message([] { TritonJitFunction::get_instance(test_kernels(), "not_a_kernel"); });
   EXPECT_NE(msg.find("not a @triton.jit function"), std::string::npos) << msg;

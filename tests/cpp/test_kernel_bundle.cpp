@@ -16,6 +16,7 @@
 
 #include <tjit/kernel_bundle.h>
 #include <tjit/kernel_manifest.h>
+#include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
@@ -97,8 +98,29 @@ struct DecoratedInputs {
   at::Tensor out = at::empty({kN});
 };
 
+// descriptor_hook_matmul_kernel: its configs' pre_hook sets the descriptors' block shapes (the
+// caller's are 8x8); the bundle ships what it set per config, for SPLIT_STORE false only.
+constexpr int64_t kHookM = 40, kHookN = 48, kHookK = 64;
+
+struct HookInputs {
+  at::Tensor a = at::randn({kHookM, kHookK}, at::TensorOptions().dtype(at::kHalf));
+  at::Tensor b = at::randn({kHookN, kHookK}, at::TensorOptions().dtype(at::kHalf));
+  at::Tensor c = at::empty({kHookM, kHookN}, at::TensorOptions().dtype(at::kHalf));
+  tjit::TensorDescriptor a_desc = tjit::TensorDescriptor::from_tensor(a, {8, 8});
+  tjit::TensorDescriptor b_desc = tjit::TensorDescriptor::from_tensor(b, {8, 8});
+  tjit::TensorDescriptor c_desc = tjit::TensorDescriptor::from_tensor(c, {8, 8});
+};
+
 int record_manifest() {
   Inputs in;
+  {
+    HookInputs h;
+    TritonJitFunction::get_instance(decorated_kernels(), "descriptor_hook_matmul_kernel")
+        .run(nullptr, [](const tjit::KernelMeta& meta) {
+          return tjit::Grid(static_cast<uint32_t>((kHookM + meta["BLOCK_M"] - 1) / meta["BLOCK_M"]),
+                            static_cast<uint32_t>((kHookN + meta["BLOCK_N"] - 1) / meta["BLOCK_N"]));
+        }, h.a_desc, h.b_desc, h.c_desc, kHookM, kHookN, kHookK, false);
+  }
   // Through run(), so that their heuristics' values and the autotune choice (for the interpreter)
   // are recorded too, and every config's specialisation.
   DecoratedInputs d;
@@ -169,14 +191,14 @@ TEST_F(Bundle, LoadsAndDescribesItself) {
   const tjit::KernelBundleInfo info = tjit::load_bundle(bundle_path());
   EXPECT_FALSE(info.embedded);
   EXPECT_EQ(info.targets, (std::vector<std::string>{"cuda:80:32", "cuda:90:32"}));
-  EXPECT_EQ(info.num_kernels, 7u);
-  // Eight specialisations (scale, variety, activation, defaults, tuple, row_sum, and the autotuned
-  // scale_kernel's two configs), two targets.
-  EXPECT_EQ(info.num_entries, 16u);
+  EXPECT_EQ(info.num_kernels, 8u);
+  // Ten specialisations (scale, variety, activation, defaults, tuple, row_sum, the autotuned
+  // scale_kernel's two configs and descriptor_hook_matmul_kernel's two), two targets.
+  EXPECT_EQ(info.num_entries, 20u);
   EXPECT_FALSE(info.triton_version.empty());
   tjit::load_bundle(bundle_path());  // again: the same bundle, not a second one
   ASSERT_EQ(tjit::loaded_bundles().size(), 1u);
-  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 16u);
+  EXPECT_EQ(tjit::loaded_bundles()[0].num_entries, 20u);
 }
 
 // --- What @triton.heuristics and @triton.autotune decided, shipped in the bundle ---
@@ -249,6 +271,60 @@ TEST_F(Bundle, BundledTuningCanBeTurnedOff) {
   EXPECT_EQ(scale.num_tunings_loaded(), 0u);
   tjit::set_bundled_tuning_enabled(true);
   EXPECT_TRUE(is_elf(scale.compile_run(CompileTarget::parse("cuda:90"), d.x, d.out, kN, int64_t{3}).binary));
+}
+
+// What a config pre_hook set on the descriptors, shipped in the bundle: applied with Python absent.
+// The choice for cuda:90 is bundle_decisions.manifest.json's (config 1: 32x16x32); the recorded run
+// (CPU) recorded what the hook set for both configs.
+TEST_F(Bundle, DescriptorHookDecisionComesFromTheBundle) {
+  tjit::load_bundle(bundle_path());
+  HookInputs h;
+  auto& fn = TritonJitFunction::get_instance(decorated_kernels(), "descriptor_hook_matmul_kernel");
+  const CompileTarget target = CompileTarget::parse("cuda:90");
+  const tjit::CompiledKernel k = fn.compile_run(target, h.a_desc, h.b_desc, h.c_desc, kHookM, kHookN, kHookK, false);
+  EXPECT_TRUE(is_elf(k.binary));
+  // The binary of the descriptors as the hook sets them for config 1, and not of the caller's.
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(h.a, {32, 32});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(h.b, {16, 32});
+  const auto c_desc = tjit::TensorDescriptor::from_tensor(h.c, {32, 16});
+  const tjit::CompiledKernel expected = fn.compile(target, LaunchOptions{4, 2}, a_desc, b_desc, c_desc, kHookM, kHookN,
+                                                   kHookK, false, int64_t{32}, int64_t{16}, int64_t{32});
+  EXPECT_EQ(k.binary, expected.binary);
+  EXPECT_EQ(fn.num_compiled(), 0u);
+  EXPECT_EQ(fn.num_tunings_loaded(), 1u);
+  EXPECT_FALSE(python_mapped());
+}
+
+// A call whose hook effect the bundle lacks (SPLIT_STORE true was never recorded), with JIT off: the
+// error names the kernel, the hook and both remedies; a C++ hook then makes the call work.
+TEST_F(Bundle, UnrecordedDescriptorHookNamesTheRemediesAndACppHookWorks) {
+  tjit::load_bundle(bundle_path());
+  HookInputs h;
+  auto& fn = TritonJitFunction::get_instance(decorated_kernels(), "descriptor_hook_matmul_kernel");
+  const CompileTarget target = CompileTarget::parse("cuda:90");
+  const std::string message = error_message(
+      [&] { fn.compile_run(target, h.a_desc, h.b_desc, h.c_desc, kHookM, kHookN, kHookK, true); });
+  for (const char* part : {"descriptor_hook_matmul_kernel", "pre_hook _descriptor_blocks", "SPLIT_STORE=True",
+                           "TJIT_JIT=0", "TJIT_RECORD", "set_config_pre_hook", "\"descriptor_hook\": {\"config\": 1"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << "missing '" << part << "' in:\n" << message;
+  }
+  // Supplied in C++, the hook replaces the recorded one: here it sets config 1's recorded shapes.
+  int calls = 0;
+  fn.set_config_pre_hook([&](tjit::ConfigHookArgs& args) {
+    ++calls;
+    args.set_block_shape("a_desc", {args.meta()["BLOCK_M"], args.meta()["BLOCK_K"]});
+    args.set_block_shape("b_desc", {args.meta()["BLOCK_N"], args.meta()["BLOCK_K"]});
+    args.set_block_shape("c_desc", {args.meta()["BLOCK_M"], args.meta()["BLOCK_N"]});
+  });
+  const tjit::CompiledKernel k = fn.compile_run(target, h.a_desc, h.b_desc, h.c_desc, kHookM, kHookN, kHookK, false);
+  fn.set_config_pre_hook(nullptr);
+  EXPECT_EQ(calls, 1);
+  const auto a_desc = tjit::TensorDescriptor::from_tensor(h.a, {32, 32});
+  const auto b_desc = tjit::TensorDescriptor::from_tensor(h.b, {16, 32});
+  const auto c_desc = tjit::TensorDescriptor::from_tensor(h.c, {32, 16});
+  EXPECT_EQ(k.binary, fn.compile(target, LaunchOptions{4, 2}, a_desc, b_desc, c_desc, kHookM, kHookN, kHookK, false,
+                                 int64_t{32}, int64_t{16}, int64_t{32}).binary);
+  EXPECT_FALSE(python_mapped());
 }
 
 TEST_F(Bundle, CompilesFromTheBundleWithoutPython) {

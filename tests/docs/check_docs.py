@@ -84,19 +84,7 @@ def code_blocks(text):
 
 def prose_lines(text):
     """The lines outside fenced blocks, with their numbers, inline code removed."""
-    out = []
-    in_fence = None
-    for number, line in enumerate(text.split("\n"), 1):
-        m = FENCE.match(line)
-        if in_fence is None and m:
-            in_fence = m.group(2)[0] * len(m.group(2))
-            continue
-        if in_fence is not None:
-            if line.strip().startswith(in_fence) and line.strip().strip(in_fence[0]) == "":
-                in_fence = None
-            continue
-        out.append((number, re.sub(r"`[^`]*`", "", line)))
-    return out
+    return [(number, re.sub(r"`[^`]*`", "", line)) for number, line in prose_lines_raw(text)]
 
 
 def slug(heading):

@@ -324,7 +324,7 @@ def compile_check():
          dict(BLOCK_N=4096, S_POW2=4, ALIGN=8, REREAD=True), False, []),
         (L.layer_norm_fwd_kernel,
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
-         ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=0), True,
+         ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=0, PRELOAD=True), True,
          ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
         (L.layer_norm_fwd_persistent_kernel,
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),

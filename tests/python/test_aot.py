@@ -365,6 +365,51 @@ def test_decisions_go_into_the_bundle(tmp_path):
     assert "row_sum_kernel heuristics: config -1; arguments x=Float, out=Float, n_cols=101 -> {\"BLOCK\":128}" in listing
 
 
+def _descriptor_hook(config=1, values=None, constexprs=None, descriptors=("a_desc", "b_desc", "c_desc")):
+    return {"file": DECORATED, "function": "descriptor_hook_matmul_kernel",
+            "descriptor_hook": {"config": config, "constexprs": {"SPLIT_STORE": "False"} if constexprs is None
+                                else constexprs, "descriptors": list(descriptors),
+                                "values": {"a_desc": {"block_shape": [32, 32]}, "c_desc": {"block_shape": [32, 16],
+                                                                                        "padding": "zero"}}
+                                if values is None else values}}
+
+
+def test_descriptor_hook_decisions_go_into_a_version_2_bundle(tmp_path):
+    manifest = _manifest(tmp_path / "m.json", [_descriptor_hook()])
+    decision, = aot.read_decisions(manifest)
+    assert decision.lookup_key == "config 1\nconstexprs SPLIT_STORE=False\ndescriptors a_desc b_desc c_desc"
+    out = str(tmp_path / "b.tjb")
+    assert aot.build_bundle(manifest, ["cuda:90"], out, jobs=1).decisions == 1
+    bundle = aot.read_bundle(out)
+    kernel, = bundle.kernels
+    assert kernel["decisions"] == [{"kind": "descriptor_hook", "key": decision.lookup_key,
+                                    "value": _descriptor_hook()["descriptor_hook"]["values"]}]
+    # Index version 2 only where such a decision is: a runtime that cannot apply them refuses it.
+    with open(out, "rb") as f:
+        data = f.read()
+    assert b'"version":2' in data
+    plain = _manifest(tmp_path / "plain.json", [_autotune()])
+    aot.build_bundle(plain, ["cuda:90"], str(tmp_path / "plain.tjb"), jobs=1)
+    with open(tmp_path / "plain.tjb", "rb") as f:
+        assert b'"version":1' in f.read()
+
+
+@pytest.mark.parametrize("entry, message", [
+    (_descriptor_hook(config=2), "must be the index of a config of descriptor_hook_matmul_kernel that has a pre_hook"),
+    (dict(_descriptor_hook(), function="scale_kernel"), "that has a pre_hook"),
+    (_descriptor_hook(values={"a_desc": {"shape": [1, 1]}}), "their block_shape and/or padding"),
+    (_descriptor_hook(values={"M": {"block_shape": [16, 16]}}), "named in descriptors"),
+    (_descriptor_hook(values={"a_desc": {"block_shape": [16, 24]}}), "a list of powers of two"),
+    (_descriptor_hook(values={"a_desc": {"padding": "one"}}), "must be \"zero\" or \"nan\""),
+    (_descriptor_hook(constexprs={"NOPE": "1"}), "constexprs must be an object"),
+])
+def test_descriptor_hook_decision_errors(tmp_path, entry, message):
+    path = _manifest(tmp_path / "bad.json", [entry])
+    with pytest.raises(aot.ManifestError) as error:
+        aot.read_decisions(path)
+    assert message in str(error.value), str(error.value)
+
+
 # --------------------------------------------------------------------------------------------
 # Building
 
@@ -839,7 +884,7 @@ def _damage_cases():
         ("key not UTF-8", records(lambda r: r[2].__setitem__(1, b"\xff" + r[2][1][1:])),
          "index: record 2's key is not UTF-8"),
         ("index not JSON", lambda d: _with_index(d, json_change=lambda j: b"{\"format\":"), "index is not valid JSON"),
-        ("index of another format", index_json(lambda i: dict(i, version=2)), "index version is 2"),
+        ("index of another format", index_json(lambda i: dict(i, version=3)), "index version is 3"),
         ("kernel without a signature", index_json(lambda i: dict(i, kernels=[i["kernels"][0], {"function": "f"}])),
          "index: kernel 1 misses function, file_name or signature"),
         # Records

@@ -504,20 +504,22 @@ def test_bundle_built_with_decisions_from_a_store(tmp_path):
     env.pop("TJIT_CACHE", None)
     subprocess.run([recorder, "--record-manifest"], env=env, check=True, capture_output=True, timeout=600)
     recorded = {(d.function, d.kind, d.lookup_key): d.value for d in aot.read_decisions(manifest)}
+    # descriptor_hook_matmul_kernel: its choice, and what its configs' pre_hook set on descriptors.
     assert sum(kind == "heuristics" for _, kind, _ in recorded) == 3 and \
-        sum(kind == "autotune" for _, kind, _ in recorded) == 1, recorded
+        sum(kind == "autotune" for _, kind, _ in recorded) == 2 and \
+        sum(kind == "descriptor_hook" for _, kind, _ in recorded) == 2, recorded
     kernel_objects = [aot.kernels.load_kernel(os.path.join(kernels, "autotune_test_kernels.py"), f)
-                      for f in ("row_sum_kernel", "scale_kernel")]
+                      for f in ("row_sum_kernel", "scale_kernel", "descriptor_hook_matmul_kernel")]
     from_store = {(d.function, d.kind, d.lookup_key): d.value for d in aot.store_decisions(store, kernel_objects)}
     assert from_store == recorded
-    assert kernel_store.info(store)["decisions"] == 4
+    assert kernel_store.info(store)["decisions"] == 7
     # A manifest of the specialisations alone, and the decisions from the store.
     specs_only = str(tmp_path / "specs.json")
     with open(specs_only, "w") as f:
         f.write(aot.manifest_json(aot.read_manifest(manifest), str(tmp_path)))
     bundle = str(tmp_path / "b.tjb")
     stats = aot.build_bundle(specs_only, ["cuda:90"], bundle, jobs=1, decisions_from=[store])
-    assert stats.decisions == 4
+    assert stats.decisions == 7
     shipped = {(k["function"], d["kind"], d["key"]): d["value"] for k in aot.read_bundle(bundle).kernels
                for d in k.get("decisions", [])}
     assert shipped == recorded

@@ -6,14 +6,15 @@ layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N,
     grid: (cdiv(M, BLOCK_M),).
 
 layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
-                      eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64, BLOCK_TAIL)
+                      eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64, BLOCK_TAIL, PRELOAD)
     y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), biased variance; also stores
     mean[m], rstd[m] unless mean_ptr / rstd_ptr are None (inference needs only y).  grid: (M,).
     SINGLE_PASS: the row lives in registers, N <= BLOCK_N + BLOCK_TAIL; BLOCK_TAIL (0: none):
     columns [BLOCK_N, BLOCK_N + BLOCK_TAIL) in a second block, so BLOCK_N < N needs no lanes padding
     the row to 2 * BLOCK_N. Its variance sums (x - mean)^2 over the row in registers (exact two-pass).
     Otherwise (BLOCK_TAIL = 0, any N >= 1) the row is read twice: Welford per lane, lanes merged
-    with Chan's formula, then normalised; never E[x^2] - E[x]^2.
+    with Chan's formula, then normalised; never E[x^2] - E[x]^2. PRELOAD (single pass only): weight
+    and bias load with the row rather than after its reductions (_layer_norm_fwd_row says when).
 
 layer_norm_fwd_persistent_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row,
                                  stride_y_row, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL, STAGES, INDEX_64)
@@ -68,7 +69,8 @@ def layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M
 @triton.jit
 def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
                           eps: tl.float64, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr,
-                          SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr):
+                          SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr,
+                          PRELOAD: tl.constexpr):
     row = tl.program_id(0)
     if INDEX_64:
         row = row.to(tl.int64)
@@ -79,9 +81,6 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
     y_row = y_ptr + row * stride_y_row
 
     if SINGLE_PASS:
-        # Weight and bias load with the row when a thread's share of them is small: one block of up
-        # to 8192 columns, not the tail blocks' 4-warp programs (_layer_norm_fwd_row says why).
-        PRELOAD: tl.constexpr = (BLOCK_TAIL == 0) and (BLOCK_N <= 8192)
         mean, rstd = _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL,
                                          ACC, PRELOAD)
     else:
@@ -127,8 +126,8 @@ def _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: tl.const
     # One row held in registers (N <= BLOCK_N + BLOCK_TAIL), normalised and stored; returns (mean, rstd).
     # PRELOAD: weight and bias are loaded with x, so their latency overlaps x's instead of following
     # the reductions (their barriers keep the compiler from hoisting the loads), at the cost of their
-    # registers through the reductions: a gain of about 1% where a thread holds few columns, a loss
-    # where it holds many (64 columns a thread: -22%).
+    # registers through the reductions, which can cost a resident program per SM: the plan decides
+    # (plan.cpp, preload_affine).
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
     if BLOCK_TAIL > 0:

@@ -123,7 +123,7 @@ def _prefer_small_blocks(n, LIMIT, BLOCK):  # named parameters only, no **kwargs
 # that names its parameters keeps the smallest block.
 @triton.autotune(
     configs=[triton.Config({"BLOCK": b}, num_warps=4) for b in (16, 32, 64, 128, 256)],
-    key=["n", "LIMIT", "not_a_parameter"],  # Python Triton ignores a name the caller does not pass
+    key=["n", "LIMIT", "BLOCK"],  # BLOCK is set by the configs: Python Triton leaves it out of the key
     prune_configs_by={"early_config_prune": _keep_blocks_up_to_limit, "perf_model": _prefer_small_blocks,
                       "top_k": 1},
 )
@@ -157,10 +157,11 @@ def partly_broken_kernel(x, out, n, BLOCK: tl.constexpr):
 
 
 def _hook(kwargs):
-    pass
+    kwargs["out"].zero_()  # a tensor's use: not a descriptor-only hook
 
 
-# A Python pre_hook: run() refuses it, operator() with every argument still works.
+# A pre_hook that works on a tensor: run() refuses it unless a C++ hook is supplied; operator() with
+# every argument still works.
 @triton.autotune(configs=[triton.Config({"BLOCK": 64}, pre_hook=_hook)], key=["n"])
 @triton.jit
 def hooked_kernel(x, out, n, BLOCK: tl.constexpr):
@@ -231,3 +232,71 @@ def descriptor_scale_kernel(x_desc, y_desc, M, N, scale, BM: tl.constexpr, BN: t
     off_m = tl.program_id(0) * BM
     off_n = tl.program_id(1) * BN
     y_desc.store([off_m, off_n], (x_desc.load([off_m, off_n]) * scale).to(y_desc.dtype))
+
+
+# A config pre_hook on host descriptors, as Triton's TMA matmul tutorials have: it sets each
+# descriptor's block shape from the config, and from a constexpr the caller passes (SPLIT_STORE
+# stores C in two half-width blocks). The caller's descriptors carry some other block shape.
+def _descriptor_blocks(nargs):
+    block_m, block_n, block_k = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [block_m, block_k]
+    nargs["b_desc"].block_shape = [block_n, block_k]
+    nargs["c_desc"].block_shape = [block_m, block_n // 2] if nargs["SPLIT_STORE"] else [block_m, block_n]
+
+
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}, num_warps=4, pre_hook=_descriptor_blocks),
+        triton.Config({"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 32}, num_warps=4, num_stages=2,
+                      pre_hook=_descriptor_blocks),
+    ],
+    key=["M", "N", "K"],
+)
+@triton.jit
+def descriptor_hook_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, SPLIT_STORE: tl.constexpr,
+                                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    off_m = tl.program_id(0) * BLOCK_M
+    off_n = tl.program_id(1) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = a_desc.load([off_m, k])
+        b = b_desc.load([off_n, k])
+        acc = tl.dot(a, b.T, acc)
+    c = acc.to(c_desc.dtype)
+    if SPLIT_STORE:
+        left, right = c.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+        c_desc.store([off_m, off_n], left)
+        c_desc.store([off_m, off_n + BLOCK_N // 2], right)
+    else:
+        c_desc.store([off_m, off_n], c)
+
+
+def _reads_shape(nargs):
+    nargs["a_desc"].block_shape = [nargs["BLOCK_M"], min(nargs["a_desc"].shape[1], 32)]
+
+
+# A descriptor hook that reads the call's descriptor shape: not recordable (its effect would depend
+# on what the recorded decision is not keyed on).
+@triton.autotune(configs=[triton.Config({"BLOCK_M": 16}, pre_hook=_reads_shape), triton.Config({"BLOCK_M": 32},
+                 pre_hook=_reads_shape)], key=["M"])
+@triton.jit
+def shape_reading_hook_kernel(a_desc, out, M, BLOCK_M: tl.constexpr):
+    pass
+
+
+def _zero_total(nargs, reset_only=False):
+    nargs["total"].zero_()
+
+
+def _after_run(nargs, exception):
+    pass
+
+
+# @triton.autotune's own pre_hook (in place of reset_to_zero) and post_hook: Python that Python Triton
+# runs around each timed run only.
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                 pre_hook=_zero_total, post_hook=_after_run)
+@triton.jit
+def tuner_hooked_sum_kernel(x, total, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(total, tl.sum(tl.load(x + offsets, mask=offsets < n, other=0.0)))

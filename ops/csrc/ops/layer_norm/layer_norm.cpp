@@ -198,7 +198,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
       // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as
       // the double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten).
       kernel(stream, Grid(plan.programs), options, out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps,
-             w.defined(), b.defined(), plan.block_n, plan.single_pass, plan.index64, plan.block_tail);
+             w.defined(), b.defined(), plan.block_n, plan.single_pass, plan.index64, plan.block_tail,
+             plan.preload_affine);
       break;
     }
     case LayerNormForwardPlan::Kind::TunedLongRows:

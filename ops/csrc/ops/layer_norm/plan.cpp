@@ -20,9 +20,15 @@ constexpr int64_t kForwardSinglePassLimit = 32768;
 constexpr int64_t kShortRowLimit = 1024;
 // Up to here the backward is one fused pass (dx plus per-program dw/db partials).
 constexpr int64_t kFusedBackwardLimit = 8192;
-// 2-byte rows take the persistent forward where the memory wants more bytes in flight per SM than
-// one program a row keeps: from this peak DRAM bandwidth per SM (memory_gbps / multiprocessors) on.
-constexpr int kPersistentForwardMinGbpsPerSm = 30;
+// Where the memory wants more bytes in flight per SM than one program a row keeps: from this peak
+// DRAM bandwidth per SM (memory_gbps / multiprocessors) on. There 2-byte rows take the persistent
+// forward, and the forward spends no registers on loading weight and bias early (PRELOAD), which
+// would cost resident programs (fp32 5120 columns: 3 -> 2 an SM).
+constexpr int kHighBandwidthMinGbpsPerSm = 30;
+
+bool memory_wants_more_in_flight(const kit::DeviceFacts& device) {
+  return int64_t{device.memory_gbps} >= int64_t{kHighBandwidthMinGbpsPerSm} * device.multiprocessors;
+}
 
 struct RowBlocks {
   int64_t block_n;
@@ -74,9 +80,7 @@ std::optional<PersistentBlocks> plan_persistent_forward(int64_t cols, int64_t el
   if (element_size != 2) {
     return std::nullopt;
   }
-  const bool memory_wants_it =
-      !device.is_cuda ||
-      int64_t{device.memory_gbps} >= int64_t{kPersistentForwardMinGbpsPerSm} * device.multiprocessors;
+  const bool memory_wants_it = !device.is_cuda || memory_wants_more_in_flight(device);
   for (const int64_t head : {int64_t{4096}, int64_t{8192}}) {
     const int64_t tail_limit = head == 8192 ? head / 2 : head / 4;
     if (cols > head && cols <= head + tail_limit && memory_wants_it) {
@@ -213,6 +217,11 @@ LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, c
   plan.single_pass = blocks.single_pass;
   plan.num_warps = blocks.num_warps;
   plan.block_tail = blocks.block_tail;
+  // Weight and bias with the row where a thread's share of them is small (one block of up to 8192
+  // columns, not the tail blocks' 4-warp programs), on memory that needs no extra programs resident.
+  // The interpreter (CPU) takes it too, so both forms are tested there.
+  plan.preload_affine = blocks.single_pass && blocks.block_tail == 0 && blocks.block_n <= 8192 &&
+                        !(device.is_cuda && memory_wants_more_in_flight(device));
   plan.programs = kit::blocks_for(rows, 1, kOp);
   return plan;
 }
@@ -344,7 +353,8 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
       w.constexpr_value("BLOCK_N", p.block_n)
           .constexpr_flag("SINGLE_PASS", p.single_pass)
           .constexpr_flag("INDEX_64", p.index64)
-          .constexpr_value("BLOCK_TAIL", p.block_tail);
+          .constexpr_value("BLOCK_TAIL", p.block_tail)
+          .constexpr_flag("PRELOAD", p.preload_affine);
       break;
   }
   return w;

@@ -407,8 +407,10 @@ BundleIndex decode_bundle_index(std::string_view bytes) {
   BundleIndex b;
   b.payload_offset = kFrameSize + index_size;
   decoding([&] {
-    if (j.at("format").get<std::string>() != "tjit kernel bundle" || j.at("version").get<int>() != 1) {
-      throw CorruptStoreFile("its index is not a version 1 tjit kernel bundle index");
+    // Index version 2 adds decisions of kind "descriptor_hook" (config pre_hooks' effects).
+    const int version = j.at("version").get<int>();
+    if (j.at("format").get<std::string>() != "tjit kernel bundle" || (version != 1 && version != 2)) {
+      throw CorruptStoreFile("its index is not a version 1 or 2 tjit kernel bundle index");
     }
     b.triton_version = j.at("created_by").at("triton").get<std::string>();
     b.targets = j.at("targets").get<std::vector<std::string>>();

@@ -111,6 +111,18 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
               "where tuning cannot time anything. Call tune() with the same arguments before the capture (or give the "
               "kernel store a choice made earlier)");
   std::vector<int> candidates;
+  const bool tuner_pre = static_cast<bool>(tuner_pre_hook);
+  const bool tuner_post = static_cast<bool>(tuner_post_hook);
+  if (!capturing && (!spec.tuner_pre_hook.empty() || !spec.tuner_post_hook.empty()) && !tuner_pre && !tuner_post) {
+    std::string hooks = spec.tuner_pre_hook.empty() ? "" : "pre_hook " + spec.tuner_pre_hook;
+    if (!spec.tuner_post_hook.empty()) {
+      hooks += (hooks.empty() ? "" : " and ") + std::string("post_hook ") + spec.tuner_post_hook;
+    }
+    TORCH_CHECK(false, "tjit: kernel ", fn.function_name_, " needs autotuning for a new key (", key_text, "), and its "
+                "@triton.autotune has the ", hooks, ", Python that Python Triton runs around each timed run and tjit "
+                "does not run from C++. Supply it in C++ (TritonJitFunction::set_autotune_hooks), give the kernel "
+                "store or a bundle a choice for this key, or call the kernel with every argument (operator())");
+  }
   if (spec.prune) {
     TORCH_CHECK(jit_enabled(), "tjit: kernel ", fn.function_name_, " needs autotuning for a new key (", key_text,
                 "), and its prune_configs_by runs in Python, but JIT is off (TJIT_JIT=0)");
@@ -153,12 +165,45 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
     std::array<bool, detail::kMaxRunParams> has_value;
     detail::ArgumentPack<detail::kMaxRunSlots> pack(fn.params_, fn.function_name_.c_str());
     const LaunchOptions& options = configs[c].options;
-    // A failing heuristic or grid is the caller's error, not the config's: it propagates.
-    assemble(args, c, pack, values.data(), has_value.data());
-    const Grid g = grid(KernelMeta(fn.params_, values.data(), has_value.data(), options, fn.function_name_.c_str()));
+    // A failing heuristic, pre_hook or grid is the caller's error, not the config's: it propagates.
+    detail::DescriptorCopies copies;
+    assemble(args, c, pack, values.data(), has_value.data(), HookContext{stream, true, &copies});
+    const KernelMeta meta(fn.params_, values.data(), has_value.data(), options, fn.function_name_.c_str());
+    const Grid g = grid(meta);
+    // A C++ pre_hook runs before every run, as Python Triton's do; assemble() called it for the
+    // first. (A recorded hook's whole effect is on the descriptors, which the pack holds.)
+    bool hook_called = true;
+    detail::DescriptorOverrides scratch;
+    const bool cpp_hook = has_cpp_pre_hook.load(std::memory_order_acquire);
+    // @triton.autotune's own hooks, supplied in C++: descriptor fields they set are not applied.
+    detail::DescriptorOverrides ignored;
+    ConfigHookArgs::Internals internals{fn.params_, spec.caller_params, args, ignored, fn.function_name_.c_str()};
+    ConfigHookArgs tuner_args(internals, c, configs[c], meta, /*timing=*/true, stream);
     try {
-      auto prepare = [&] { resetter.reset(); };
-      auto run_once = [&] { fn.launch(stream, g, options, pack); };
+      auto prepare = [&] {
+        if (cpp_hook && !hook_called) {
+          call_cpp_pre_hook(args, c, meta, /*timing=*/true, stream, scratch);
+        }
+        hook_called = false;
+        if (tuner_pre) {
+          tuner_pre_hook(tuner_args);  // in place of the resets, as in Python
+        } else {
+          resetter.reset();
+        }
+      };
+      auto run_once = [&] {
+        try {
+          fn.launch(stream, g, options, pack);
+        } catch (...) {
+          if (tuner_post) {
+            tuner_post_hook(tuner_args, /*failed=*/true);
+          }
+          throw;
+        }
+        if (tuner_post) {
+          tuner_post_hook(tuner_args, /*failed=*/false);
+        }
+      };
       timings[c] = candidates.size() == 1 ? 0.0
                    : device >= 0
                        ? detail::time_on_gpu(stream, device, prepare, run_once, spec.warmup_ms, spec.rep_ms, runs)
@@ -174,7 +219,30 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
   const int best = static_cast<int>(std::min_element(timings.begin(), timings.end()) - timings.begin());
   TORCH_CHECK(std::isfinite(timings[best]), "tjit: kernel ", fn.function_name_, ": every config failed for key (",
               key_text, "):", failures);
-  resetter.reset();  // the caller's own run starts from the arguments it passed
+  // The caller's own run starts from the arguments it passed.
+  if (tuner_pre) {
+    // The config's values and the caller's scalars (no heuristics: nothing is launched).
+    std::array<ConstexprValue, detail::kMaxRunParams> values;
+    std::array<bool, detail::kMaxRunParams> has_value{};
+    for (const auto& [index, value] : spec.config_values[best]) {
+      values[index] = value;
+      has_value[index] = true;
+    }
+    for (size_t i = 0; i < num_args; ++i) {
+      if (const auto scalar = detail::scalar_value(args[i])) {
+        values[spec.caller_params[i]] = *scalar;
+        has_value[spec.caller_params[i]] = true;
+      }
+    }
+    detail::DescriptorOverrides ignored;
+    ConfigHookArgs::Internals internals{fn.params_, spec.caller_params, args, ignored, fn.function_name_.c_str()};
+    const KernelMeta meta(fn.params_, values.data(), has_value.data(), configs[best].options,
+                          fn.function_name_.c_str());
+    ConfigHookArgs reset_args(internals, best, configs[best], meta, /*timing=*/false, stream);
+    tuner_pre_hook(reset_args);  // Python's pre_hook(..., reset_only=True)
+  } else {
+    resetter.reset();
+  }
   num_tunings.fetch_add(1);
   nlohmann::json timings_json = nlohmann::json::array();
   for (double t : timings) {

@@ -19,6 +19,15 @@
 
 namespace tjit {
 
+// The insides of a C++ config pre_hook's arguments (config_hooks.cpp).
+struct ConfigHookArgs::Internals {
+  const std::vector<KernelParam>& params;
+  const std::vector<int>& caller_params;
+  const detail::CapturedArg* args;
+  detail::DescriptorOverrides& overrides;
+  const char* kernel;
+};
+
 namespace detail {
 // Launch options as one word of a specialisation key; throws c10::Error for options out of range.
 // (launch.cpp)
@@ -45,6 +54,13 @@ struct TritonJitFunction::Impl {
   std::atomic<size_t> num_tunings{0};
   std::atomic<size_t> num_tuning_runs{0};
   std::atomic<size_t> num_tunings_loaded{0};
+  // Config pre_hooks: what the Python ones set on descriptors, per config and the caller's
+  // constexprs (config_hooks.cpp); the C++ hook that replaces them, when set.
+  detail::WordKeyedTable<detail::DescriptorOverrides> descriptor_hooks;
+  ConfigPreHook cpp_pre_hook;
+  std::atomic<bool> has_cpp_pre_hook{false};
+  AutotunePreHook tuner_pre_hook;  // @triton.autotune's pre_hook / post_hook, supplied in C++
+  AutotunePostHook tuner_post_hook;
 
   // The signature the process uses (from a bundle, the store or Python); fixed at construction.
   detail::KernelSignature signature;
@@ -93,14 +109,40 @@ struct TritonJitFunction::Impl {
   [[noreturn]] void fail_without_compile(const Specialization& spec, const CompileTarget& target,
                                          const LaunchOptions& options, const std::string& description,
                                          const std::string& why) const;
+  // For an error of a compile or an interpreted run: which non-constexpr parameters got None (an
+  // undefined at::Tensor, std::nullopt), the usual cause when a kernel reads them; empty if none.
+  std::string none_arguments(const Specialization& spec) const;
   // "name(params) from file for target", for logs and errors.
   std::string describe(const Specialization& spec, const CompileTarget& target) const;
 
   // --- tuned_run.cpp
+  // How a run calls config pre_hooks: before a timed run (timing) or a launch, on `stream`; the
+  // descriptors they change are copied into `copies`, which must outlive the pack's use.
+  struct HookContext {
+    Stream stream = nullptr;
+    bool timing = false;
+    detail::DescriptorCopies* copies = nullptr;
+  };
   // Places the caller's arguments and config `config`'s (and the heuristics') values into `pack`
-  // in parameter order, and the grid's view of them into `values`/`has_value`.
+  // in parameter order, and the grid's view of them into `values`/`has_value`; runs the config's
+  // pre_hook first (config_hooks.cpp) and launches the descriptors it changed as it set them.
   void assemble(const detail::CapturedArg* args, int config, detail::ArgumentPackBase& pack, ConstexprValue* values,
-                bool* has_value);
+                bool* has_value, const HookContext& hooks);
+
+  // --- config_hooks.cpp
+  // What config `config`'s pre_hooks set on the call's descriptors: the C++ hook's (called now,
+  // filling `scratch`), else the Python hook's recorded decision (memory, bundle, store, else the
+  // hook run in Python on a mirror of the arguments, then stored); nullptr when nothing is set.
+  const detail::DescriptorOverrides* config_hook_overrides(const detail::CapturedArg* args, int config,
+                                                           const KernelMeta& meta, const HookContext& hooks,
+                                                           detail::DescriptorOverrides& scratch);
+  // Calls the C++ hook (for the timed runs after the first of a config: their packs are built).
+  void call_cpp_pre_hook(const detail::CapturedArg* args, int config, const KernelMeta& meta, bool timing,
+                         Stream stream, detail::DescriptorOverrides& scratch);
+  const detail::DescriptorOverrides& recorded_descriptor_hook(const detail::CapturedArg* args, int config);
+  std::optional<detail::DescriptorOverrides> descriptor_overrides_from_json(const std::string& value_json,
+                                                                           const detail::CapturedArg* args,
+                                                                           int config) const;
 
   // --- autotune_choice.cpp
   // Chooses the config for a new tuning key: from a bundle or the kernel store, else by timing

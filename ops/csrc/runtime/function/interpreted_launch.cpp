@@ -70,12 +70,13 @@ void TritonJitFunction::Impl::launch_interpreted(Grid grid, const LaunchOptions&
   TORCH_CHECK(jit_enabled(), "tjit: kernel ", fn.function_name_, " from ", fn.kernel_file_,
               " got CPU tensors, which run through Triton's interpreter; that needs Python and Triton, and JIT is "
               "off (TJIT_JIT=0)");
-  detail::note_launched_specialization(signature, fn.specialization_of(pack), options);
+  const Specialization spec = fn.specialization_of(pack);
+  detail::note_launched_specialization(signature, spec, options);
   try {
     detail::python_bridge().run_interpreted(ensure_python(), grid, options, args);
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, "tjit: kernel ", fn.function_name_, " from ", fn.kernel_file_, " on CPU: ",
-                e.what_without_backtrace());
+                none_arguments(spec), e.what_without_backtrace());
   }
 }
 

@@ -14,6 +14,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <string>
+#include <variant>
+
 namespace tjit {
 
 CompiledKernel TritonJitFunction::compile_packed(const CompileTarget& target, const LaunchOptions& options,
@@ -57,7 +60,8 @@ CompiledKernel TritonJitFunction::Impl::obtain(const Specialization& spec, const
   try {
     compiled = detail::python_bridge().compile(handle, spec, target, options);
   } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "tjit: compiling ", description, " failed: ", e.what_without_backtrace());
+    TORCH_CHECK(false, "tjit: compiling ", description, " failed: ", none_arguments(spec),
+                e.what_without_backtrace());
   }
   num_compiled.fetch_add(1);
   detail::store_kernel(detail::KernelEntry{key, compiled_signature, spec, options, compiled});
@@ -76,6 +80,18 @@ void TritonJitFunction::Impl::fail_without_compile(const Specialization& spec, c
               "TJIT_RECORD=<file> where Python and Triton are installed) and rebuild the bundle with "
               "python -m tjit aot build --target ", target.backend, ":", target.arch, ":\n  ",
               detail::manifest_entry_json(fn.kernel_file_, fn.function_name_, fn.params_, spec, options));
+}
+
+std::string TritonJitFunction::Impl::none_arguments(const Specialization& spec) const {
+  std::string names;
+  for (const auto& [index, value] : spec.constexprs) {
+    if (!fn.params_[index].is_constexpr && std::holds_alternative<std::monostate>(value)) {
+      names += (names.empty() ? "" : ", ") + fn.params_[index].name;
+    }
+  }
+  return names.empty() ? std::string()
+                       : "argument(s) " + names + " got None (an undefined at::Tensor or std::nullopt); if the kernel "
+                         "reads them, pass defined tensors. ";
 }
 
 std::string TritonJitFunction::Impl::describe(const Specialization& spec, const CompileTarget& target) const {

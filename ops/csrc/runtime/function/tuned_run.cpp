@@ -9,6 +9,8 @@
 #include "python/python_gil.h"
 #include "tuning/captured_args.h"
 
+#include <tjit/tensor_descriptor.h>
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -122,7 +124,8 @@ int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& gri
     std::array<ConstexprValue, detail::kMaxRunParams> values;
     std::array<bool, detail::kMaxRunParams> has_value;
     detail::ArgumentPack<detail::kMaxRunSlots> pack(params_, function_name_.c_str());
-    impl_->assemble(args, config, pack, values.data(), has_value.data());
+    detail::DescriptorCopies copies;
+    impl_->assemble(args, config, pack, values.data(), has_value.data(), Impl::HookContext{stream, false, &copies});
     const LaunchOptions& options = spec.configs[config].options;
     const Grid g = grid(KernelMeta(params_, values.data(), has_value.data(), options, function_name_.c_str()));
     launch(stream, g, options, pack);
@@ -131,7 +134,7 @@ int TritonJitFunction::run_captured(Stream stream, const detail::GridSource& gri
 }
 
 void TritonJitFunction::Impl::assemble(const CapturedArg* args, int config, detail::ArgumentPackBase& pack,
-                                       ConstexprValue* values, bool* has_value) {
+                                       ConstexprValue* values, bool* has_value, const HookContext& hooks) {
   const detail::TuningSpec& spec = tuning;
   std::array<bool, detail::kMaxRunParams> set{};
   for (const auto& [index, value] : spec.config_values[config]) {
@@ -146,18 +149,47 @@ void TritonJitFunction::Impl::assemble(const CapturedArg* args, int config, deta
   }
   size_t next = 0;
   for (size_t i = 0; i < fn.params_.size(); ++i) {
+    has_value[i] = set[i];
+    if (!set[i]) {
+      const auto scalar = scalar_value(args[next++]);
+      has_value[i] = scalar.has_value();
+      if (scalar) {
+        values[i] = *scalar;
+      }
+    }
+  }
+  // The config's pre_hook, before the arguments are packed: the descriptors' block shapes it sets
+  // are part of the specialisation.
+  detail::DescriptorOverrides scratch;
+  const detail::DescriptorOverrides* overrides = nullptr;
+  if (spec.any_pre_hook || has_cpp_pre_hook.load(std::memory_order_acquire)) {
+    const KernelMeta meta(fn.params_, values, has_value, spec.configs[config].options, fn.function_name_.c_str());
+    overrides = config_hook_overrides(args, config, meta, hooks, scratch);
+  }
+  next = 0;
+  size_t copied = 0;
+  for (size_t i = 0; i < fn.params_.size(); ++i) {
     if (set[i]) {
       detail::add_value(pack, values[i]);
-      has_value[i] = true;
       continue;
     }
+    const int position = static_cast<int>(next);
     const CapturedArg& a = args[next++];
-    add_captured(pack, a);
-    const auto scalar = scalar_value(a);
-    has_value[i] = scalar.has_value();
-    if (scalar) {
-      values[i] = *scalar;
+    const detail::DescriptorOverride* o = overrides != nullptr && a.kind == CapturedArg::Kind::TensorDescriptor
+                                              ? overrides->find(position)
+                                              : nullptr;
+    if (o == nullptr) {
+      add_captured(pack, a);
+      continue;
     }
+    const TensorDescriptor& d = *a.descriptor;
+    TORCH_CHECK(hooks.copies != nullptr && copied < hooks.copies->size(), "tjit: kernel ", fn.function_name_,
+                ": too many descriptors changed by a config pre_hook");
+    auto& copy = (*hooks.copies)[copied++];
+    copy.emplace(d.with_block_shape(o->has_block_shape ? c10::IntArrayRef(o->block_shape.data(), o->rank)
+                                                       : d.block_shape(),
+                                    o->has_padding ? o->padding : d.padding()));
+    pack.add_tensor_descriptor(*copy);
   }
 }
 
@@ -187,7 +219,8 @@ CompiledKernel TritonJitFunction::compile_run_captured(const CompileTarget& targ
   std::array<ConstexprValue, detail::kMaxRunParams> values;
   std::array<bool, detail::kMaxRunParams> has_value;
   detail::ArgumentPack<detail::kMaxRunSlots> pack(params_, function_name_.c_str());
-  impl_->assemble(args, config, pack, values.data(), has_value.data());
+  detail::DescriptorCopies copies;
+  impl_->assemble(args, config, pack, values.data(), has_value.data(), Impl::HookContext{nullptr, false, &copies});
   return compile_packed(target, spec.configs[config].options, pack);
 }
 

@@ -6,6 +6,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace tjit {
 namespace {
 
@@ -18,6 +20,33 @@ TensorDescriptor TensorDescriptor::from_tensor(const at::Tensor& base, c10::IntA
                                                Padding padding) {
   TORCH_CHECK(base.defined(), "tjit: TensorDescriptor::from_tensor got an undefined tensor");
   return TensorDescriptor(base, base.sizes(), base.strides(), block_shape, padding);
+}
+
+namespace {
+
+void check_block_shape(c10::IntArrayRef block_shape, int rank) {
+  int64_t block_elements = 1;
+  for (int i = 0; i < rank; ++i) {
+    TORCH_CHECK(block_shape[i] > 0 && (block_shape[i] & (block_shape[i] - 1)) == 0,
+                "tjit: TensorDescriptor: block dimension ", i, " must be a power of two, got block shape ", block_shape);
+    block_elements *= block_shape[i];
+  }
+  TORCH_CHECK(block_elements <= kMaxBlockElements, "tjit: TensorDescriptor: block shape ", block_shape, " holds ",
+              block_elements, " elements; Triton allows at most ", kMaxBlockElements);
+}
+
+}  // namespace
+
+TensorDescriptor TensorDescriptor::with_block_shape(c10::IntArrayRef block_shape, Padding padding) const {
+  TORCH_CHECK(static_cast<int>(block_shape.size()) == rank_, "tjit: TensorDescriptor: block shape ", block_shape,
+              " for a descriptor of rank ", rank_);
+  check_block_shape(block_shape, rank_);
+  TORCH_CHECK(padding == Padding::Zero || at::isFloatingType(base_.scalar_type()),
+              "tjit: TensorDescriptor: NaN padding needs a floating-point tensor, got ", base_.scalar_type());
+  TensorDescriptor copy(*this);
+  std::copy(block_shape.begin(), block_shape.end(), copy.block_shape_.begin());
+  copy.padding_ = padding;
+  return copy;
 }
 
 TensorDescriptor::TensorDescriptor(const at::Tensor& base, c10::IntArrayRef shape, c10::IntArrayRef strides,

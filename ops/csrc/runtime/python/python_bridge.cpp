@@ -69,6 +69,7 @@ class EmbeddedTritonBridge final : public PythonBridge {
       run_interpreted_ = py::object(module.attr("run_interpreted")).release().ptr();
       prune_configs_ = py::object(module.attr("prune_configs")).release().ptr();
       heuristic_values_ = py::object(module.attr("heuristic_values")).release().ptr();
+      descriptor_hook_ = py::object(module.attr("descriptor_hook")).release().ptr();
     } catch (const py::error_already_set& e) {
       const py::module_ sys = py::module_::import("sys");
       TORCH_CHECK(false, "tjit: could not set up Triton in the embedded Python interpreter: ",
@@ -208,6 +209,15 @@ class EmbeddedTritonBridge final : public PythonBridge {
     }
   }
 
+  std::string descriptor_hook(int64_t handle, int config, const std::string& arguments_json) override {
+    py::gil_scoped_acquire gil;
+    try {
+      return py::reinterpret_borrow<py::object>(descriptor_hook_)(handle, config, arguments_json).cast<std::string>();
+    } catch (const py::error_already_set& e) {
+      TORCH_CHECK(false, "a config pre_hook failed: ", python_error_text(e));
+    }
+  }
+
  private:
   // A value triton_adapter checked: None, bool, int, float, str, a tl.dtype or its JSON {"dtype": name}.
   static ConstexprValue constexpr_from_python(py::handle v) {
@@ -312,6 +322,7 @@ class EmbeddedTritonBridge final : public PythonBridge {
   PyObject* run_interpreted_ = nullptr;
   PyObject* prune_configs_ = nullptr;
   PyObject* heuristic_values_ = nullptr;
+  PyObject* descriptor_hook_ = nullptr;
 };
 
 }  // namespace

@@ -59,6 +59,9 @@ class PythonBridge {
   virtual std::vector<std::pair<int, ConstexprValue>> heuristic_values(int64_t handle,
                                                                        const std::vector<InterpretedArg>& args,
                                                                        int config) = 0;
+  // What config `config`'s pre_hook sets on host descriptors for a call described by
+  // `arguments_json` (triton_adapter.descriptor_hook: its argument and its JSON result).
+  virtual std::string descriptor_hook(int64_t handle, int config, const std::string& arguments_json) = 0;
 };
 
 // The process-wide bridge; loads libtjit_python (and libpython when the process has no Python)

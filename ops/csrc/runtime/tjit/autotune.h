@@ -18,13 +18,23 @@
 #include <tjit/kernel_param.h>
 #include <tjit/launch_types.h>
 
+#include <c10/util/ArrayRef.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+namespace at {
+class Tensor;
+}
+
 namespace tjit {
+
+class TensorDescriptor;
+enum class Padding : uint8_t;
 
 // One config of an autotuned kernel (triton.Config): the meta-parameters it sets, by parameter
 // name, and its launch options (num_warps, num_stages, num_ctas, maxnreg).
@@ -64,5 +74,52 @@ class KernelMeta {
   const LaunchOptions* options_;
   const char* kernel_name_;
 };
+
+// What a hook supplied from C++ (TritonJitFunction::set_config_pre_hook, set_autotune_hooks) gets:
+// the config, the call's values as the grid sees them, the caller's tensors and host tensor
+// descriptors by parameter name, and the descriptor fields a Python config pre_hook would set
+// (desc.block_shape = [...]; applied for config pre_hooks only). Valid during the hook's call only.
+class ConfigHookArgs {
+ public:
+  int config_index() const { return config_index_; }
+  const KernelConfig& config() const { return *config_; }
+  const KernelMeta& meta() const { return *meta_; }
+  // Whether this call precedes a timed run of tuning; false before the call's own launch (or
+  // compile_run()), and for set_autotune_hooks' pre hook, its reset after the last timed run.
+  bool timing() const { return timing_; }
+  Stream stream() const { return stream_; }
+  // The caller's tensor / host descriptor argument `name`, as the caller passed it (what the hook
+  // sets goes to the launched copy). Throw c10::Error naming the kernel and the parameter when the
+  // call has no such argument of that kind.
+  const at::Tensor& tensor(std::string_view name) const;
+  const TensorDescriptor& descriptor(std::string_view name) const;
+  // Launch descriptor `name` with this block shape / padding (checked as the descriptor's
+  // constructor checks them). The block shape is part of the specialisation, as in Python.
+  void set_block_shape(std::string_view name, c10::IntArrayRef block_shape);
+  void set_padding(std::string_view name, Padding padding);
+
+  // Made by the runtime only.
+  struct Internals;
+  ConfigHookArgs(Internals& internals, int config_index, const KernelConfig& config, const KernelMeta& meta,
+                 bool timing, Stream stream) noexcept
+      : internals_(&internals), config_index_(config_index), config_(&config), meta_(&meta), timing_(timing),
+        stream_(stream) {}
+
+ private:
+  Internals* internals_;
+  int config_index_;
+  const KernelConfig* config_;
+  const KernelMeta* meta_;
+  bool timing_;
+  Stream stream_;
+};
+
+// A config pre_hook in C++: called before each timed run and each launch with any config, in place
+// of the configs' Python pre_hooks.
+using ConfigPreHook = std::function<void(ConfigHookArgs&)>;
+// @triton.autotune(pre_hook=..., post_hook=...) in C++ (TritonJitFunction::set_autotune_hooks):
+// called around each timed run of tuning; `failed` says whether the run threw.
+using AutotunePreHook = std::function<void(ConfigHookArgs&)>;
+using AutotunePostHook = std::function<void(ConfigHookArgs&, bool failed)>;
 
 }  // namespace tjit

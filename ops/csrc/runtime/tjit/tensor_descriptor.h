@@ -41,6 +41,9 @@ class TensorDescriptor {
   c10::IntArrayRef strides() const { return {strides_.data(), static_cast<size_t>(rank_)}; }
   c10::IntArrayRef block_shape() const { return {block_shape_.data(), static_cast<size_t>(rank_)}; }
   Padding padding() const { return padding_; }
+  // This descriptor with another block shape and padding (what a config pre_hook sets), checked as
+  // the constructor checks them; the copy shares the base tensor.
+  TensorDescriptor with_block_shape(c10::IntArrayRef block_shape, Padding padding) const;
 
  private:
   at::Tensor base_;

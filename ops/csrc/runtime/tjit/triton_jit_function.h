@@ -86,7 +86,7 @@ class TritonJitFunction {
   // tune it once. A new key on a stream that is being captured into a CUDA graph is not timed:
   // that launch uses the first config the pruning keeps and the key stays untuned until a call
   // outside capture (tune() before the capture makes the graph use the tuned one). Tuning while
-  // another thread captures is safe: it touches only its own stream. Heuristics run in Python once per distinct set of
+  // another thread captures (thread-local or relaxed mode) is safe: it touches only its own stream. Heuristics run in Python once per distinct set of
   // scalar argument values and tensor dtypes (then remembered), and see only tensors' dtypes.
   template <typename GridFn, typename... Args>
   void run(Stream stream, const GridFn& grid, const Args&... args) const {
@@ -116,6 +116,30 @@ class TritonJitFunction {
                                     RunMode::Lookup);
     return config < 0 ? std::nullopt : std::optional<KernelConfig>(configs()[config]);
   }
+
+  // Config pre_hooks (triton.Config(..., pre_hook=f)). Python Triton calls a config's pre_hook
+  // before each timed run and each launch with that config, on {**named arguments, **config
+  // kwargs}. run(), tune() and compile_run() honour hooks whose whole effect is setting host
+  // tensor descriptors' block_shape or padding (Triton's TMA tutorials set each descriptor's block
+  // shape from the config): the hook runs once in Python per (config, the caller's constexpr
+  // values, which arguments are descriptors) on a mirror of the arguments, and what it set is
+  // recorded (kernel store, TJIT_RECORD manifests, bundles) and applied in C++ to the descriptors
+  // of each timed run and launch; a deployed program needs no Python for it. A hook that does
+  // anything else (reads a tensor or a runtime scalar, sets another field) is refused by run(),
+  // as is a recorded one with no record and no Python (TJIT_JIT=0), with an error naming the
+  // kernel, the hook and the remedies: supply the hook in C++ here instead. The C++ hook replaces
+  // every config's Python hook: it is called before each timed run, each launch (and compile_run())
+  // with any config, and the descriptor fields it sets apply to that run. Set it before calls that
+  // may use it; not safe against concurrent calls of this function.
+  void set_config_pre_hook(ConfigPreHook hook);
+  // @triton.autotune's own pre_hook and post_hook, which Python Triton runs only around timed runs
+  // (a pre_hook there replaces the reset_to_zero / restore_value handling). tjit does not run the
+  // Python ones: tuning a new key of a kernel that has them fails, naming them, unless C++ ones are
+  // set here (either may be empty). As in Python, a pre hook set here replaces the reset_to_zero /
+  // restore_value handling: it is called before each timed run, and once more with timing() false
+  // after the last (Python's reset_only call); the post hook after each timed run. Keys chosen
+  // earlier (memory, store, bundle) need neither. Same thread-safety as set_config_pre_hook.
+  void set_autotune_hooks(AutotunePreHook pre_hook, AutotunePostHook post_hook);
 
   // Whether the kernel is under @triton.autotune, and its configs (one, Triton's defaults, for a
   // kernel that is not).

@@ -121,6 +121,7 @@ TuningSpec parse_tuning_spec(const std::string& tuning, const std::vector<Kernel
     }
     spec.configs.emplace_back();
     spec.config_values.emplace_back();
+    spec.config_pre_hooks.emplace_back();
     for (size_t i = 0; i < params.size(); ++i) {
       spec.caller_params.push_back(static_cast<int>(i));
     }
@@ -151,12 +152,15 @@ TuningSpec parse_tuning_spec(const std::string& tuning, const std::vector<Kernel
       config.options.num_stages = c.at("num_stages").get<int>();
       config.options.num_ctas = c.at("num_ctas").get<int>();
       config.options.maxnreg = c.at("maxnreg").get<int>();
+      spec.config_pre_hooks.push_back(c.value("pre_hook", std::string()));
+      spec.any_pre_hook = spec.any_pre_hook || !spec.config_pre_hooks.back().empty();
       spec.configs.push_back(std::move(config));
       spec.config_values.push_back(std::move(values));
     }
     if (spec.configs.empty()) {  // @triton.autotune(configs=[]) or heuristics only: Triton's defaults
       spec.configs.emplace_back();
       spec.config_values.emplace_back();
+      spec.config_pre_hooks.emplace_back();
     }
     // A meta-parameter some config sets must come from every config (or a heuristic): the caller
     // cannot pass it for some configs only.
@@ -198,6 +202,8 @@ TuningSpec parse_tuning_spec(const std::string& tuning, const std::vector<Kernel
       spec.restore_value.push_back(
           position_of(spec.caller_params, params, k.get<std::string>(), kernel, "restore_value"));
     }
+    spec.tuner_pre_hook = j.value("tuner_pre_hook", std::string());
+    spec.tuner_post_hook = j.value("tuner_post_hook", std::string());
     spec.heuristics_see_config = j.at("heuristics_see_config").get<bool>();
     spec.prune = j.at("prune").get<bool>();
     spec.warmup_ms = j.at("warmup_ms").get<double>();

@@ -7,15 +7,18 @@
 #include <tjit/detail/run_arguments.h>
 #include <tjit/kernel_param.h>
 #include <tjit/launch_types.h>
+#include <tjit/tensor_descriptor.h>
 
 #include <c10/core/Allocator.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -45,9 +48,45 @@ struct TuningSpec {
   bool prune = false;                  // prune_configs_by (needs Python at tuning time)
   double warmup_ms = 25;
   double rep_ms = 100;
+  std::vector<std::string> config_pre_hooks;  // per config: its Python pre_hook's name, empty for none
+  bool any_pre_hook = false;
+  std::string tuner_pre_hook;   // @triton.autotune's own pre_hook / post_hook, by name; empty: none
+  std::string tuner_post_hook;
   std::string configs_text;  // every config, for the store key
   std::string unsupported;   // why run() cannot honour the decorators (a Python hook, ...); empty: it can
 };
+
+// What config pre_hooks set on the host descriptors of one run, by the caller's argument position
+// (a recorded decision, or what a C++ hook set).
+struct DescriptorOverride {
+  int position = -1;
+  bool has_block_shape = false;
+  int rank = 0;
+  std::array<int64_t, TensorDescriptor::kMaxRank> block_shape{};
+  bool has_padding = false;
+  Padding padding = Padding::Zero;
+};
+struct DescriptorOverrides {
+  std::array<DescriptorOverride, kMaxTensorDescriptors> items;
+  size_t count = 0;
+  // The override of the descriptor at `position`, nullptr if none.
+  const DescriptorOverride* find(int position) const {
+    for (size_t i = 0; i < count; ++i) {
+      if (items[i].position == position) return &items[i];
+    }
+    return nullptr;
+  }
+  // The same, added (empty) when missing; nullptr when full.
+  DescriptorOverride* find_or_add(int position) {
+    if (const DescriptorOverride* found = find(position)) return const_cast<DescriptorOverride*>(found);
+    if (count == items.size()) return nullptr;
+    items[count] = DescriptorOverride{};
+    items[count].position = position;
+    return &items[count++];
+  }
+};
+// Where the overridden copies of a run's descriptors live while its pack refers to them.
+using DescriptorCopies = std::array<std::optional<TensorDescriptor>, kMaxTensorDescriptors>;
 
 // Parses KernelSignature::tuning (empty: a plain kernel). Throws c10::Error naming the kernel when
 // the decorators name parameters it does not have or use what tjit cannot run.

@@ -1,0 +1,325 @@
+"""A/B of the layer_norm forward's plans and kernel variants at LLM hidden sizes, in one process.
+
+For issue 44's forward regressions between commit a6daa4a and main: each variant below runs on the
+same inputs (rows x hidden, weight and bias in the input's dtype, no mean/rstd unless --stats),
+checked once against torch's fp32 layer_norm, then timed in `--rounds` interleaved rounds with
+bandwidth.Timer (median replay time of a CUDA graph of the call); a variant's time is the median of
+its rounds. GB/s = (2*M*N + 2*N) * element size / time, as bandwidth.py counts it.
+
+    tjit          torch.ops.tjit.layer_norm as built (--stats: layer_norm_forward)
+    main          main's plan (tjit.plans with this device's facts) launched from Python with the
+                  committed kernels (triton_wrappers' launch of it)
+    preload_flip  main's plan with layer_norm_fwd_kernel's PRELOAD constexpr negated; one-program-a-row
+                  plans only
+    warps_half, warps_double   main's plan at half / twice its num_warps
+    gate_shut, gate_open   main's plan asked with the persistent forward's bandwidth gate shut
+                  (memory_gbps 0: an H100's plan) or open (10**6: an H200's); one is main's plan
+    a6daa4a       the kernel file of commit a6daa4a (git show, read at run time) launched with that
+                  commit's plan, which is main's plan with the gate always open (its other rules for
+                  these shapes are main's)
+    flaggems      flag_gems.ops.layer_norm (also stores mean/rstd), where installed (CUDA)
+    copy          y.copy_(x): the better of a graph replay and a plain timing, as bandwidth.py
+
+A variant whose launch repeats an earlier one of the same kernel source is not timed again. On CUDA
+each Python launch also shows its binary's registers, spills and programs an SM holds (occupancy).
+
+    python3 benchmarks/layer_norm_forward_variants.py --out lnf.json          # GPU, ~8 shapes
+    python3 benchmarks/layer_norm_forward_variants.py --all --out lnf.json    # 12 shapes
+    python3 benchmarks/layer_norm_forward_variants.py --smoke                 # CPU, interpreter
+"""
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+KERNELS = os.path.join(ROOT, "ops", "kernels_py")
+OLD_COMMIT = "a6daa4a"
+# The issue's regressed shapes plus the two persistent bf16 ones; --all: both dtypes at every size.
+DEFAULT_SHAPES = [("bfloat16", 2048), ("bfloat16", 4096), ("bfloat16", 5120), ("bfloat16", 8192),
+                  ("bfloat16", 12288), ("float32", 2048), ("float32", 4096), ("float32", 5120)]
+ALL_HIDDEN = (2048, 4096, 5120, 8192, 12288, 16384)
+SMOKE_SHAPES = [("bfloat16", 3, 2048), ("bfloat16", 3, 4608), ("float32", 2, 5120)]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", help="write the results as JSON here")
+    p.add_argument("--smoke", action="store_true", help="CPU, Triton's interpreter, tiny shapes")
+    p.add_argument("--all", action="store_true", help="bf16 and fp32 at 2048..16384 columns")
+    p.add_argument("--shapes", help="dtype:rows x cols list, e.g. bfloat16:32768x4096,float32:26214x5120")
+    p.add_argument("--stats", action="store_true", help="also store mean/rstd (tjit: layer_norm_forward)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rep-ms", type=float, default=15.0)
+    p.add_argument("--old-kernel", help=f"{OLD_COMMIT}'s ops/kernels_py/layer_norm.py, where git cannot show it")
+    p.add_argument("--skip", default="", help="variants not to run, e.g. flaggems,warps_half")
+    args = p.parse_args(argv)
+    args.skip = {name.strip() for name in args.skip.split(",") if name.strip()}
+    if "tjit" in args.skip:
+        p.error("--skip tjit: the ratios are to tjit")
+    return args
+
+
+def load_package(src_dir, name):
+    """The kernels package at src_dir imported as `name` (its modules' relative imports work)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(src_dir, "__init__.py"),
+                                                  submodule_search_locations=[src_dir])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module(f"{name}.layer_norm.forward")
+
+
+def old_kernels(tmp, path=None):
+    """(module, None) of a6daa4a's ops/kernels_py/layer_norm.py (from git unless `path`), or (None, why not)."""
+    if path is None:
+        try:
+            source = subprocess.run(["git", "show", f"{OLD_COMMIT}:ops/kernels_py/layer_norm.py"], cwd=ROOT,
+                                    check=True, capture_output=True, text=True).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            why = (getattr(exc, "stderr", "") or str(exc)).strip().splitlines()
+            return None, f"git show {OLD_COMMIT} failed ({why[0] if why else ''}); pass --old-kernel"[:300]
+        path = os.path.join(tmp, f"layer_norm_{OLD_COMMIT}.py")
+        with open(path, "w") as f:
+            f.write(source)
+    spec = importlib.util.spec_from_file_location(f"_lnf_{OLD_COMMIT}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module, None
+
+
+def preload(launch, source):
+    """Whether the launch loads weight and bias with the row (the kernels' PRELOAD)."""
+    c = launch["constexprs"]
+    if source == OLD_COMMIT or launch["kernel"] != "layer_norm_fwd_kernel" or not c.get("SINGLE_PASS"):
+        return False
+    return bool(c["PRELOAD"])
+
+
+def planned(plans, tw, module, facts, x, w, b, y, mean, rstd, eps, num_warps=None, flip_preload=False):
+    """(launch, zero-argument callable) of tjit's layer_norm_forward plan for `facts`, its kernel taken
+    from `module`, num_warps overridden when given (the persistent grid then from that binary's
+    occupancy)."""
+    m, n = x.shape
+    inputs = dict(rows=m, cols=n, index64=0, has_weight=1, has_bias=1, tuner_available=0)
+    plan = plans.plan("layer_norm_forward", dtype=x.dtype, device=facts, **inputs)
+    launch = dict(plan["launches"][0])
+    if plan["kind"] == "long":
+        raise ValueError(f"{m}x{n}: the long-row plan is not covered")
+    if num_warps is not None:
+        launch["num_warps"] = num_warps
+    launch["constexprs"] = dict(launch["constexprs"])
+    if flip_preload:
+        launch["constexprs"]["PRELOAD"] = not launch["constexprs"]["PRELOAD"]
+    if module.__name__.startswith(f"_lnf_{OLD_COMMIT}"):
+        launch["constexprs"].pop("PRELOAD", None)  # its kernel decides for itself
+    kernel = getattr(module, launch["kernel"])
+    args = (y, x, w, b, mean, rstd, m, n, x.stride(0), y.stride(0), eps)
+    if plan["needs_occupancy"]:
+        tw._RESIDENT_PER_SM.clear()  # keyed by the kernel's name, which the variants share
+        per_sm = tw._resident_per_sm(kernel, args, tw._options(launch), **launch["constexprs"])
+        again = plans.plan("layer_norm_forward", dtype=x.dtype, device=facts, resident_programs_per_sm=per_sm, **inputs)
+        launch["grid"] = again["launches"][0]["grid"]
+        launch["resident_programs_per_sm"] = per_sm
+    grid, options = tuple(launch["grid"]), tw._options(launch)
+    if x.is_cuda:
+        # The limiter's evidence: the binary's registers, spills and programs an SM holds.
+        compiled = kernel.warmup(*args, grid=(1, ), **launch["constexprs"], **options)
+        compiled._init_handles()
+        tw._RESIDENT_PER_SM.clear()
+        launch.update(n_regs=compiled.n_regs, n_spills=compiled.n_spills,
+                      resident_programs_per_sm=tw._resident_per_sm(kernel, args, options, **launch["constexprs"]))
+    return launch, lambda: kernel[grid](*args, **launch["constexprs"], **options)
+
+
+def describe(launch, source):
+    c = {k: v for k, v in launch["constexprs"].items() if k not in ("HAS_WEIGHT", "HAS_BIAS", "INDEX_64")}
+    extra = f" maxnreg {launch['maxnreg']}" if launch.get("maxnreg") else ""
+    if "n_regs" in launch:
+        extra += f" ({launch['n_regs']} regs, {launch['n_spills']} spills, {launch['resident_programs_per_sm']}/SM)"
+    blocks = " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in c.items())
+    return (f"{launch['kernel'].replace('layer_norm_fwd_', '')} grid {launch['grid'][0]} w{launch['num_warps']} "
+            f"{blocks} PRELOAD={int(preload(launch, source))}{extra}")
+
+
+def shapes_of(args, llm_rows):
+    if args.shapes:
+        out = []
+        for item in args.shapes.split(","):
+            dtype, mn = item.split(":")
+            m, n = mn.lower().split("x")
+            out.append((dtype, int(m), int(n)))
+        return out
+    if args.smoke:
+        return SMOKE_SHAPES
+    pairs = [(d, n) for d in ("bfloat16", "float32") for n in ALL_HIDDEN] if args.all else DEFAULT_SHAPES
+    return [(d, llm_rows(n), n) for d, n in pairs]  # rows for a 256 MiB bf16 tensor, as --only llm
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.environ.setdefault("TJIT_LOG_COMPILES", "0")
+    import torch
+    device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
+    if device == "cpu":
+        args.smoke = True
+        os.environ["TRITON_INTERPRET"] = "1"  # before the kernel files load
+    import torch.nn.functional as F
+
+    import tjit  # noqa: F401 - loads torch.ops.tjit
+    from tjit import plans
+    sys.path.insert(0, HERE)
+    import bandwidth
+    import peers as peer_lib
+    import triton_wrappers as tw
+
+    started = time.perf_counter()
+    tmp = tempfile.mkdtemp(prefix="lnf-variants-")
+    try:
+        modules = {"main": tw.layer_norm_k}
+        modules[OLD_COMMIT], old_note = old_kernels(tmp, args.old_kernel)
+        timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
+        facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
+        open_gate = dict(facts, memory_gbps=10**6)
+        shut_gate = dict(facts, memory_gbps=0)
+        flaggems = peer_lib.load_peer("flaggems", device)
+        gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu (Triton interpreter)"
+        print(f"{gpu}; device facts {facts}; torch {torch.__version__}; FlagGems: "
+              f"{flaggems.version if flaggems.available else flaggems.note}", flush=True)
+        eps = 1e-5
+        results = []
+        for dtype_name, m, n in shapes_of(args, bandwidth.llm_rows):
+            shape_started = time.perf_counter()
+            dtype = getattr(torch, dtype_name)
+            e = torch.empty((), dtype=dtype).element_size()
+            x = torch.randn(m, n, dtype=dtype, device=device)
+            w = torch.randn(n, dtype=dtype, device=device)
+            b = torch.randn(n, dtype=dtype, device=device)
+            y = torch.empty_like(x)
+            mean = torch.empty(m, dtype=torch.float32, device=device) if args.stats else None
+            rstd = torch.empty(m, dtype=torch.float32, device=device) if args.stats else None
+            ref = F.layer_norm(x.float(), (n, ), w.float(), b.float(), eps)
+            nbytes = (2 * m * n + 2 * n) * e
+            variants = {}  # name: (launch or None, callable, writes y)
+            notes = {}
+            if args.stats:
+                variants["tjit"] = (None, lambda: torch.ops.tjit.layer_norm_forward(x, [n], w, b, eps)[0], False)
+            else:
+                variants["tjit"] = (None, lambda: torch.ops.tjit.layer_norm(x, [n], w, b, eps), False)
+            base, fn = planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps)
+            variants["main"] = (base, fn, True)
+            if base["kernel"] == "layer_norm_fwd_kernel" and base["constexprs"].get("SINGLE_PASS"):
+                variants["preload_flip"] = (*planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps,
+                                                     flip_preload=True), True)
+            for name, warps in (("warps_half", base["num_warps"] // 2), ("warps_double", base["num_warps"] * 2)):
+                if 1 <= warps <= 32:
+                    variants[name] = (*planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps, warps),
+                                      True)
+            for name, gate in (("gate_shut", shut_gate), ("gate_open", open_gate)):
+                variants[name] = (*planned(plans, tw, modules["main"], gate, x, w, b, y, mean, rstd, eps), True)
+            if modules[OLD_COMMIT] is not None:
+                variants[OLD_COMMIT] = (*planned(plans, tw, modules[OLD_COMMIT], open_gate, x, w, b, y, mean, rstd,
+                                                 eps), True)
+            else:
+                notes[OLD_COMMIT] = old_note
+            why = flaggems.why_not("layer_norm", "fwd", [m, n])
+            if why is None:
+                variants["flaggems"] = (None, flaggems.bind("layer_norm", "fwd", x, w, b, eps), False)
+            else:
+                notes["flaggems"] = why
+            variants["copy"] = (None, lambda: y.copy_(x), True)
+            for name in args.skip:
+                variants.pop(name, None)
+
+            rows = {}
+            seen = {}
+            for name, (launch, fn, writes_y) in variants.items():
+                row = {"variant": name, "launch": describe(launch, name) if launch else None,
+                       "preload": preload(launch, name) if launch else None, "plan_launch": launch}
+                key = (name if name in (OLD_COMMIT, "preload_flip") else "main", json.dumps(launch, sort_keys=True))
+                if launch is not None and key in seen:
+                    row["same_as"] = seen[key]
+                    rows[name] = row
+                    continue
+                if launch is not None:
+                    seen[key] = name
+                try:
+                    if writes_y:
+                        y.fill_(float("nan"))
+                    got = fn()
+                    if name != "copy":
+                        row["rel_err"] = bandwidth.rel_err(y if writes_y else got, ref)
+                        row["ok"] = row["rel_err"] <= bandwidth.TOLERANCE[dtype]
+                    row["ms"] = []
+                except Exception as exc:  # noqa: BLE001 - a failing variant is reported, the rest go on
+                    row["error"] = bandwidth._first_error_line(exc)
+                rows[name] = row
+            for _ in range(args.rounds):
+                for name, (_, fn, _) in variants.items():
+                    if "ms" in rows[name]:
+                        try:
+                            rows[name]["ms"].append(timer(fn))
+                        except Exception as exc:  # noqa: BLE001
+                            rows[name]["error"] = bandwidth._first_error_line(exc)
+                            del rows[name]["ms"]
+            if device == "cuda" and "ms" in rows.get("copy", {}):
+                import triton.testing
+                rows["copy"]["ms"].append(triton.testing.do_bench(variants["copy"][1], rep=args.rep_ms,
+                                                                  return_mode="median"))
+            for name, row in rows.items():
+                if row.get("ms"):
+                    row["median_ms"] = min(row["ms"]) if name == "copy" else statistics.median(row["ms"])
+                    row["gbps"] = nbytes / row["median_ms"] / 1e6
+            for name, row in rows.items():
+                if "same_as" in row and "gbps" in rows[row["same_as"]]:
+                    row["gbps"] = rows[row["same_as"]]["gbps"]
+            ref_gbps = rows["tjit"].get("gbps")
+            print(f"\n{dtype_name} {m} x {n} ({nbytes / 2**20:.0f} MiB moved, "
+                  f"{time.perf_counter() - shape_started:.0f} s)", flush=True)
+            for name, row in rows.items():
+                if ref_gbps and row.get("gbps"):
+                    row["vs_tjit"] = row["gbps"] / ref_gbps
+                if row.get("gbps"):
+                    status = f"{row['gbps']:7.0f} GB/s {row.get('vs_tjit', float('nan')):5.3f}x"
+                else:
+                    status = row.get("error", "no timing")
+                if "same_as" in row:
+                    status += f" (= {row['same_as']})"
+                if row.get("ok") is False:
+                    status += f" WRONG rel_err {row['rel_err']:.2e}"
+                print(f"  {name:13s} {status:34s} {row['launch'] or ''}", flush=True)
+            for name, why in notes.items():
+                print(f"  {name:13s} skipped: {why}", flush=True)
+            results.append({"dtype": dtype_name, "rows": m, "cols": n, "bytes": nbytes, "variants": list(rows.values()),
+                            "skipped": notes})
+            del x, y, ref, variants
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        elapsed = time.perf_counter() - started
+        print(f"\n{len(results)} shapes in {elapsed:.0f} s; timing: {timer.describe()}, median of {args.rounds} rounds")
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"device": gpu, "facts": facts, "stats": args.stats, "rounds": args.rounds,
+                           "timing": timer.describe(), "seconds": elapsed, "results": results}, f, indent=1)
+            print(f"wrote {args.out}")
+        failed = [f"{r['dtype']} {r['rows']}x{r['cols']} {v['variant']}" for r in results for v in r["variants"]
+                  if v.get("ok") is False or "error" in v]
+        if failed:
+            print("FAILED: " + "; ".join(failed))
+        return 1 if failed else 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
