@@ -42,7 +42,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-KERNELS = os.path.join(ROOT, "ops", "kernels_py")
 OLD_COMMIT = "a6daa4a"
 # The issue's regressed shapes plus the two persistent bf16 ones; --all: both dtypes at every size.
 DEFAULT_SHAPES = [("bfloat16", 2048), ("bfloat16", 4096), ("bfloat16", 5120), ("bfloat16", 8192),
@@ -67,16 +66,6 @@ def parse_args(argv):
     if "tjit" in args.skip:
         p.error("--skip tjit: the ratios are to tjit")
     return args
-
-
-def load_package(src_dir, name):
-    """The kernels package at src_dir imported as `name` (its modules' relative imports work)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(src_dir, "__init__.py"),
-                                                  submodule_search_locations=[src_dir])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return importlib.import_module(f"{name}.layer_norm.forward")
 
 
 def old_kernels(tmp, path=None):
