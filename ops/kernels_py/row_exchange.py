@@ -1,11 +1,11 @@
 """The exchange of programs that share a row: each of a row's S programs owns one chunk of its
 columns, publishes two fp32 statistics of that chunk and waits until every chunk's are there.
 
-Workspace ``sync``: int64 [2 + M * S], ZEROED before each launch. sync[0] hands out tickets
-(``ticket``), sync[1] is not used, sync[2 + row * S + chunk] is the chunk's word for the row: its
-two statistics packed into one 64-bit word, 0 until published. The data is the flag: a waiting
-program polls its row's words until none is 0, with no counter, no release fence and no second
-read.
+Workspace ``sync``: int64 [2 + M * S (+ teams)], ZEROED before each launch. sync[0] hands out
+tickets (``ticket``), sync[1] is not used, sync[2 + row * S + chunk] is the chunk's word for the
+row: its two statistics packed into one 64-bit word, 0 until published. The data is the flag: a
+waiting program polls its row's words until none is 0, with no counter, no release fence and no
+second read. Kernels of teams (``team_runs``) keep one mode word per team after the rows' words.
 
 Which program owns which chunk:
 
@@ -22,15 +22,19 @@ Which program owns which chunk:
   loop, in PTX (helping_spin_asm), and have a help path too: after LIMIT = HELP_AFTER polls a warp
   computes the missing chunks' statistics itself and publishes them with compare-and-swap from 0,
   each warp on its own (no barrier: the warps of a program may disagree on whether the row is
-  complete). Their owners publish with compare-and-swap from 0 as well. A kernel may instead ask
-  once, before its row loop, whether every program of its team has taken a ticket
-  (``team_started``, a bounded poll of the ticket count): a program that has a ticket is running,
-  so then it may wait without a limit (``settle_words``) and keep the help code out of its loop.
+  complete). Their owners publish with compare-and-swap from 0 as well. A kernel may instead keep
+  all help code out (the lag team backward: with it, even unexecuted, ptxas scheduled the row
+  loop 5% slower) and ask once, before its row loop, whether its whole team runs (``team_runs``):
+  a bounded poll of the ticket count (a program with a ticket is running) settles the team's mode
+  word, and a team that runs waits without a limit (``settle_words``); a team whose programs gave
+  up waiting for each other does nothing, and a kernel launched after it (stream order: nothing to
+  wait for) does its rows.
 
-In both, no wait depends on another program running: room on the GPU for one program suffices.
+In all of these, no wait depends on another program running: room on the GPU for one program
+suffices.
 
 Triton's interpreter runs programs one after another: there a row of several chunks is complete
-only through the help path.
+only through the help path, and a team of several gives up.
 """
 
 import triton
@@ -59,6 +63,10 @@ def ticket(sync_ptr, S):
     return (number // S).to(tl.int32), (number % S).to(tl.int32)
 
 
+TEAM_RUNS = tl.constexpr(1)
+TEAM_GAVE_UP = tl.constexpr(2)
+
+
 @triton.jit
 def team_started(sync_ptr, team, chunk, S, POLLS: tl.constexpr):
     # Whether all S tickets of the team (those of team * S + chunk, chunk < S) have been taken,
@@ -71,6 +79,18 @@ def team_started(sync_ptr, team, chunk, S, POLLS: tl.constexpr):
         taken = tl.atomic_add(sync_ptr, 0, sem="relaxed")
         polls += 1
     return taken >= last
+
+
+@triton.jit
+def team_runs(sync_ptr, modes_ptr, team, chunk, S, POLLS: tl.constexpr):
+    # Whether the program's team runs as a team (every program of it running at once, so waits
+    # without a limit are safe). The first of the team to decide sets its mode word (modes_ptr[team],
+    # compare-and-swap from 0): TEAM_RUNS if it saw every ticket of the team taken (team_started),
+    # TEAM_GAVE_UP if it polled POLLS times in vain; every program of the team follows that word.
+    started = team_started(sync_ptr, team, chunk, S, POLLS)
+    mode = tl.where(started, TEAM_RUNS, TEAM_GAVE_UP).to(tl.int64)
+    first = tl.atomic_cas(modes_ptr + team, tl.full((), 0, tl.int64), mode, sem="relaxed")
+    return (first == TEAM_RUNS) | ((first == 0) & started)
 
 
 @triton.jit
@@ -155,33 +175,28 @@ def wait(sync_ptr, row, S, S_POW2: tl.constexpr, POLLS: tl.constexpr):
 # program's own publish. One asm block has none of these. None runs under the interpreter, which
 # runs no PTX (the kernels use wait and publish_missing there).
 #
-# helping_spin_asm(FIRST, chunk_word) is the text of one tl.inline_asm_elementwise over the row's
-# S_POW2 (<= 32) lanes (pack=1): each lane loads its chunk's word until every lane of its warp has
-# a published (non-zero) one (vote.all keeps the branch warp-uniform), at most LIMIT loads (the
-# count is the same in every lane). Then, still missing words: the warp helps on its own, since the
-# warps of a program may disagree on whether the row is complete and must not meet at a barrier:
-# it picks a missing chunk (ballot over its lanes), computes that chunk's two statistics with the
-# kernel's PTX (chunk_word: every lane of the warp together, shuffles only), publishes them by
-# compare-and-swap from 0 from its lane 0, loads the words again, and so on until it has seen all.
-# Lanes past S read the row's first word (a valid address) and count as done; unpack_words gives
-# them 0. Operands:
-#     $0 the words (out, int64)   $1 the lane's slot (_spin_slots)   $2 the lane's chunk mask (int32)
-#     $3 the lane's chunk index k (int32)   $4 LIMIT (int32)
-#     FIRST = "publish": $5 the program's own slot, $6 its word (_pack): published first by thread 0
-#         (lane k = 0 of warp 0; compare-and-swap from 0), in the same block so that no scheduling
-#         puts the wait before it.
-#     FIRST = "peeked": $5 words loaded earlier (peek_words), checked before any load; $6 an int32
-#         not read, which keeps the pipeliner from moving the wait above what computes it.
-#     $7...: chunk_word's own operands.
+# helping_spin_asm(chunk_word) is the text of one tl.inline_asm_elementwise over the row's S_POW2
+# (<= 32) lanes (pack=1): thread 0 (lane k = 0 of warp 0) publishes the program's own word first
+# (compare-and-swap from 0; in the same block so that no scheduling puts the wait before it), then
+# each lane loads its chunk's word until every lane of its warp has a published (non-zero) one
+# (vote.all keeps the branch warp-uniform), at most LIMIT loads (the count is the same in every
+# lane). Then, still missing words: the warp helps on its own, since the warps of a program may
+# disagree on whether the row is complete and must not meet at a barrier: it picks a missing chunk
+# (ballot over its lanes), computes that chunk's two statistics with the kernel's PTX (chunk_word:
+# every lane of the warp together, shuffles only), publishes them by compare-and-swap from 0 from
+# its lane 0, loads the words again, and so on until it has seen all. Lanes past S read the row's
+# first word (a valid address) and count as done; unpack_words gives them 0. Operands:
+#     $0 the words (out, int64)   $1 the lane's slot (spin_slots)   $2 the lane's chunk mask (int32)
+#     $3 the lane's chunk index k (int32)   $4 LIMIT (int32)   $5 the program's own slot
+#     $6 its word (pack_word)   $7...: chunk_word's own operands.
 # chunk_word: PTX that reads the chunk %c (.u32) of the row with the lanes of the warp (%lane is
 # the lane's id) and leaves its two statistics' bits in %hi and %lo (.b32) in lane 0 at least; its
 # labels and registers inside braces. Words of 0 are not allowed: +0.0 in %hi is published as -0.0
-# (as _pack does).
+# (as pack_word does).
 
 
-def helping_spin_asm(FIRST, chunk_word):
-    if FIRST == "publish":
-        start = """
+def helping_spin_asm(chunk_word):
+    start = """
         mov.u32 %t, %tid.x;
         or.b32 %t, %t, $3;
         setp.eq.u32 %p0, %t, 0;
@@ -196,20 +211,6 @@ def helping_spin_asm(FIRST, chunk_word):
         sub.u32 %n, %n, 1;
         setp.ne.u32 %pl, %n, 0;
         @%pl bra.uni SPIN;"""
-    else:
-        assert FIRST == "peeked", FIRST
-        start = """
-        mov.b64 $0, $5;
-        mov.u32 %n, $4;
-        CHECK:
-        setp.ne.s64 %pw, $0, 0;
-        or.pred %pw, %pw, %pm;
-        vote.sync.all.pred %pw, %pw, -1;
-        @%pw bra.uni DONE;
-        ld.relaxed.gpu.global.b64 $0, [$1];
-        sub.u32 %n, %n, 1;
-        setp.ne.u32 %pl, %n, 0;
-        @%pl bra.uni CHECK;"""
     return """{
         .reg .pred %pw, %pm, %pl, %pmiss, %pd, %p0;
         .reg .u32 %n, %t, %ballot, %src, %c, %lane;
@@ -262,7 +263,7 @@ def peek_words(sync_ptr, row, S, S_POW2: tl.constexpr):
 def settle_words(sync_ptr, row, S, words, S_POW2: tl.constexpr):
     # The row's two statistics from words peeked earlier (peek_words): polls again, in PTX and
     # without a limit, only while a lane of the warp still has 0. Only where every program of the
-    # row has started (team_started); no help code, so nothing more is live across it.
+    # row is running (team_runs); no help code, so nothing more is live across it.
     slots, kmask = spin_slots(sync_ptr, row, S, S_POW2)
     words = tl.inline_asm_elementwise(
         """{

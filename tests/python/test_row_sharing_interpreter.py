@@ -170,23 +170,44 @@ def _layer_norm_cases(torch, ln):
         dx = torch.full((rows, n), float("nan"), dtype=dtype)
         dw_part = torch.full((teams, n), float("nan"))
         db_part = torch.full((teams, n), float("nan"))
-        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32,
-                                                     torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1, per_team,
-                                                     n, n, n, True, True, True, 4096, 1, 1, False)
+        sync = torch.zeros(2 + rows + teams, dtype=torch.int64)
+        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32, sync, rows, n, 1,
+                                                     per_team, n, n, n, True, True, True, 4096, 1, 1, False)
+        dw, db = _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, w, mean32, rstd32, sync, 1, per_team)
         errors[f"layer_norm bwd team lag dx {dtype} {rows}x{n}"] = _error(dx, want[0])
-        errors[f"layer_norm bwd team lag dw {dtype} {rows}x{n}"] = _error(dw_part.sum(0), want[1])
-        errors[f"layer_norm bwd team lag db {dtype} {rows}x{n}"] = _error(db_part.sum(0), want[2])
+        errors[f"layer_norm bwd team lag dw {dtype} {rows}x{n}"] = _error(dw, want[1])
+        errors[f"layer_norm bwd team lag db {dtype} {rows}x{n}"] = _error(db, want[2])
+        # a team of one program always runs: its mode word says so
+        errors[f"layer_norm bwd team lag ran {dtype} {rows}x{n}"] = float(not bool((sync[2 + rows:] == 1).all()))
         dx = torch.full((rows, n), float("nan"), dtype=dtype)
         db_part = torch.full((teams, n), float("nan"))
-        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, None, db_part, dy, x, None, mean32, rstd32,
-                                                     torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1, per_team,
-                                                     n, n, n, False, False, True, 4096, 1, 1, False)
+        sync = torch.zeros(2 + rows + teams, dtype=torch.int64)
+        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, None, db_part, dy, x, None, mean32, rstd32, sync, rows, n, 1,
+                                                     per_team, n, n, n, False, False, True, 4096, 1, 1, False)
+        _, db = _lag_finalize(torch, ln, dx, None, db_part, dy, x, None, mean32, rstd32, sync, 1, per_team)
         want_dx = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd, None,
                                                             None, [True, False, False])[0]
         errors[f"layer_norm bwd team lag no weight dx {dtype} {rows}x{n}"] = _error(dx, want_dx)
-        errors[f"layer_norm bwd team lag no weight db {dtype} {rows}x{n}"] = _error(db_part.sum(0),
-                                                                                    dy.double().sum(0))
+        errors[f"layer_norm bwd team lag no weight db {dtype} {rows}x{n}"] = _error(db, dy.double().sum(0))
     return errors
+
+
+def _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, w, mean, rstd, sync, chunks, per_team, block_n=64,
+                  dw=None, db=None):
+    # layer_norm_bwd_team_lag_finalize_kernel after the lag kernel, as the operator launches it:
+    # dw/db from the teams' partial rows, and the rows of teams that gave up (dx too). Returns
+    # (dw, db) (fp32; poisoned first, None where not computed), or writes into the given ones.
+    rows, n = dy.shape
+    teams = (dw_part if dw_part is not None else db_part).shape[0]
+    if dw is None and dw_part is not None:
+        dw = torch.full((n, ), float("nan"))
+    if db is None and db_part is not None:
+        db = torch.full((n, ), float("nan"))
+    block_g = 1 << max(0, (teams - 1).bit_length())
+    ln.layer_norm_bwd_team_lag_finalize_kernel[(-(-n // block_n), )](
+        dw, db, dw_part, db_part, dx, dy, x, w, mean, rstd, sync, rows, n, chunks, per_team, teams, dx.stride(0),
+        dy.stride(0), x.stride(0), w is not None, dw is not None, db is not None, block_g, block_n, False)
+    return dw, db
 
 
 def _layer_norm_team_cases(torch, ln):
@@ -229,18 +250,26 @@ def _layer_norm_team_launches(torch, ln):
                     dx = torch.full((rows, n), float("nan"), dtype=dtype)
                     dw_part = torch.full((teams, n), float("nan"))
                     db_part = torch.full((teams, n), float("nan"))
-                    sync = torch.zeros(2 + rows * chunks, dtype=torch.int64)
-                    common = (dx, dw_part, db_part, dy, x, weight, mean.flatten().float(), rstd.flatten().float(), sync,
-                              rows, n, chunks, per_team, n, n, x.stride(0), weight is not None)
+                    sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64)
+                    mean32, rstd32 = mean.flatten().float(), rstd.flatten().float()
+                    common = (dx, dw_part, db_part, dy, x, weight, mean32, rstd32, sync, rows, n, chunks, per_team, n,
+                              n, x.stride(0), weight is not None)
                     if name == "team":
                         kernel[(teams * chunks, )](*common, True, True, True, block, 8, 1, False)
+                        dw, db = dw_part.sum(0), db_part.sum(0)
+                        case = f"layer_norm bwd team helped S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
                     else:
+                        # Its teams give up here (their programs run one after another) and the
+                        # finalize does their rows.
                         kernel[(teams * chunks, )](*common, True, True, block, 8, 1, False)
-                    case = f"layer_norm bwd {name} helped S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
+                        gave_up = bool((sync[2 + rows * chunks:] == 2).all()) and bool((sync[2:2 + rows * chunks] == 0).all())
+                        dw, db = _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, weight, mean32, rstd32, sync,
+                                               chunks, per_team)
+                        case = f"layer_norm bwd team lag gave up S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
+                        errors[f"{case} gave up whole"] = float(not gave_up)
                     errors[f"{case} dx"] = _error(dx, want[0])
-                    errors[f"{case} dw"] = _error(dw_part.sum(0), dy.double().mul(
-                        (x.double() - mean) * rstd).sum(0))
-                    errors[f"{case} db"] = _error(db_part.sum(0), dy.double().sum(0))
+                    errors[f"{case} dw"] = _error(dw, dy.double().mul((x.double() - mean) * rstd).sum(0))
+                    errors[f"{case} db"] = _error(db, dy.double().sum(0))
     return errors
 
 
@@ -271,13 +300,14 @@ def _guards_intact(torch, whole, poison):
 
 
 def _layer_norm_lag_plan_cases(torch, ln):
-    # The lag team backward in the structure of the bf16 4096 x 12288 plan (S = 6 chunks of 2048,
-    # 88 teams of 47 rows, the last of 7) scaled down: S = 6 chunks of 64 columns, N = 6 * 64 (no
-    # ragged chunk, like 12288), 23 rows in teams of 4 (the last of 3), and the same with a ragged
-    # last chunk and a team of one row at the end. Every buffer inside poisoned guards: inputs
-    # NaN past their ends (a read past them spoils a result), outputs and the exchange words checked
-    # unchanged past theirs (a write past them). Teams complete through the help path here
-    # (HELP_AFTER = 2, as in _layer_norm_team_cases).
+    # The lag team backward and its finalize in the structure of the bf16 4096 x 12288 plan (S = 6
+    # chunks of 2048, 88 teams of 47 rows, the last of 7) scaled down: S = 6 chunks of 64 columns,
+    # N = 6 * 64 (no ragged chunk, like 12288), 23 rows in teams of 4 (the last of 3), and the same
+    # with a ragged last chunk and a team of one row at the end. Every buffer inside poisoned
+    # guards: inputs NaN past their ends (a read past them spoils a result), outputs and the
+    # exchange words checked unchanged past theirs (a write past them). Every team gives up here
+    # (HELP_AFTER = 2 polls, as in _layer_norm_team_cases; its programs run one after another), so
+    # the finalize does every row.
     import triton.language as tl
     backward = sys.modules[ln.layer_norm_bwd_team_kernel.fn.__module__]
     help_after = backward.HELP_AFTER
@@ -299,26 +329,31 @@ def _layer_norm_lag_plan_cases(torch, ln):
             dx, dx_whole = _guarded(torch, (rows, n), dtype, nan, -7.0)
             dw_part, dw_whole = _guarded(torch, (teams, n), torch.float32, nan, -7.0)
             db_part, db_whole = _guarded(torch, (teams, n), torch.float32, nan, -7.0)
-            # the operator's workspace: 2 + rows * S words
-            sync, sync_whole = _guarded(torch, (2 + rows * chunks, ), torch.int64, 0, word_poison)
+            dw, dw_out_whole = _guarded(torch, (n, ), dtype, nan, -7.0)
+            db, db_out_whole = _guarded(torch, (n, ), dtype, nan, -7.0)
+            # the operator's workspace: 2 + rows * S words, then a mode word per team
+            sync, sync_whole = _guarded(torch, (2 + rows * chunks + teams, ), torch.int64, 0, word_poison)
             ln.layer_norm_bwd_team_lag_kernel[(teams * chunks, )](dx, dw_part, db_part, dy, x, w, mean, rstd, sync, rows,
                                                                   n, chunks, per_team, n, n, n, True, True, True, block,
                                                                   8, 1, False)
             case = f"layer_norm bwd team lag plan-shaped S={chunks} {dtype} {rows}x{n} teams of {per_team}"
-            for name, whole, poison in [("dx", dx_whole, -7.0), ("dw", dw_whole, -7.0), ("db", db_whole, -7.0),
-                                        ("sync", sync_whole, word_poison)]:
+            assert int(sync[0]) == teams * chunks, f"{case}: {int(sync[0])} tickets handed out"
+            assert bool((sync[2 + rows * chunks:] == 2).all()), f"{case}: a team did not give up whole"
+            assert bool((sync[2:2 + rows * chunks] == 0).all()), f"{case}: a team that gave up published a word"
+            _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, w, mean, rstd, sync, chunks, per_team, dw=dw, db=db)
+            for name, whole, poison in [("dx", dx_whole, -7.0), ("dw partials", dw_whole, -7.0),
+                                        ("db partials", db_whole, -7.0), ("dw", dw_out_whole, -7.0),
+                                        ("db", db_out_whole, -7.0), ("sync", sync_whole, word_poison)]:
                 assert _guards_intact(torch, whole, poison), f"{case}: a write past {name}"
             for name, whole in [("x", x_whole), ("dy", dy_whole), ("w", w_whole), ("mean", mean_whole),
                                 ("rstd", rstd_whole)]:
                 assert _guards_intact(torch, whole, nan), f"{case}: a write past {name}"
-            assert int(sync[0]) == teams * chunks, f"{case}: {int(sync[0])} tickets handed out"
-            assert bool((sync[2:] != 0).all()), f"{case}: a row's word never published"
             want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd,
                                                              w.double(), None, [True, False, False])[0]
             xhat = (x.double() - ref_mean) * ref_rstd
             errors[f"{case} dx"] = _error(dx, want)
-            errors[f"{case} dw"] = _error(dw_part.sum(0), (dy.double() * xhat).sum(0))
-            errors[f"{case} db"] = _error(db_part.sum(0), dy.double().sum(0))
+            errors[f"{case} dw"] = _error(dw, (dy.double() * xhat).sum(0))
+            errors[f"{case} db"] = _error(db, dy.double().sum(0))
     finally:
         backward.HELP_AFTER = help_after
     return errors
@@ -345,7 +380,7 @@ def test_row_sharing_kernels_under_the_interpreter():
     from conftest import run_script_under_interpreter  # here, not at the top: the script itself needs no tjit
 
     errors = run_script_under_interpreter(__file__, 600, "a program waited forever: a published word read as not yet written")
-    assert len(errors) == 61 + 72 + 6, sorted(errors)
+    assert len(errors) == 61 + 72 + 6 + 3 + 12, sorted(errors)  # the last: lag teams that ran, and gave up whole
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5

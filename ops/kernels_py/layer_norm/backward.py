@@ -45,15 +45,23 @@ layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
                                stride_x_row, HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB, BLOCK_N, S_POW2, STAGES,
                                INDEX_64)
     The whole backward of long rows by teams of S = cdiv(N, BLOCK_N) <= S_POW2 programs (fp32
-    statistics; the comments above them). grid: (teams * S,). CUDA only. Then
-    layer_norm_bwd_dwdb_finalize_kernel over the teams' partials when there is more than one team.
+    statistics; the comments above them). grid: (teams * S,). CUDA only. Then, for the team kernel,
+    layer_norm_bwd_dwdb_finalize_kernel over the teams' partials when there is more than one team;
+    for the lag kernel, always:
+
+layer_norm_bwd_team_lag_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, dx_ptr, dy_ptr, x_ptr, w_ptr,
+                                        mean_ptr, rstd_ptr, sync_ptr, M, N, S, rows_per_team, G, stride_dx_row,
+                                        stride_dy_row, stride_x_row, HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB, BLOCK_G,
+                                        BLOCK_N, INDEX_64)
+    dw/db from the G teams' partial rows, and the whole backward (dx, dw, db) of the rows of any team
+    that gave up (its mode word in sync). grid: (cdiv(N, BLOCK_N),).
 """
 
 import triton
 import triton.language as tl
 
-from ..row_exchange import (HELP_AFTER, HELP_BLOCK, helping_spin_asm, pack_word, peek_words, publish, publish_missing,
-                            settle_words, spin_slots, team_started, ticket, unpack_words, wait)
+from ..row_exchange import (HELP_AFTER, HELP_BLOCK, TEAM_GAVE_UP, helping_spin_asm, pack_word, peek_words, publish,
+                            publish_missing, settle_words, spin_slots, team_runs, ticket, unpack_words, wait)
 
 
 @triton.jit
@@ -426,14 +434,10 @@ def _chunk_sums_ptx(dtype):
         }}"""
 
 
-_PUBLISH_AND_WAIT_F32 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("f32")))
-_PUBLISH_AND_WAIT_BF16 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("bf16")))
-_PUBLISH_AND_WAIT_F16 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("f16")))
-_PUBLISH_AND_WAIT_F64 = tl.constexpr(helping_spin_asm("publish", _chunk_sums_ptx("f64")))
-_SETTLE_F32 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("f32")))
-_SETTLE_BF16 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("bf16")))
-_SETTLE_F16 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("f16")))
-_SETTLE_F64 = tl.constexpr(helping_spin_asm("peeked", _chunk_sums_ptx("f64")))
+_PUBLISH_AND_WAIT_F32 = tl.constexpr(helping_spin_asm(_chunk_sums_ptx("f32")))
+_PUBLISH_AND_WAIT_BF16 = tl.constexpr(helping_spin_asm(_chunk_sums_ptx("bf16")))
+_PUBLISH_AND_WAIT_F16 = tl.constexpr(helping_spin_asm(_chunk_sums_ptx("f16")))
+_PUBLISH_AND_WAIT_F64 = tl.constexpr(helping_spin_asm(_chunk_sums_ptx("f64")))
 
 
 @triton.jit
@@ -460,15 +464,14 @@ def _team_chunk_sums(chunk, dy_row, x_row, w_ptr, mean_ptr, rstd_ptr, row, N, BL
 
 
 @triton.jit
-def _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, stride_dy_row, stride_x_row, words,
-               after, chunk, sum_gx, sum_g, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
-               STAGES: tl.constexpr, FIRST: tl.constexpr):
-    # Every chunk's sums for the row (0.0 past S) once all are published; a wait that lasts
-    # HELP_AFTER polls publishes the missing chunks' sums itself (row_exchange's help path).
-    # FIRST "publish": the program's own sums (sum_gx, sum_g of `chunk`) are published first;
-    # "peeked": `words` were peeked earlier, and the wait follows `after` (an fp32 scalar).
-    # STAGES > 1: one asm block (helping_spin_asm), each warp on its own; STAGES = 1 (the
-    # interpreter): wait and publish_missing, with Triton loops.
+def _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, stride_dy_row, stride_x_row, chunk,
+               sum_gx, sum_g, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
+               STAGES: tl.constexpr):
+    # Publishes the program's own sums (sum_gx, sum_g of `chunk`), then every chunk's sums for the
+    # row (0.0 past S) once all are published; a wait that lasts HELP_AFTER polls publishes the
+    # missing chunks' sums itself (row_exchange's help path). STAGES > 1: one asm block
+    # (helping_spin_asm), each warp on its own; STAGES = 1 (the interpreter): wait and
+    # publish_missing, with Triton loops.
     dy_row = dy_ptr + row * stride_dy_row
     x_row = x_ptr + row * stride_x_row
     if STAGES > 1:
@@ -480,38 +483,23 @@ def _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, st
             w_address = w_ptr.to(tl.int64)
         else:
             w_address = tl.full((), 0, tl.int64)
-        if FIRST == "publish":
-            if DT == tl.float32:
-                ASM: tl.constexpr = _PUBLISH_AND_WAIT_F32
-            elif DT == tl.bfloat16:
-                ASM: tl.constexpr = _PUBLISH_AND_WAIT_BF16
-            elif DT == tl.float16:
-                ASM: tl.constexpr = _PUBLISH_AND_WAIT_F16
-            else:
-                ASM: tl.constexpr = _PUBLISH_AND_WAIT_F64
-            fifth = (sync_ptr + 2 + row * S + chunk).to(tl.int64)
-            sixth = pack_word(sum_gx, sum_g)
+        if DT == tl.float32:
+            ASM: tl.constexpr = _PUBLISH_AND_WAIT_F32
+        elif DT == tl.bfloat16:
+            ASM: tl.constexpr = _PUBLISH_AND_WAIT_BF16
+        elif DT == tl.float16:
+            ASM: tl.constexpr = _PUBLISH_AND_WAIT_F16
         else:
-            if DT == tl.float32:
-                ASM: tl.constexpr = _SETTLE_F32
-            elif DT == tl.bfloat16:
-                ASM: tl.constexpr = _SETTLE_BF16
-            elif DT == tl.float16:
-                ASM: tl.constexpr = _SETTLE_F16
-            else:
-                ASM: tl.constexpr = _SETTLE_F64
-            fifth = words
-            sixth = after.to(tl.int32, bitcast=True).to(tl.int64)
+            ASM: tl.constexpr = _PUBLISH_AND_WAIT_F64
         words = tl.inline_asm_elementwise(
             ASM, "=l,l,r,r,r,l,l,l,l,l,l,l,l,l,l,r,r",
-            [slots, kmask.to(tl.int32), tl.arange(0, S_POW2), HELP_AFTER, fifth, sixth, dy_ptr.to(tl.int64),
-             x_ptr.to(tl.int64), w_address, mean_ptr.to(tl.int64), rstd_ptr.to(tl.int64), row.to(tl.int64),
-             tl.cast(stride_dy_row, tl.int64), tl.cast(stride_x_row, tl.int64), N, BLOCK_N], dtype=tl.int64,
-            is_pure=False, pack=1)
+            [slots, kmask.to(tl.int32), tl.arange(0, S_POW2), HELP_AFTER, (sync_ptr + 2 + row * S + chunk).to(tl.int64),
+             pack_word(sum_gx, sum_g), dy_ptr.to(tl.int64), x_ptr.to(tl.int64), w_address, mean_ptr.to(tl.int64),
+             rstd_ptr.to(tl.int64), row.to(tl.int64), tl.cast(stride_dy_row, tl.int64),
+             tl.cast(stride_x_row, tl.int64), N, BLOCK_N], dtype=tl.int64, is_pure=False, pack=1)
         sums_gx, sums_g = unpack_words(words, kmask)
     else:
-        if FIRST == "publish":
-            publish(sync_ptr, row, chunk, S, sum_gx, sum_g, True)
+        publish(sync_ptr, row, chunk, S, sum_gx, sum_g, True)
         sums_gx, sums_g, kmask, complete = wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
         if not complete:
             publish_missing(sync_ptr, row, S, _team_chunk_sums,
@@ -577,8 +565,8 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
             else:
                 g = dy
             sums_gx, sums_g = _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, stride_dy_row,
-                                         stride_x_row, None, 0.0, chunk, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0),
-                                         HAS_WEIGHT, BLOCK_N, S_POW2, STAGES, "publish")
+                                         stride_x_row, chunk, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0), HAS_WEIGHT,
+                                         BLOCK_N, S_POW2, STAGES)
             c1 = tl.sum(sums_gx, axis=0) / N
             c2 = tl.sum(sums_g, axis=0) / N
             dx = (g - (xhat * c1 + c2)) * rstd
@@ -589,102 +577,26 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
             db_acc += dy
     _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
 
-@triton.jit
-def _lag_rows(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, sync_ptr, M, N, S,
-              rows_per_team, stride_dx_row, stride_dy_row, stride_x_row, team, chunk, HAS_WEIGHT: tl.constexpr,
-              COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
-              STAGES: tl.constexpr, HELP: tl.constexpr):
-    # layer_norm_bwd_team_lag_kernel's work for ticket (team, chunk), its dw/db sums stored. HELP
-    # False (every program of the team is running): the wait has no limit and no help code. HELP
-    # True: _team_wait, which helps after HELP_AFTER polls.
-    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    w = 1.0
-    if HAS_WEIGHT:
-        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-    row_begin = team * rows_per_team
-    row_end = tl.minimum(row_begin + rows_per_team, M)
-    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    # The help loop is not pipelined: its copies ahead would need shared memory of their own.
-    LOOP_STAGES: tl.constexpr = 1 if HELP else STAGES
-    for i in tl.range(row_begin, row_end + 1, num_stages=LOOP_STAGES):
-        # Row i (none on the last iteration): its sums published, its dy and xhat added to dw/db.
-        row = tl.minimum(i, row_end - 1)
-        now = i < row_end
-        # Row i - 1 (none on the first iteration): its dx.
-        prev = tl.maximum(i - 1, row_begin)
-        after_first = i > row_begin
-        if STAGES > 1:
-            words = peek_words(sync_ptr, prev, S, S_POW2)
-        dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask & now, stride_dy_row,
-                                stride_x_row, "")
-        if HAS_WEIGHT:
-            g = dy * w
-        else:
-            g = dy
-        # Words go in from 0 only: a helper may have published this chunk's already.
-        if HELP:
-            sum_gx = tl.sum(g * xhat, axis=0)  # also what the wait follows
-            if now:
-                publish(sync_ptr, row, chunk, S, sum_gx, tl.sum(g, axis=0), True)
-        else:
-            # The sums inside the branch, as they were before the help path: out of it they
-            # cost spills at 128 registers (Triton 3.6 and its ptxas, sm_90).
-            if now:
-                publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0), True)
-        if COMPUTE_DW:
-            dw_acc += dy * xhat
-        if COMPUTE_DB:
-            db_acc += dy
-        if HELP:
-            # Row i - 1's words before its values are read again, so that they are not live in a help.
-            if STAGES == 1:
-                words = None
-            sums_gx = tl.zeros([S_POW2], dtype=tl.float32)
-            sums_g = tl.zeros([S_POW2], dtype=tl.float32)
-            if after_first:
-                sums_gx, sums_g = _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, prev, N, S,
-                                             stride_dy_row, stride_x_row, words, sum_gx, -1, 0.0, 0.0, HAS_WEIGHT,
-                                             BLOCK_N, S_POW2, STAGES, "peeked")
-        prev_mask = col_mask & after_first
-        # Read for the second time: L2 may drop them now.
-        dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
-                                                  stride_dy_row, stride_x_row, "evict_first")
-        if after_first:
-            if not HELP:
-                if STAGES > 1:
-                    sums_gx, sums_g = settle_words(sync_ptr, prev, S, words, S_POW2)
-                else:
-                    sums_gx, sums_g, _chunk_mask, _complete = wait(sync_ptr, prev, S, S_POW2, 0)
-            c1 = tl.sum(sums_gx, axis=0) / N
-            c2 = tl.sum(sums_g, axis=0) / N
-            if HAS_WEIGHT:
-                g_prev = dy_prev * w
-            else:
-                g_prev = dy_prev
-            dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
-            tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
-    _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
-
-
 # The team backward with the exchange off the critical path, for 2-byte rows when dx is wanted.
 # In layer_norm_bwd_team_kernel a row's dx waits for the team's words, which takes an L2 round trip
 # or more every row; at 8 warps an SM those waits leave the memory system idle. Here iteration i
 # publishes row i's sums and adds row i to dw/db, then writes dx of row i - 1, whose words every
 # member published an iteration before: they were loaded at the top of the iteration
-# (peek_words) and are polled again only if one is still missing (_team_wait). Row i - 1's dy
+# (peek_words) and are polled again only if one is still missing (settle_words). Row i - 1's dy
 # and x are loaded a second time (the pipeliner copies them with row i's; L2 hits, DRAM traffic
 # unchanged), so no row's values live across a wait: 2048-column chunks fit 128 registers, four
-# 4-warp programs an SM. The protocol, sync and grid are layer_norm_bwd_team_kernel's; every
+# 4-warp programs an SM. The tickets, words and grid are layer_norm_bwd_team_kernel's; every
 # member publishes row i before it waits on row i - 1, so a team never waits on itself. fp32 rows
 # gain nothing (the shared memory holds 3 programs an SM at most) and keep the other kernel.
-# The help path's registers do not fit beside the pipelined loop's at 128 (ptxas spilled 96 bytes,
-# reloaded every row: 0.76-0.79x), so a program first asks whether its whole team is running
-# (team_started): then it runs the pipelined loop with an unbounded wait and no help code
-# (settle_words), otherwise a loop that is not pipelined with _team_wait's help path. The first
-# case is the normal one (all programs resident); a late member of a helped team finds the count
-# complete and runs the fast loop, its waits on running programs only.
+# The kernel has no help path: any help code, even where it never runs, made ptxas schedule the
+# pipelined loop 5% slower (bf16 12288 and 16384 on an H200). A program asks once whether its whole
+# team runs (row_exchange.team_runs): normally yes, and its waits have no limit; a team whose
+# programs are not all running after HELP_AFTER polls of the ticket count (another kernel holds
+# the SMs; a green context or MPS share smaller than the team) gives up whole and leaves its rows
+# to layer_norm_bwd_team_lag_finalize_kernel, launched after this one. dw/db go to the teams'
+# partial rows, always (that kernel adds them up).
+#     sync      int64 [2 + M * S + teams], ZEROED before each launch: the tickets, the rows' words,
+#               then the teams' mode words
 @triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
 def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
                                    sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
@@ -694,12 +606,142 @@ def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_pt
     team, chunk = ticket(sync_ptr, S)
     if INDEX_64:
         team = team.to(tl.int64)
-    # Only these scalars cross the branch: the help loop's registers do not spill the other one's.
-    if team_started(sync_ptr, team, chunk, S, HELP_AFTER):
-        _lag_rows(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, sync_ptr, M, N,
-                  S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row, team, chunk, HAS_WEIGHT, COMPUTE_DW,
-                  COMPUTE_DB, BLOCK_N, S_POW2, STAGES, False)
-    else:
-        _lag_rows(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, sync_ptr, M, N,
-                  S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row, team, chunk, HAS_WEIGHT, COMPUTE_DW,
-                  COMPUTE_DB, BLOCK_N, S_POW2, STAGES, True)
+    if team_runs(sync_ptr, sync_ptr + 2 + tl.cast(M, tl.int64) * S, team, chunk, S, HELP_AFTER):
+        cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_mask = cols < N
+        w = 1.0
+        if HAS_WEIGHT:
+            w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        row_begin = team * rows_per_team
+        row_end = tl.minimum(row_begin + rows_per_team, M)
+        dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
+            # Row i (none on the last iteration): its sums published, its dy and xhat added to dw/db.
+            row = tl.minimum(i, row_end - 1)
+            now = i < row_end
+            # Row i - 1 (none on the first iteration): its dx.
+            prev = tl.maximum(i - 1, row_begin)
+            after_first = i > row_begin
+            if STAGES > 1:
+                words = peek_words(sync_ptr, prev, S, S_POW2)
+            dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask & now, stride_dy_row,
+                                    stride_x_row, "")
+            if HAS_WEIGHT:
+                g = dy * w
+            else:
+                g = dy
+            if now:
+                # From 0, as the team kernel's owners publish: the loop's schedule was measured so.
+                publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0), True)
+            if COMPUTE_DW:
+                dw_acc += dy * xhat
+            if COMPUTE_DB:
+                db_acc += dy
+            prev_mask = col_mask & after_first
+            # Read for the second time: L2 may drop them now.
+            dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
+                                                      stride_dy_row, stride_x_row, "evict_first")
+            if after_first:
+                if STAGES > 1:
+                    sums_gx, sums_g = settle_words(sync_ptr, prev, S, words, S_POW2)
+                else:
+                    sums_gx, sums_g, _chunk_mask, _complete = wait(sync_ptr, prev, S, S_POW2, 0)
+                c1 = tl.sum(sums_gx, axis=0) / N
+                c2 = tl.sum(sums_g, axis=0) / N
+                if HAS_WEIGHT:
+                    g_prev = dy_prev * w
+                else:
+                    g_prev = dy_prev
+                dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
+                tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
+        _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW,
+                         COMPUTE_DB)
+
+
+@triton.jit
+def _given_up_rows(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, modes_ptr, M, N, rows_per_team, G, cols,
+                   col_mask, stride_dx_row, stride_dy_row, stride_x_row, HAS_WEIGHT: tl.constexpr,
+                   ROW_BLOCK: tl.constexpr):
+    # The rows of the teams that gave up, for the columns `cols`: dx, and their dw/db sums. Each row's
+    # two sums over all its columns come first (every program computes them the same way, so all
+    # column blocks of a row use the same ones).
+    dw = tl.zeros(cols.shape, dtype=tl.float32)
+    db = tl.zeros(cols.shape, dtype=tl.float32)
+    w = 1.0
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    offsets = tl.arange(0, ROW_BLOCK)
+    for team in range(0, G):
+        if tl.load(modes_ptr + team) == TEAM_GAVE_UP:
+            row_begin = team * rows_per_team
+            for row in range(row_begin, tl.minimum(row_begin + rows_per_team, M)):
+                mean = tl.load(mean_ptr + row).to(tl.float32)
+                rstd = tl.load(rstd_ptr + row).to(tl.float32)
+                sum_gx = tl.zeros([ROW_BLOCK], dtype=tl.float32)
+                sum_g = tl.zeros([ROW_BLOCK], dtype=tl.float32)
+                for start in range(0, N, ROW_BLOCK):
+                    c = start + offsets
+                    mask = c < N
+                    g = tl.load(dy_ptr + row * stride_dy_row + c, mask=mask, other=0.0).to(tl.float32)
+                    if HAS_WEIGHT:
+                        g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(tl.float32)
+                    x = tl.load(x_ptr + row * stride_x_row + c, mask=mask, other=0.0).to(tl.float32)
+                    sum_gx += g * tl.where(mask, (x - mean) * rstd, 0.0)
+                    sum_g += g
+                c1 = tl.sum(sum_gx, axis=0) / N
+                c2 = tl.sum(sum_g, axis=0) / N
+                dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask, stride_dy_row,
+                                        stride_x_row, "")
+                dx = (dy * w - (xhat * c1 + c2)) * rstd
+                tl.store(dx_ptr + row * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
+                dw += dy * xhat
+                db += dy
+    return dw, db
+
+
+# After layer_norm_bwd_team_lag_kernel, always: dw/db from the teams' partial rows (as
+# layer_norm_bwd_dwdb_finalize_kernel), and the rows of any team that gave up (normally none: one
+# vector load of the mode words finds that out).
+#     grid: (cdiv(N, BLOCK_N),). G: the teams; dw_partial_ptr/db_partial_ptr [G, N] fp32.
+@triton.jit(do_not_specialize=["rows_per_team", "G"])
+def layer_norm_bwd_team_lag_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, dx_ptr, dy_ptr, x_ptr,
+                                            w_ptr, mean_ptr, rstd_ptr, sync_ptr, M, N, S, rows_per_team, G,
+                                            stride_dx_row, stride_dy_row, stride_x_row, HAS_WEIGHT: tl.constexpr,
+                                            COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
+                                            BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    modes_ptr = sync_ptr + 2 + tl.cast(M, tl.int64) * S
+    g_offs = tl.arange(0, BLOCK_G)
+    dw_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
+    gave_up = 0
+    for g0 in range(0, G, BLOCK_G):
+        g = g0 + g_offs
+        exists = g < G
+        ran = exists & (tl.load(modes_ptr + g, mask=exists, other=0) != TEAM_GAVE_UP)
+        gave_up += tl.sum((exists & ~ran).to(tl.int32), axis=0)
+        if INDEX_64:
+            g = g.to(tl.int64)
+        mask = ran[:, None] & col_mask[None, :]
+        offs = g[:, None] * N + cols[None, :]
+        if COMPUTE_DW:
+            dw_acc += tl.load(dw_partial_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        if COMPUTE_DB:
+            db_acc += tl.load(db_partial_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.sum(dw_acc, axis=0)
+    db = tl.sum(db_acc, axis=0)
+    if gave_up > 0:
+        dw_rest, db_rest = _given_up_rows(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, modes_ptr, M, N,
+                                          rows_per_team, G, cols, col_mask, stride_dx_row, stride_dy_row,
+                                          stride_x_row, HAS_WEIGHT, HELP_BLOCK)
+        dw += dw_rest
+        db += db_rest
+    if COMPUTE_DW:
+        tl.store(dw_ptr + cols, dw.to(dw_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_ptr + cols, db.to(db_ptr.dtype.element_ty), mask=col_mask)
