@@ -8,21 +8,34 @@
 // architecture the bundle lacks gives the documented error and the program goes on, and that at
 // exit neither libpython nor Triton's libtriton is mapped into the process. Without a GPU it checks
 // what runs without one: the bundle's kernels through compile() for the bundle's targets.
+//
+// Given a file argument (tests/deploy/deploy.sh passes one on a GPU of sm_90+), it also runs the
+// autotuned TMA matmul and the attention forward of tests/cpp/kernels/corpus_kernels.py through
+// run(): config pre_hooks set the host descriptors' block shapes, the attention's prune reads
+// N_CTX by name. tjit_consumer tunes them at the first call and writes inputs, outputs and choices
+// to the file (torch.load reads it; deploy.sh compares with Python Triton's call); the deployed
+// program reads the inputs back, takes choice and hooks from the bundle, and must reproduce the
+// outputs bit for bit.
 
 #include <tjit/current_stream.h>
 #include <tjit/kernel_bundle.h>
 #include <tjit/operators.h>
+#include <tjit/tensor_descriptor.h>
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/core/Dict.h>
 
 #include <c10/util/Exception.h>
+
+#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cstdio>
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -34,6 +47,14 @@ int failures = 0;
 void expect_close(const char* what, const at::Tensor& actual, const at::Tensor& expected) {
   const bool ok = actual.sizes() == expected.sizes() && actual.dtype() == expected.dtype() &&
                   at::allclose(actual.cpu(), expected.cpu(), 1e-5, 1e-5);
+  std::printf("%-24s %s\n", what, ok ? "ok" : "DIFFERS from ATen");
+  failures += ok ? 0 : 1;
+}
+
+// Within a tolerance (kernels whose order of additions differs from ATen's).
+void expect_near(const char* what, const at::Tensor& actual, const at::Tensor& expected, double rtol, double atol) {
+  const bool ok = actual.sizes() == expected.sizes() &&
+                  at::allclose(actual.cpu().to(at::kFloat), expected.cpu().to(at::kFloat), rtol, atol);
   std::printf("%-24s %s\n", what, ok ? "ok" : "DIFFERS from ATen");
   failures += ok ? 0 : 1;
 }
@@ -90,6 +111,123 @@ void run_decorated_kernels(const at::Tensor& x, at::Tensor& out, int64_t n, int6
   std::printf("autotuned kernel: %s; keys tuned by timing %zu (%zu timing launches), choices loaded %zu\n",
               tuned.tune(stream, tjit::Grid(1), x, out, n, 2.5, -1.0).describe().c_str(), tuned.num_tunings(),
               tuned.num_tuning_runs(), tuned.num_tunings_loaded());
+}
+
+// --- The autotuned TMA matmul and the attention forward (a GPU of sm_90+) ---------------------
+// Kernels of tests/cpp/kernels/corpus_kernels.py (CONSUMER_CORPUS_KERNEL_FILE), called as Triton's
+// tutorials call them: host descriptors made with a placeholder block shape that each config's
+// pre_hook replaces; the attention's prune reads N_CTX and STAGE by name.
+
+// `path` holds a torch.load-able dict (torch::pickle_save): the JIT run's inputs, outputs (on the
+// CPU) and chosen configs (their text).
+c10::impl::GenericDict read_io(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TORCH_CHECK(in.good(), "consumer: cannot read ", path, ", which tjit_consumer writes when given it (deploy.sh)");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return torch::pickle_load(bytes).toGenericDict();
+}
+
+void write_io(const std::string& path, const c10::impl::GenericDict& io) {
+  const std::vector<char> bytes = torch::pickle_save(io);
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  TORCH_CHECK(out.good(), "consumer: cannot write ", path);
+}
+
+// JIT build: fresh inputs, tuned at the first call (run with a fresh kernel store, as deploy.sh
+// does), checked against ATen, then written to `io_path`. Deployed: the inputs read from `io_path`,
+// choice and descriptor hooks from the bundle (nothing timed or compiled), the outputs equal to the
+// JIT run's bit for bit (same binaries, same config) and checked against ATen.
+void run_tma_kernels(const std::string& io_path, const at::Device& device) {
+  auto& matmul = tjit::TritonJitFunction::get_instance(CONSUMER_CORPUS_KERNEL_FILE, "matmul_tma_kernel");
+  auto& attention = tjit::TritonJitFunction::get_instance(CONSUMER_CORPUS_KERNEL_FILE, "attn_fwd_kernel");
+  const auto half = at::TensorOptions().device(device).dtype(at::kHalf);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t M = 777, N = 520, K = 504;  // ragged: TMA zero-fills and clips the edge tiles
+  const int64_t Z = 2, H = 3, N_CTX = 256, HEAD_DIM = 64, STAGE = 1;
+  const double sm_scale = 0.125;
+#ifdef CONSUMER_DEPLOYED
+  const c10::impl::GenericDict io = read_io(io_path);
+#else
+  c10::impl::GenericDict io(c10::StringType::get(), c10::AnyType::get());
+#endif
+  const auto input = [&](const char* name, std::initializer_list<int64_t> sizes) {
+#ifdef CONSUMER_DEPLOYED
+    const at::Tensor t = io.at(name).toTensor().to(device);
+    TORCH_CHECK(t.sizes() == c10::IntArrayRef(sizes) && t.scalar_type() == at::kHalf, "consumer: ", io_path,
+                " has ", name, " of ", t.sizes(), " ", t.scalar_type(), ", not what tjit_consumer writes");
+#else
+    const at::Tensor t = at::randn(sizes, half);
+    io.insert(name, t.cpu());
+#endif
+    return t;
+  };
+  const auto desc = [](const at::Tensor& t) { return tjit::TensorDescriptor::from_tensor(t, {1, 1}); };
+  const tjit::Stream stream = tjit::current_stream(device);
+
+  const at::Tensor a = input("a", {M, K});
+  const at::Tensor b = input("b", {N, K});  // C = A @ B^T
+  const at::Tensor c = at::full({M, N}, nan, half);
+  matmul.run(stream, [&](const tjit::KernelMeta& meta) {
+    return tjit::Grid(static_cast<uint32_t>(((M + meta["BLOCK_M"] - 1) / meta["BLOCK_M"]) *
+                                            ((N + meta["BLOCK_N"] - 1) / meta["BLOCK_N"])));
+  }, desc(a), desc(b), desc(c), M, N, K);
+  const std::string matmul_config = matmul.chosen_config(desc(a), desc(b), desc(c), M, N, K).value().describe();
+  expect_near("TMA matmul", c, at::matmul(a.to(at::kFloat), b.to(at::kFloat).t()), 1e-2, 5e-2);
+
+  const at::Tensor q = input("q", {Z * H * N_CTX, HEAD_DIM});
+  const at::Tensor k = input("k", {Z * H * N_CTX, HEAD_DIM});
+  const at::Tensor v = input("v", {Z * H * N_CTX, HEAD_DIM});
+  const at::Tensor o = at::full_like(q, nan);
+  const at::Tensor lse2 = at::full({Z * H * N_CTX}, nan, half.dtype(at::kFloat));  // the kernel's M
+  const auto grid = [&](const tjit::KernelMeta& meta) {
+    return tjit::Grid(static_cast<uint32_t>((N_CTX + meta["BLOCK_M"] - 1) / meta["BLOCK_M"]),
+                      static_cast<uint32_t>(Z * H));
+  };
+  attention.run(stream, grid, sm_scale, lse2, Z, H, desc(q), desc(k), desc(v), desc(o), N_CTX, HEAD_DIM, STAGE);
+  const std::string attention_config =
+      attention.chosen_config(sm_scale, lse2, Z, H, desc(q), desc(k), desc(v), desc(o), N_CTX, HEAD_DIM, STAGE)
+          .value()
+          .describe();
+  const auto heads = [&](const at::Tensor& t) { return t.view({Z, H, N_CTX, HEAD_DIM}); };
+  expect_near("attention forward", heads(o),
+              at::scaled_dot_product_attention(heads(q), heads(k), heads(v), {}, 0.0, false, sm_scale), 1e-2, 1e-2);
+  const at::Tensor scores =
+      at::matmul(heads(q).to(at::kFloat), heads(k).to(at::kFloat).transpose(-1, -2)) * sm_scale;
+  expect_near("attention log2-sum-exp", lse2.view({Z, H, N_CTX}), at::logsumexp(scores, -1) * 1.4426950408889634,
+              1e-2, 1e-2);
+  std::printf("TMA matmul: %s\nattention forward: %s\n", matmul_config.c_str(), attention_config.c_str());
+
+#ifdef CONSUMER_DEPLOYED
+  expect("TMA matmul = JIT run's", at::equal(c.cpu(), io.at("c").toTensor()));
+  expect("attention = JIT run's", at::equal(o.cpu(), io.at("o").toTensor()) &&
+                                      at::equal(lse2.cpu(), io.at("lse2").toTensor()));
+  expect("TMA: JIT run's configs", matmul_config == io.at("matmul_config").toStringRef() &&
+                                       attention_config == io.at("attention_config").toStringRef());
+  // The choices and the pre_hooks' descriptor fields came from the bundle: with TJIT_JIT=0 and no
+  // Python a missing one is an error.
+  expect("TMA: nothing timed", matmul.num_tunings() == 0 && matmul.num_tuning_runs() == 0 &&
+                                   matmul.num_tunings_loaded() == 1 && attention.num_tunings() == 0 &&
+                                   attention.num_tuning_runs() == 0 && attention.num_tunings_loaded() == 1);
+  expect("TMA: from the bundle", matmul.num_compiled() == 0 && attention.num_compiled() == 0 &&
+                                     matmul.num_loaded_from_bundles() >= 1 &&
+                                     attention.num_loaded_from_bundles() >= 1);
+#else
+  expect("TMA: tuned at first call", matmul.num_tunings() == 1 && matmul.num_tuning_runs() > 0 &&
+                                         attention.num_tunings() == 1 && attention.num_tuning_runs() > 0);
+  io.insert("c", c.cpu());
+  io.insert("o", o.cpu());
+  io.insert("lse2", lse2.cpu());
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"Z", Z}, {"H", H}, {"N_CTX", N_CTX},
+                                     {"HEAD_DIM", HEAD_DIM}, {"STAGE", STAGE}}) {
+    io.insert(name, value);
+  }
+  io.insert("sm_scale", sm_scale);
+  io.insert("matmul_config", matmul_config);
+  io.insert("attention_config", attention_config);
+  write_io(io_path, io);
+  std::printf("TMA inputs and outputs written to %s\n", io_path.c_str());
+#endif
 }
 
 #ifdef CONSUMER_DEPLOYED
@@ -155,10 +293,14 @@ void check_deployment(const at::Tensor& x, at::Tensor& out, int64_t n, int64_t b
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // The file for the TMA matmul and the attention forward (see the top), or none: they are skipped.
+  const std::string tma_io = argc > 1 ? argv[1] : "";
   try {
     const at::Device device = at::hasCUDA() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
     std::printf("device: %s\n", device.str().c_str());
+    TORCH_CHECK(tma_io.empty() || device.is_cuda(), "consumer: given ", tma_io, " for the TMA matmul and the ",
+                "attention forward, which need a CUDA GPU of sm_90+, but there is none");
 #ifdef CONSUMER_DEPLOYED
     for (const tjit::KernelBundleInfo& b : tjit::loaded_bundles()) {
       std::string targets;
@@ -214,6 +356,12 @@ int main() {
     (tjit::softmax(tjit::layer_norm(leaf, {129}, w, bias), 1) * b).sum().backward();
     (at::softmax(at::layer_norm(ref_leaf, {129}, w, bias), 1) * b).sum().backward();
     expect_close("layer_norm+softmax grad", leaf.grad(), ref_leaf.grad());
+
+    if (!tma_io.empty()) {
+      run_tma_kernels(tma_io, device);
+    } else {
+      std::printf("TMA matmul, attention:   skipped (no file argument; deploy.sh passes one on a GPU of sm_90+)\n");
+    }
 #ifdef CONSUMER_DEPLOYED
     check_deployment(x, out, n, kBlock);
     const std::string mapped = python_or_triton_mapped();
