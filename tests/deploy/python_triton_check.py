@@ -59,7 +59,7 @@ def run_pinned(module, function, entries, call, named_args):
                 if isinstance(d, TensorDescriptor) and list(d.block_shape) != [1, 1]}
     values = [h["values"] for h in hooks if h["config"] == index]
     ok = check(f"{function}: manifest's descriptor_hook of config {index}",
-               len(values) >= 1 and all({n: {"block_shape": f["block_shape"]} for n, f in v.items()} == expected
+               len(values) >= 1 and all({n: {"block_shape": f.get("block_shape")} for n, f in v.items()} == expected
                                         for v in values))
     tuner.configs = [config]
     print(f"{function}: Python Triton with config {index} ({text})")
