@@ -38,7 +38,8 @@ command -v ninja >/dev/null && GENERATOR=(-G Ninja)
 
 # The TMA part needs host tensor descriptors on the GPU (sm_90+); tjit_consumer runs it given a file.
 TMA=()
-if "$PY" -c "import sys, torch; sys.exit(not (torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0)))"; then
+if "$PY" -c "import sys, torch
+sys.exit(not (torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0)))"; then
   TMA=("$WORK/tma_attention.pt")
 else
   log "TMA matmul and attention forward: skipped (no CUDA GPU of sm_90+: their host tensor descriptors need TMA)"
@@ -58,7 +59,8 @@ print(f\"{kinds['args']} specialisations, {kinds['heuristics']} heuristics value
 log "   manifest: $counts"
 if [ ${#TMA[@]} -gt 0 ]; then
   log "   Python Triton: the TMA matmul and attention forward on the same inputs, with the recorded configs"
-  "$PY" tests/deploy/python_triton_check.py "$WORK/consumer.manifest.json" "${TMA[0]}" | tee "$WORK/python-triton.log"
+  "$PY" tests/deploy/python_triton_check.py "$WORK/consumer.manifest.json" "${TMA[0]}" |
+    tee "$WORK/python-triton.log"
 fi
 
 log "2. embed: tjit_consumer_deployed with its bundle for $TARGETS"
@@ -71,11 +73,11 @@ log "   built in $((SECONDS - start)) s (bundle included)"
 EXE="$WORK/embedded/tjit_consumer_deployed"
 "$PY" -m tjit aot list "$WORK/embedded/tjit_bundles/"*.tjb >"$WORK/bundle-list.log"
 head -n 1 "$WORK/bundle-list.log" >&2
-if [ ${#TMA[@]} -gt 0 ]; then
-  hooks=$(grep -c "^attn_fwd_kernel descriptor_hook: \|^matmul_tma_kernel descriptor_hook: " "$WORK/bundle-list.log" || true)
-  log "   descriptor hook decisions in the bundle: $hooks"
-  [ "$hooks" -gt 0 ] || { log "FAILED: the bundle has no descriptor_hook decision"; exit 1; }
-fi
+for kernel in ${TMA[@]:+matmul_tma_kernel attn_fwd_kernel}; do
+  hooks=$(grep -c "^$kernel descriptor_hook: " "$WORK/bundle-list.log" || true)
+  log "   $kernel: $hooks descriptor hook decisions in the bundle"
+  [ "$hooks" -gt 0 ] || { log "FAILED: the bundle has no descriptor_hook decision of $kernel"; exit 1; }
+done
 
 log "3. check: no libpython linked, then run with TJIT_JIT=0 where no Python can be found"
 if ldd "$EXE" | grep libpython; then
