@@ -13,7 +13,7 @@
 // autotuned TMA matmul and the attention forward of tests/cpp/kernels/corpus_kernels.py through
 // run(): config pre_hooks set the host descriptors' block shapes, the attention's prune reads
 // N_CTX by name. tjit_consumer tunes them at the first call and writes inputs, outputs and choices
-// to the file (torch.load reads it; deploy.sh compares with Python Triton's call); the deployed
+// to the file (for deploy.sh's comparison with Python Triton's call); the deployed
 // program reads the inputs back, takes choice and hooks from the bundle, and must reproduce the
 // outputs bit for bit.
 
@@ -25,19 +25,17 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <ATen/core/Dict.h>
 
 #include <c10/util/Exception.h>
-
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cstdio>
 #include <exception>
 #include <fstream>
 #include <functional>
 #include <initializer_list>
-#include <iterator>
 #include <limits>
+#include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <variant>
@@ -121,20 +119,69 @@ void run_decorated_kernels(const at::Tensor& x, at::Tensor& out, int64_t n, int6
 // tutorials call them: host descriptors made with a placeholder block shape that each config's
 // pre_hook replaces; the attention's prune reads N_CTX and STAGE by name.
 
-// `path` holds a torch.load-able dict (torch::pickle_save): the JIT run's inputs, outputs (on the
-// CPU) and chosen configs (their text).
-c10::impl::GenericDict read_io(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TORCH_CHECK(in.good(), "consumer: cannot read ", path, ", which tjit_consumer writes when given it (deploy.sh)");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return torch::jit::pickle_load(bytes).toGenericDict();
+// What tjit_consumer writes for the deployed run and python_triton_check.py: one header line a
+// record, "tensor NAME DTYPE SIZES..." followed by the tensor's bytes (contiguous), or "value NAME
+// TEXT" (ints in decimal, floats in hexadecimal, configs as describe() prints them). Plain records
+// rather than torch's pickler, whose headers add much to this program's compile time.
+struct IoFile {
+  std::map<std::string, at::Tensor> tensors;  // on the CPU
+  std::map<std::string, std::string> values;
+};
+
+[[maybe_unused]] void write_io(const std::string& path, const IoFile& io) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& [name, tensor] : io.tensors) {
+    const at::Tensor t = tensor.cpu().contiguous();
+    out << "tensor " << name << ' ' << c10::toString(t.scalar_type());
+    for (const int64_t size : t.sizes()) {
+      out << ' ' << size;
+    }
+    out << '\n';
+    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+  }
+  for (const auto& [name, text] : io.values) {
+    out << "value " << name << ' ' << text << '\n';
+  }
+  TORCH_CHECK(out.good(), "consumer: cannot write ", path);
 }
 
-void write_io(const std::string& path, const c10::impl::GenericDict& io) {
-  const std::vector<char> bytes = torch::jit::pickle_save(io);
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  TORCH_CHECK(out.good(), "consumer: cannot write ", path);
+[[maybe_unused]] IoFile read_io(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TORCH_CHECK(in.good(), "consumer: cannot read ", path, ", which tjit_consumer writes when given it (deploy.sh)");
+  IoFile io;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream header(line);
+    std::string kind, name, rest;
+    header >> kind >> name;
+    if (kind == "tensor") {
+      std::string dtype;
+      header >> dtype;
+      std::vector<int64_t> sizes;
+      for (int64_t size = 0; header >> size;) {
+        sizes.push_back(size);
+      }
+      TORCH_CHECK(dtype == "Half" || dtype == "Float", "consumer: ", path, ": tensor ", name, " of dtype ", dtype);
+      at::Tensor t = at::empty(sizes, dtype == "Half" ? at::kHalf : at::kFloat);
+      in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+      TORCH_CHECK(in.gcount() == static_cast<std::streamsize>(t.nbytes()), "consumer: ", path,
+                  " is cut short in tensor ", name);
+      io.tensors[name] = t;
+    } else {
+      TORCH_CHECK(kind == "value", "consumer: ", path, " has a record '", line, "', not one tjit_consumer writes");
+      std::getline(header >> std::ws, rest);
+      io.values[name] = rest;
+    }
+  }
+  TORCH_CHECK(!in.bad(), "consumer: cannot read ", path);
+  return io;
+}
+
+// Looks `name` up in `map`, naming the file's record that is missing.
+template <typename Map>
+const typename Map::mapped_type& record(const Map& map, const std::string& name, const std::string& path) {
+  const auto it = map.find(name);
+  TORCH_CHECK(it != map.end(), "consumer: ", path, " has no record ", name, "; tjit_consumer writes it");
+  return it->second;
 }
 
 // JIT build: fresh inputs, tuned at the first call (run with a fresh kernel store, as deploy.sh
@@ -151,18 +198,18 @@ void run_tma_kernels(const std::string& io_path, const at::Device& device) {
   const int64_t Z = 2, H = 3, N_CTX = 64, HEAD_DIM = 64, STAGE = 1;
   const double sm_scale = 0.125;
 #ifdef CONSUMER_DEPLOYED
-  const c10::impl::GenericDict io = read_io(io_path);
+  const IoFile io = read_io(io_path);
 #else
-  c10::impl::GenericDict io(c10::StringType::get(), c10::AnyType::get());
+  IoFile io;
 #endif
   const auto input = [&](const char* name, std::initializer_list<int64_t> sizes) {
 #ifdef CONSUMER_DEPLOYED
-    const at::Tensor t = io.at(name).toTensor().to(device);
+    const at::Tensor t = record(io.tensors, name, io_path).to(device);
     TORCH_CHECK(t.sizes() == c10::IntArrayRef(sizes) && t.scalar_type() == at::kHalf, "consumer: ", io_path,
                 " has ", name, " of ", t.sizes(), " ", t.scalar_type(), ", not what tjit_consumer writes");
 #else
     const at::Tensor t = at::randn(sizes, half);
-    io.insert(name, t.cpu());
+    io.tensors[name] = t.cpu();
 #endif
     return t;
   };
@@ -207,11 +254,11 @@ void run_tma_kernels(const std::string& io_path, const at::Device& device) {
   std::printf("TMA matmul: %s\nattention forward: %s\n", matmul_config.c_str(), attention_config.c_str());
 
 #ifdef CONSUMER_DEPLOYED
-  expect("TMA matmul = JIT run's", at::equal(c.cpu(), io.at("c").toTensor()));
-  expect("attention = JIT run's", at::equal(o.cpu(), io.at("o").toTensor()) &&
-                                      at::equal(lse2.cpu(), io.at("lse2").toTensor()));
-  expect("TMA: JIT run's configs", matmul_config == io.at("matmul_config").toStringRef() &&
-                                       attention_config == io.at("attention_config").toStringRef());
+  expect("TMA matmul = JIT run's", at::equal(c.cpu(), record(io.tensors, "c", io_path)));
+  expect("attention = JIT run's", at::equal(o.cpu(), record(io.tensors, "o", io_path)) &&
+                                      at::equal(lse2.cpu(), record(io.tensors, "lse2", io_path)));
+  expect("TMA: JIT run's configs", matmul_config == record(io.values, "matmul_config", io_path) &&
+                                       attention_config == record(io.values, "attention_config", io_path));
   // The choices and the pre_hooks' descriptor fields came from the bundle: with TJIT_JIT=0 and no
   // Python a missing one is an error.
   expect("TMA: nothing timed", matmul.num_tunings() == 0 && matmul.num_tuning_runs() == 0 &&
@@ -223,16 +270,18 @@ void run_tma_kernels(const std::string& io_path, const at::Device& device) {
 #else
   expect("TMA: tuned at first call", matmul.num_tunings() == 1 && matmul.num_tuning_runs() > 0 &&
                                          attention.num_tunings() == 1 && attention.num_tuning_runs() > 0);
-  io.insert("c", c.cpu());
-  io.insert("o", o.cpu());
-  io.insert("lse2", lse2.cpu());
+  io.tensors["c"] = c.cpu();
+  io.tensors["o"] = o.cpu();
+  io.tensors["lse2"] = lse2.cpu();
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"Z", Z}, {"H", H}, {"N_CTX", N_CTX},
                                      {"HEAD_DIM", HEAD_DIM}, {"STAGE", STAGE}}) {
-    io.insert(name, value);
+    io.values[name] = std::to_string(value);
   }
-  io.insert("sm_scale", sm_scale);
-  io.insert("matmul_config", matmul_config);
-  io.insert("attention_config", attention_config);
+  std::ostringstream scale;
+  scale << std::hexfloat << sm_scale;  // exactly
+  io.values["sm_scale"] = scale.str();
+  io.values["matmul_config"] = matmul_config;
+  io.values["attention_config"] = attention_config;
   write_io(io_path, io);
   std::printf("TMA inputs and outputs written to %s\n", io_path.c_str());
 #endif

@@ -40,7 +40,7 @@ command -v ninja >/dev/null && GENERATOR=(-G Ninja)
 TMA=()
 if "$PY" -c "import sys, torch
 sys.exit(not (torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0)))"; then
-  TMA=("$WORK/tma_attention.pt")
+  TMA=("$WORK/tma_attention.io")
 else
   log "TMA matmul and attention forward: skipped (no CUDA GPU of sm_90+: their host tensor descriptors need TMA)"
 fi

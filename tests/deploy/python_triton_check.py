@@ -2,7 +2,7 @@
 
 tjit_consumer (JIT, under TJIT_RECORD) ran the autotuned TMA matmul and the attention forward of
 tests/cpp/kernels/corpus_kernels.py through run(), tuning at the first call, and wrote their inputs,
-outputs and chosen configs (torch::pickle_save). Here Python Triton calls the same kernels as the
+outputs and chosen configs (records; read_io). Here Python Triton calls the same kernels as the
 tutorials' wrappers do, on the same inputs, with the one config the recorded manifest chose, and the
 outputs must equal tjit's bit for bit. The manifest must also hold that config's descriptor_hook
 decision as Python's own pre_hook sets the descriptors (what the deployed program applies).
@@ -18,6 +18,27 @@ import torch
 import triton
 from triton.runtime.autotuner import Autotuner
 from triton.tools.tensor_descriptor import TensorDescriptor
+
+
+def read_io(path):
+    """The records consumer.cpp's write_io writes: "tensor NAME DTYPE SIZES..." and the bytes, or
+    "value NAME TEXT". Tensors on the CPU, values as text."""
+    dtypes = {"Half": torch.float16, "Float": torch.float32}
+    io = {}
+    with open(path, "rb") as f:
+        while line := f.readline():
+            kind, name, rest = line.decode().rstrip("\n").split(" ", 2)
+            if kind == "tensor":
+                dtype, *sizes = rest.split()
+                shape = [int(s) for s in sizes]
+                nbytes = dtypes[dtype].itemsize * torch.Size(shape).numel()
+                data = bytearray(f.read(nbytes))
+                if len(data) != nbytes:
+                    sys.exit(f"python_triton_check: {path} is cut short in tensor {name}")
+                io[name] = torch.frombuffer(data, dtype=dtypes[dtype]).view(shape)
+            else:
+                io[name] = rest
+    return io
 
 
 def recorded(entries, function):
@@ -70,7 +91,7 @@ def run_pinned(module, function, entries, call, named_args):
 
 def main(manifest, io_file):
     entries = json.load(open(manifest))["entries"]
-    io = torch.load(io_file, weights_only=False)  # the consumer's own file: tensors, ints, texts
+    io = read_io(io_file)
     path = recorded(entries, "matmul_tma_kernel")[0]
     spec = importlib.util.spec_from_file_location("tjit_deploy_corpus_kernels", path)
     module = importlib.util.module_from_spec(spec)
@@ -86,11 +107,12 @@ def main(manifest, io_file):
             placeholder(a), placeholder(b), placeholder(c), M, N, K),
         {"a_desc": placeholder(a), "b_desc": placeholder(b), "c_desc": placeholder(c), "M": M, "N": N, "K": K})
     ok &= check("matmul_tma_kernel: tjit's output bit-identical", torch.equal(c.cpu(), io["c"]))
-    ok &= check("matmul_tma_kernel: config as tjit chose", str(io["matmul_config"]) == recorded(
+    ok &= check("matmul_tma_kernel: config as tjit chose", io["matmul_config"] == recorded(
         entries, "matmul_tma_kernel")[1])
 
     q, k, v = io["q"].cuda(), io["k"].cuda(), io["v"].cuda()
-    Z, H, N_CTX, HEAD_DIM, STAGE, sm_scale = (io[n] for n in ("Z", "H", "N_CTX", "HEAD_DIM", "STAGE", "sm_scale"))
+    Z, H, N_CTX, HEAD_DIM, STAGE = (int(io[n]) for n in ("Z", "H", "N_CTX", "HEAD_DIM", "STAGE"))
+    sm_scale = float.fromhex(io["sm_scale"])
     o = torch.full_like(q, float("nan"))
     lse2 = torch.full((Z * H * N_CTX,), float("nan"), dtype=torch.float32, device="cuda")
     ok &= run_pinned(module, "attn_fwd_kernel", entries, lambda kernel: kernel[
@@ -101,7 +123,7 @@ def main(manifest, io_file):
          "desc_v": placeholder(v), "desc_o": placeholder(o), "N_CTX": N_CTX, "HEAD_DIM": HEAD_DIM, "STAGE": STAGE})
     ok &= check("attn_fwd_kernel: tjit's outputs bit-identical",
                 torch.equal(o.cpu(), io["o"]) and torch.equal(lse2.cpu(), io["lse2"]))
-    ok &= check("attn_fwd_kernel: config as tjit chose", str(io["attention_config"]) == recorded(
+    ok &= check("attn_fwd_kernel: config as tjit chose", io["attention_config"] == recorded(
         entries, "attn_fwd_kernel")[1])
     print("python triton check passed" if ok else "python triton check FAILED")
     return 0 if ok else 1
