@@ -589,7 +589,7 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
 # member publishes row i before it waits on row i - 1, so a team never waits on itself. fp32 rows
 # gain nothing (the shared memory holds 3 programs an SM at most) and keep the other kernel.
 # The kernel has no help path: any help code, even where it never runs, made ptxas schedule the
-# pipelined loop 5% slower (bf16 12288 and 16384 on an H200). A program asks once whether its whole
+# pipelined loop about 5% slower. A program asks once whether its whole
 # team runs (row_exchange.team_runs): normally yes, and its waits have no limit; a team whose
 # programs are not all running after HELP_AFTER polls of the ticket count (another kernel holds
 # the SMs; a green context or MPS share smaller than the team) gives up whole and leaves its rows
