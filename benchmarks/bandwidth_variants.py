@@ -17,6 +17,9 @@ softmax_fwd_bf16 (default 1088 x 128256, 512 x 262144; --all: every vocabulary o
                     poll the same S words, one L2 slice: S*S atomics a poll round); _r48: capped at
                     48 registers (5 programs an SM at 8 warps, as the committed 8192w8 binary)
     peek_off_8192w8 the candidate kernel with PEEK=False: the control for its other changes
+    team_<B>w<W>_s<S>  the same file's team kernel: as many teams of cdiv(N, B) programs as the GPU
+                    holds, each walking rows with its row loop pipelined S stages (the next rows'
+                    loads in flight while a row waits for its team; CUDA only, N % 8 == 0)
 layer_norm_bwd_fp32 (default 65536 x 2048; --all: every hidden size of bandwidth.py)
     GB/s = (3*M*N + 3*N) * 4 + 8*M / time; dx, dw and db.
     tjit            torch.ops.tjit.layer_norm_backward as built
@@ -175,7 +178,35 @@ def softmax_variants(ctx, x, out, smoke):
         made = split(kernel, block, warps, maxnreg, **extra)
         if made is not None:
             variants[name] = made
+    aligned = n % 8 == 0 and x.stride(0) % 8 == 0 and out.stride(0) % 8 == 0
+    if x.is_cuda and aligned:  # the team kernel: CUDA only, 16-byte aligned rows
+        for block, warps, stages in ((8192, 8, 3), (8192, 8, 2), (4096, 4, 3), (16384, 16, 2)):
+            made = team(ctx, x, out, block, warps, stages, index_64)
+            if made is not None:
+                variants[f"team_{block}w{warps}_s{stages}"] = made
     return variants
+
+
+def team(ctx, x, out, block, warps, stages, index_64):
+    """softmax_fwd_team_kernel with as many teams as the GPU holds at once (the binary's occupancy)."""
+    import torch
+    tw, kernel = ctx["tw"], ctx["candidates"].softmax_fwd_team_kernel
+    m, n = x.shape
+    s = -(-n // block)
+    if s > 128:
+        return None
+    sync = torch.zeros(2 + m * s, dtype=torch.int64, device=x.device)
+    constexprs = dict(BLOCK_N=block, S_POW2=1 << (s - 1).bit_length(), STAGES=stages, INDEX_64=index_64)
+    options = dict(num_warps=warps)
+    probe = (out, x, sync, m, n, s, 1, x.stride(0), out.stride(0))
+    capacity = tw._resident_per_sm(kernel, probe, options, **constexprs) * ctx["facts"]["multiprocessors"]
+    if capacity < s:
+        return None
+    rows_per_team = -(-m // min(capacity // s, m))
+    teams = -(-m // rows_per_team)
+    launch = Launch(kernel, (teams * s, ), (out, x, sync, m, n, s, rows_per_team, x.stride(0), out.stride(0)),
+                    constexprs, options)
+    return steps(sync.zero_, launch), launch, out
 
 
 def run_softmax_shape(ctx, m, n, smoke):
@@ -237,7 +268,7 @@ def run_layer_norm_shape(ctx, m, n, smoke):
     w = torch.randn(n, dtype=torch.float32, device=device)
     b = torch.randn(n, dtype=torch.float32, device=device)
     dy = torch.randn(m, n, dtype=torch.float32, device=device)
-    _, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [n], w, b, EPS)
+    _, mean, rstd = tw.layer_norm(x, w, b, EPS)  # the stats the backward reads (fp32)
     xf, wf, bf = (t.detach().clone().requires_grad_() for t in (x, w, b))
     ref = torch.autograd.grad(F.layer_norm(xf, (n, ), wf, bf, EPS), (xf, wf, bf), dy)
     del xf, wf, bf

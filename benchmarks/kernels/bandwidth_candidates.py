@@ -10,6 +10,18 @@ softmax_fwd_split_peek_kernel
     path is the committed one; a warp's copy of the words may lag the one the loop's reduction
     read, so the words are settled (settle_words: polled again until every lane of the warp has its
     word, which the reduction saw published) before they are used.
+
+softmax_fwd_team_kernel
+    The split forward as layer_norm's team backward is built (layer_norm/backward.py): teams of
+    S = cdiv(N, BLOCK_N) programs, as many teams as the GPU holds at once, each team walking its
+    rows [team * rows_per_team, ...) with program `chunk` owning columns [chunk * BLOCK_N, ...);
+    the row loop is pipelined (STAGES - 1 rows' loads ahead, into shared memory) so the next rows
+    are in flight while a row waits for its team's words (wait_spin: no limit; teams take tickets,
+    so a team waits only on programs that have started). Rows start 16-byte aligned, N a multiple
+    of 8 (no ALIGN). CUDA only: programs wait for each other, which the interpreter, running them
+    one after another, cannot do.
+        sync  int64 [2 + M * S], ZEROED before each launch (sync[0]: the tickets)
+        grid  (teams * S,)
 """
 
 import triton
@@ -28,6 +40,8 @@ row_and_chunk = _softmax.row_and_chunk
 _exchange = _softmax.__name__.rsplit(".", 1)[0] + ".row_exchange"
 _row_exchange = __import__(_exchange, fromlist=["peek_words"])
 peek_words = _row_exchange.peek_words
+ticket = _row_exchange.ticket
+wait_spin = _row_exchange.wait_spin
 poll_words = _row_exchange.poll_words
 settle_words = _row_exchange.settle_words
 unpack_words = _row_exchange.unpack_words
@@ -86,3 +100,27 @@ def softmax_fwd_split_peek_kernel(out_ptr, in_ptr, sync_ptr, M, N, S, stride_in_
     scale = tl.math.exp2(shift - row_max * LOG2E) / total
     _store_chunk(_vectors(out_row, head, ALIGN), chunk, n_vec, e * scale, BLOCK_N)
     tl.store(out_row + edge_cols, (e_edge * scale).to(out_ptr.dtype.element_ty), mask=edge_mask)
+
+
+@triton.jit
+def softmax_fwd_team_kernel(out_ptr, in_ptr, sync_ptr, M, N, S, rows_per_team, stride_in_row, stride_out_row,
+                            BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, STAGES: tl.constexpr, INDEX_64: tl.constexpr):
+    team, chunk = ticket(sync_ptr, S)
+    if INDEX_64:
+        team = team.to(tl.int64)
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    row_begin = team * rows_per_team
+    row_end = tl.minimum(row_begin + rows_per_team, M)
+    for row in tl.range(row_begin, row_end, num_stages=STAGES):
+        x = tl.load(in_ptr + row * stride_in_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        m = tl.max(x, axis=0)
+        shift = tl.where(m == float("-inf"), 0.0, m) * LOG2E
+        e = tl.math.exp2(x * LOG2E - shift)
+        publish(sync_ptr, row, chunk, S, m, tl.sum(e, axis=0))
+        ms, ss, kmask = wait_spin(sync_ptr, row, S, S_POW2)
+        ms = tl.where(kmask, ms, float("-inf"))
+        row_max = tl.max(ms, axis=0)
+        total = tl.sum(tl.where(kmask, ss * tl.exp(ms - row_max), 0.0), axis=0)
+        scale = tl.math.exp2(shift - row_max * LOG2E) / total
+        tl.store(out_ptr + row * stride_out_row + cols, (e * scale).to(out_ptr.dtype.element_ty), mask=mask)
