@@ -198,11 +198,13 @@ def team(ctx, x, out, block, warps, stages, index_64):
     sync = torch.zeros(2 + m * s, dtype=torch.int64, device=x.device)
     constexprs = dict(BLOCK_N=block, S_POW2=1 << (s - 1).bit_length(), STAGES=stages, INDEX_64=index_64)
     options = dict(num_warps=warps)
-    probe = (out, x, sync, m, n, s, 1, x.stride(0), out.stride(0))
-    capacity = tw._resident_per_sm(kernel, probe, options, **constexprs) * ctx["facts"]["multiprocessors"]
-    if capacity < s:
-        return None
-    rows_per_team = -(-m // min(capacity // s, m))
+    rows_per_team = 3  # a stand-in (not 1, which Triton would specialise) until the grid is known
+    for _ in range(2):  # again with the binary the launch runs (rows_per_team's divisibility may change it)
+        args = (out, x, sync, m, n, s, rows_per_team, x.stride(0), out.stride(0))
+        capacity = tw._resident_per_sm(kernel, args, options, **constexprs) * ctx["facts"]["multiprocessors"]
+        if capacity < s:
+            return None
+        rows_per_team = -(-m // min(capacity // s, m))
     teams = -(-m // rows_per_team)
     launch = Launch(kernel, (teams * s, ), (out, x, sync, m, n, s, rows_per_team, x.stride(0), out.stride(0)),
                     constexprs, options)
@@ -246,12 +248,14 @@ def fused_launches(ctx, base, t, block_m, warps, per_sm=None, maxnreg=0):
     constexprs = dict(base["constexprs"], BLOCK_M=block_m)
     options = dict(num_warps=warps, **({"maxnreg": maxnreg} if maxnreg else {}))
     kernel = tw.layer_norm_k.layer_norm_bwd_fused_kernel
-    probe = (dx, mean, mean, dy, x, w, mean, rstd, m, n, dx.stride(0), dy.stride(0), x.stride(0), 1)
-    if per_sm is None:
-        per_sm = tw._resident_per_sm(kernel, probe, options, **constexprs)
     sms = ctx["facts"]["multiprocessors"]
-    programs = min(per_sm * sms, -(-m // block_m))
-    rows_per_program = -(-(-(-m // programs)) // block_m) * block_m
+    rows_per_program = 3  # a stand-in (not 1, which Triton would specialise) until the grid is known
+    for _ in range(2 if per_sm is None else 1):  # again with the binary the launch runs
+        probe = (dx, mean, mean, dy, x, w, mean, rstd, m, n, dx.stride(0), dy.stride(0), x.stride(0),
+                 rows_per_program)
+        holds = per_sm or tw._resident_per_sm(kernel, probe, options, **constexprs)
+        programs = min(holds * sms, -(-m // block_m))
+        rows_per_program = -(-(-(-m // programs)) // block_m) * block_m
     programs = -(-m // rows_per_program)
     dw_part = torch.empty(programs, n, dtype=torch.float32, device=x.device)
     db_part = torch.empty_like(dw_part)
