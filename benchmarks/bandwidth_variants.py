@@ -53,7 +53,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = ("softmax_fwd_bf16", "layer_norm_bwd_fp32")
 DEFAULT_COLS = {"softmax_fwd_bf16": (128256, 262144), "layer_norm_bwd_fp32": (2048, )}
-SMOKE_SHAPES = {"softmax_fwd_bf16": [(3, 20500), (2, 50257)], "layer_norm_bwd_fp32": [(37, 2048), (9, 5120)]}
+SMOKE_SHAPES = {"softmax_fwd_bf16": [(1, 20500), (1, 50257)], "layer_norm_bwd_fp32": [(37, 2048), (9, 5120)]}
+# The interpreter runs a split row's programs one after another, so each row waits out HELP_AFTER
+# polls once per launch: --smoke runs one variant of each kind (--only widens it).
+SMOKE_VARIANTS = {"tjit", "plan", "untuned", "loop_8192w32", "split_8192w8", "split_2048w4", "peek_8192w8_r48",
+                  "peek_off_8192w8", "gate_shut", "rows_x2", "two_per_sm", "half_rows", "half_rows_warps", "copy"}
 DTYPES = {"softmax_fwd_bf16": "bfloat16", "layer_norm_bwd_fp32": "float32"}
 EPS = 1e-5
 
@@ -342,9 +346,9 @@ def run_shape(ctx, case, m, n, args):
     src = torch.randn(numel, device=ctx["device"]).to(made["copy_dtype"])
     dst = torch.empty_like(src)
     variants["copy"] = (lambda: dst.copy_(src), None, None)
-    keep = {"tjit", "copy"} | args.only
+    keep = {"tjit", "copy"} | args.only if args.only else SMOKE_VARIANTS if args.smoke else None
     for name in list(variants):
-        if name in args.skip or (args.only and name not in keep):
+        if name in args.skip or (keep is not None and name not in keep):
             del variants[name]
 
     dtype = getattr(torch, DTYPES[case])
