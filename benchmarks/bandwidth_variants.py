@@ -51,7 +51,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = ("softmax_fwd_bf16", "layer_norm_bwd_fp32")
+CASES = ("layer_norm_bwd_fp32", "softmax_fwd_bf16")  # --case both: the short one first
 DEFAULT_COLS = {"softmax_fwd_bf16": (128256, 262144), "layer_norm_bwd_fp32": (2048, )}
 SMOKE_SHAPES = {"softmax_fwd_bf16": [(1, 20500), (1, 50257)], "layer_norm_bwd_fp32": [(37, 2048), (9, 5120)]}
 # The interpreter runs a split row's programs one after another, so each row waits out HELP_AFTER
@@ -205,6 +205,7 @@ def team(ctx, x, out, block, warps, stages, index_64):
     rows_per_team = 3  # a stand-in (not 1, which Triton would specialise) until the grid is known
     for _ in range(2):  # again with the binary the launch runs (rows_per_team's divisibility may change it)
         args = (out, x, sync, m, n, s, rows_per_team, x.stride(0), out.stride(0))
+        tw._RESIDENT_PER_SM.clear()  # keyed without the ints' values
         capacity = tw._resident_per_sm(kernel, args, options, **constexprs) * ctx["facts"]["multiprocessors"]
         if capacity < s:
             return None
@@ -257,6 +258,7 @@ def fused_launches(ctx, base, t, block_m, warps, per_sm=None, maxnreg=0):
     for _ in range(2 if per_sm is None else 1):  # again with the binary the launch runs
         probe = (dx, mean, mean, dy, x, w, mean, rstd, m, n, dx.stride(0), dy.stride(0), x.stride(0),
                  rows_per_program)
+        tw._RESIDENT_PER_SM.clear()  # keyed without the ints' values
         holds = per_sm or tw._resident_per_sm(kernel, probe, options, **constexprs)
         programs = min(holds * sms, -(-m // block_m))
         rows_per_program = -(-(-(-m // programs)) // block_m) * block_m
@@ -437,13 +439,14 @@ def main(argv=None):
     for case in (CASES if args.case == "both" else (args.case, )):
         for m, n in shapes_of(args, case, bandwidth.llm_rows, bandwidth.VOCAB_SIZES, bandwidth.HIDDEN_SIZES):
             results.append(run_shape(ctx, case, m, n, args))
-    elapsed = time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            if args.out:  # after every shape, so a run cut short keeps what it measured
+                with open(args.out, "w") as f:
+                    json.dump({"device": gpu, "facts": facts, "rounds": args.rounds, "timing": ctx["timer"].describe(),
+                               "seconds": elapsed, "results": results}, f, indent=1)
     print(f"\n{len(results)} shapes in {elapsed:.0f} s; timing: {ctx['timer'].describe()}, median of {args.rounds} "
           f"rounds")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": gpu, "facts": facts, "rounds": args.rounds, "timing": ctx["timer"].describe(),
-                       "seconds": elapsed, "results": results}, f, indent=1)
         print(f"wrote {args.out}")
     failed = [f"{r['case']} {r['rows']}x{r['cols']} {v['variant']}" for r in results for v in r["variants"]
               if v.get("ok") is False or "error" in v]
