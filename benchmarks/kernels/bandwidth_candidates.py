@@ -16,9 +16,11 @@ softmax_fwd_team_kernel
     S = cdiv(N, BLOCK_N) programs, as many teams as the GPU holds at once, each team walking its
     rows [team * rows_per_team, ...) with program `chunk` owning columns [chunk * BLOCK_N, ...);
     the row loop is pipelined (STAGES - 1 rows' loads ahead, into shared memory) so the next rows
-    are in flight while a row waits for its team's words (wait_spin: no limit; teams take tickets,
-    so a team waits only on programs that have started). Rows start 16-byte aligned, N a multiple
-    of 8 (no ALIGN). CUDA only: programs wait for each other, which the interpreter, running them
+    are in flight while a row waits for its team's words (peek_words, then settle_words: in PTX,
+    which the pipeliner takes, and without a limit; teams take tickets, so a team waits only on
+    programs that have started, and the grid is no larger than the GPU holds at once; a shipped
+    form would ask team_runs first, as layer_norm's lag team backward does). Rows start 16-byte
+    aligned, N a multiple of 8 (no ALIGN). CUDA only: programs wait for each other, which the interpreter, running them
     one after another, cannot do.
         sync  int64 [2 + M * S], ZEROED before each launch (sync[0]: the tickets)
         grid  (teams * S,)
@@ -41,7 +43,6 @@ _exchange = _softmax.__name__.rsplit(".", 1)[0] + ".row_exchange"
 _row_exchange = __import__(_exchange, fromlist=["peek_words"])
 peek_words = _row_exchange.peek_words
 ticket = _row_exchange.ticket
-wait_spin = _row_exchange.wait_spin
 poll_words = _row_exchange.poll_words
 settle_words = _row_exchange.settle_words
 unpack_words = _row_exchange.unpack_words
@@ -118,7 +119,8 @@ def softmax_fwd_team_kernel(out_ptr, in_ptr, sync_ptr, M, N, S, rows_per_team, s
         shift = tl.where(m == float("-inf"), 0.0, m) * LOG2E
         e = tl.math.exp2(x * LOG2E - shift)
         publish(sync_ptr, row, chunk, S, m, tl.sum(e, axis=0))
-        ms, ss, kmask = wait_spin(sync_ptr, row, S, S_POW2)
+        ms, ss = settle_words(sync_ptr, row, S, peek_words(sync_ptr, row, S, S_POW2), S_POW2)
+        kmask = tl.arange(0, S_POW2) < S
         ms = tl.where(kmask, ms, float("-inf"))
         row_max = tl.max(ms, axis=0)
         total = tl.sum(tl.where(kmask, ss * tl.exp(ms - row_max), 0.0), axis=0)
