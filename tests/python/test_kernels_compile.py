@@ -40,10 +40,9 @@ def test_kernels_are_an_importable_package():
                                    "layer_norm_bwd_team_lag_kernel"]
 
 
-# The lag team backward's pipelined row loop must compile as it did before it had a help path: no
-# local memory inside it at 128 registers (ptxas spilled the help code's values there, reloaded
-# every row: 0.76-0.79x on an H200), its copies ahead (LDGSTS) still in it. Run in a subprocess
-# with the interpreter off, like the check above.
+# The lag team backward's pipelined row loop: no local memory inside it at 128 registers (help code
+# in that loop once made ptxas spill there, reloaded every row: 0.76-0.79x on an H200), its copies
+# ahead (LDGSTS) still in it. Run in a subprocess with the interpreter off, like the check above.
 SPILL_CHECK = r"""
 import os, re, subprocess, sys, tempfile
 import triton
