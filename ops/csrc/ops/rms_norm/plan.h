@@ -55,6 +55,11 @@ struct RmsNormBackwardPlan {
   int64_t block_m = 1;
   int64_t block_n = 1;
   int64_t rows_per_program = 0;
+  // Fused: columns past block_n in a tile beside each (0: none); the next tile loaded before this
+  // one's row sums; w held in registers across rows.
+  int64_t block_tail = 0;
+  bool prefetch = false;
+  bool preload_w = true;
   // DxThenColumns: dx one row a program (when dx is wanted), then dw by column blocks.
   bool dx = false;
   bool columns = false;

@@ -284,7 +284,8 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
       static auto& fused = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
       fused(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dw_partial, dy, x, w, rstd_c, ds, rows,
             cols, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, plan.rows_per_program, w.defined(),
-            dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64);
+            dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
+            plan.preload_w);
       break;
     }
     case RmsNormBackwardPlan::Kind::DxThenColumns: {
