@@ -170,7 +170,9 @@ def test_default_eps_is_torchs(device, ops, dtype):
 
 
 # Backward plan kinds: one fused pass up to 16384 columns (float64: 8192), else dx and dw apart.
-BACKWARD_SHAPES = [(37, 100), (1, 300), (2000, 8), (5, 2000), (2, 16385)]
+# (9, 4100): 2-row tiles, a 4-column tail, the next tile prefetched; (2, 12000): an 8192 + 4096
+# tile with w loaded per row (fp32/bf16; dx and dw apart for fp64).
+BACKWARD_SHAPES = [(37, 100), (1, 300), (2000, 8), (5, 2000), (9, 4100), (2, 12000), (2, 16385)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
