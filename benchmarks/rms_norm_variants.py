@@ -31,7 +31,7 @@ Python launch shows its binary's registers, spills and programs an SM holds; `--
 same for every variant's launches without a GPU (compiled for sm_90 with Triton's ptxas, read with
 its cuobjdump; occupancy of an H100/H200 SM: 64K registers, 228 KiB shared memory, 64 warps).
 
-    python3 benchmarks/rms_norm_variants.py --out rms.json                       # GPU, bwd, 5 sizes
+    python3 benchmarks/rms_norm_variants.py --out rms.json --budget-s 200        # GPU, bwd, 5 sizes
     python3 benchmarks/rms_norm_variants.py --passes fwd,bwd --hidden all --out rms.json
     python3 benchmarks/rms_norm_variants.py --sm90 --hidden all --passes fwd,bwd  # CPU, no GPU
     python3 benchmarks/rms_norm_variants.py --smoke                               # CPU, interpreter
@@ -78,6 +78,8 @@ def parse_args(argv):
     p.add_argument("--base-kernel", help=f"the base's {KERNEL_FILE}, where git cannot show it")
     p.add_argument("--sms", type=int, default=132, help="--sm90: the device's multiprocessors")
     p.add_argument("--skip", default="", help="variants not to run, e.g. compile,warps_double")
+    p.add_argument("--budget-s", type=float, default=0, help="start no case after this many seconds (0: no limit); "
+                   "the cases not run are listed")
     args = p.parse_args(argv)
     args.skip = {name.strip() for name in args.skip.split(",") if name.strip()}
     if "tjit" in args.skip:
@@ -523,6 +525,7 @@ def main(argv=None):
         on_cuda = device == "cuda"
         compiled_fwd = {}
         results = []
+        not_run = []  # past --budget-s
         for dtype_name, m, n in shapes_of(args, bandwidth.llm_rows):
             dtype = getattr(torch, dtype_name)
             e = torch.empty((), dtype=dtype).element_size()
@@ -530,6 +533,9 @@ def main(argv=None):
                 residual = op == "add_rms_norm"
                 for pas in args.passes:
                     case_started = time.perf_counter()
+                    if args.budget_s and case_started - started > args.budget_s:
+                        not_run.append(f"{op} {pas} {dtype_name} {m}x{n}")
+                        continue
                     g = torch.Generator(device=device).manual_seed(0)
                     t = {k: torch.randn(m, n, dtype=dtype, device=device, generator=g) for k in ("x", "r", "dy", "ds")}
                     t["w"] = torch.randn(n, dtype=dtype, device=device, generator=g)
@@ -703,10 +709,13 @@ def main(argv=None):
                         torch.cuda.empty_cache()
         elapsed = time.perf_counter() - started
         print(f"\n{len(results)} cases in {elapsed:.0f} s; timing: {timer.describe()}, median of {args.rounds} rounds")
+        if not_run:
+            print(f"not run (past --budget-s {args.budget_s:.0f}): " + "; ".join(not_run))
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"device": gpu, "facts": facts, "base": args.base, "rounds": args.rounds,
-                           "timing": timer.describe(), "seconds": elapsed, "results": results}, f, indent=1)
+                           "timing": timer.describe(), "seconds": elapsed, "results": results, "not_run": not_run},
+                          f, indent=1)
             print(f"wrote {args.out}")
         failed = [f"{r['op']} {r['pass']} {r['dtype']} {r['rows']}x{r['cols']} {v['variant']}" for r in results
                   for v in r["variants"] if v.get("ok") is False or "error" in v]
