@@ -15,6 +15,8 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
     prefetch_flip, preload_w_flip   new with the fused backward's PREFETCH / PRELOAD_W negated
     no_tail       new with a head + tail backward tile padded to one power-of-two block again
     programs_x2, programs_half      new's fused backward with twice / half the programs
+    split_sm      new's fused backward with twice the programs, each half the rows a tile and
+                  half the warps (tiles of 2+ rows only)
     warps_half, warps_double        new at half / twice its num_warps
     team, team_2048   past 8192 columns, CUDA: the backward by teams of S programs that share rows,
                   each owning BLOCK_N columns (4096: 4 warps, 2 programs an SM, 3 stages; 2048: 4
@@ -228,6 +230,13 @@ def backward_variants(new, m, n, element_size, sms):
             plan = _copy(new)
             plan["launches"][0]["num_warps"] = warps
             out[name] = plan
+    if c["BLOCK_M"] >= 2 and new["launches"][0]["num_warps"] >= 8:
+        # Two programs of half the tile and warps where one was: one's loads in flight while the
+        # other sums (the registers a thread needs stay as they were).
+        plan = _copy(new)
+        plan["launches"][0]["constexprs"]["BLOCK_M"] //= 2
+        plan["launches"][0]["num_warps"] //= 2
+        out["split_sm"] = with_programs(plan, m, n, 2 * programs)
     return out
 
 
