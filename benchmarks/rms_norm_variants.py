@@ -8,12 +8,16 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
 + N * e (tensors: x, or x and r), backward (3 + residual) * M * N * e + 2 * N * e + 4 * M.
 
     tjit          torch.ops.tjit.rms_norm / add_rms_norm (fwd) or rms_norm_backward (bwd) as built
-    main          commit BASE's kernel file (git show, read at run time) with BASE's plan: the
-                  forward's is this tree's (unchanged), the backward's is restated here (base_backward)
+    main          commit BASE's kernel file (git show, read at run time) with BASE's plan, restated
+                  here: the forward's is this tree's without maxnreg (base_forward), the backward's
+                  base_backward
     new           this tree's plan (tjit.plans with this device's facts) and kernel file, launched
                   from Python: what tjit runs
     prefetch_flip, preload_w_flip   new with the fused backward's PREFETCH / PRELOAD_W negated
     no_tail       new with a head + tail backward tile padded to one power-of-two block again
+    maxnreg_flip  (forward) new's 32-warp launch with its register cap (32: two programs an SM) off, or on
+    tail          (forward) new's one-row block split into a head and a tail block (5120: 4096 +
+                  1024, 12288: 8192 + 4096) rather than padded to the next power of two
     programs_x2, programs_half      new's fused backward with twice / half the programs
     split_sm      new's fused backward with twice the programs, each half the rows a tile and
                   half the warps (tiles of 2+ rows only)
@@ -41,6 +45,7 @@ its cuobjdump; occupancy of an H100/H200 SM: 64K registers, 228 KiB shared memor
 
 import argparse
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -240,15 +245,35 @@ def backward_variants(new, m, n, element_size, sms):
     return out
 
 
-def forward_variants(new):
+def forward_variants(new, n):
     out = {}
+    c = new["launches"][0]["constexprs"]
+    head = c["BLOCK_N"] // 2
+    tail = _p2(n - head)
+    if c["SINGLE_PASS"] and c["BLOCK_M"] == 1 and head >= 4096 and n > head and tail <= head // 2:
+        plan = _copy(new)
+        plan["launches"][0]["constexprs"].update(BLOCK_N=head, BLOCK_TAIL=tail)
+        out["tail"] = plan
     for name, factor in (("warps_half", 0.5), ("warps_double", 2)):
         warps = int(new["launches"][0]["num_warps"] * factor)
         if 1 <= warps <= 32:
             plan = _copy(new)
             plan["launches"][0]["num_warps"] = warps
             out[name] = plan
+    if new["launches"][0]["num_warps"] == 32:
+        # 32 warps a program: two fit an SM only at <= 32 registers a thread (fp32 rows of 8193..16384
+        # columns compile to 34-37 unless capped: one program an SM, none loading while it sums).
+        plan = _copy(new)
+        plan["launches"][0]["maxnreg"] = 0 if new["launches"][0]["maxnreg"] else 32
+        out["maxnreg_flip"] = plan
     return out
+
+
+def base_forward(new):
+    """The base commit's forward plan: this tree's without the register cap (maxnreg) it added."""
+    plan = _copy(new)
+    plan["launches"][0]["maxnreg"] = 0
+    return plan
 
 
 def describe(plan):
@@ -347,6 +372,10 @@ def sm90_resources(fn, signature, constexprs, num_warps, maxnreg=0):
         kind = signature.get(name, "")
         if kind.startswith("*") or (kind == "i32" and (name == "N" or name.startswith("stride"))):
             attrs[(i, )] = [["tt.divisibility", 16]]
+    constexprs = dict(constexprs)
+    for param in fn.params:  # constexprs the launch leaves out take their defaults, as a call does
+        if param.is_constexpr and param.name not in constexprs and param.default is not inspect.Parameter.empty:
+            constexprs[param.name] = param.default
     full = dict(signature, **{k: "constexpr" for k in constexprs if k not in signature})
     options = {"num_warps": num_warps}
     if maxnreg:
@@ -423,9 +452,9 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
     if pas == "fwd":
         new = plans.plan("rms_norm_forward", rows=m, cols=n, dtype=dtype, device=facts, has_residual=int(residual))
         if kernels["main"] is not None:
-            out["main"] = ("main", new)  # the forward plan is the base's
+            out["main"] = ("main", base_forward(new))
         out["new"] = ("new", new)
-        out.update({k: ("new", p) for k, p in forward_variants(new).items()})
+        out.update({k: ("new", p) for k, p in forward_variants(new, n).items()})
     else:
         new = plans.plan("rms_norm_backward", rows=m, cols=n, dtype=dtype, device=facts)
         try:

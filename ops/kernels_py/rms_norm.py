@@ -15,11 +15,12 @@ Conventions (as layer_norm's):
 
 rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row,
                     stride_x_row, stride_r_row, eps, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_M, BLOCK_N,
-                    SINGLE_PASS, INDEX_64)
+                    SINGLE_PASS, INDEX_64, BLOCK_TAIL=0)
     The row v is x, or with HAS_RESIDUAL s = x + r rounded to x's dtype (stored to s_ptr: what
     inference engines keep as the next residual). rstd = 1 / sqrt(mean(v^2) + eps),
     y = v * rstd * w; rstd[m] stored unless rstd_ptr is None. Program p takes rows
-    [p * BLOCK_M, (p + 1) * BLOCK_M). SINGLE_PASS: N <= BLOCK_N, the rows in registers; otherwise
+    [p * BLOCK_M, (p + 1) * BLOCK_M). SINGLE_PASS: N <= BLOCK_N + BLOCK_TAIL, the rows in registers
+    (BLOCK_TAIL: columns past BLOCK_N in a tile beside the block; 0: none); otherwise
     (any N >= 1) the columns in BLOCK_N steps, twice (the second pass adds x and r again rather
     than reading back s). grid: (cdiv(M, BLOCK_M),).
 
@@ -71,7 +72,7 @@ def _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_R
 def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row, stride_x_row,
                         stride_r_row, eps: tl.float64, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
-                        INDEX_64: tl.constexpr):
+                        INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr = 0):
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -87,11 +88,27 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
         if HAS_RESIDUAL:
             tl.store(s_ptr + rows[:, None] * stride_s_row + cols[None, :], v, mask=mask)
         v = v.to(ACC)
-        rstd = 1.0 / tl.sqrt(tl.sum(v * v, axis=1) / N + eps)
+        squares = tl.sum(v * v, axis=1)
+        if BLOCK_TAIL > 0:  # columns [BLOCK_N, BLOCK_N + BLOCK_TAIL) beside the block, not padded into it
+            tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
+            tail_col_mask = tail_cols < N
+            tail_mask = row_mask[:, None] & tail_col_mask[None, :]
+            v_tail = _rows_tile(x_ptr, r_ptr, rows, tail_cols, tail_mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC)
+            if HAS_RESIDUAL:
+                tl.store(s_ptr + rows[:, None] * stride_s_row + tail_cols[None, :], v_tail, mask=tail_mask)
+            v_tail = v_tail.to(ACC)
+            squares += tl.sum(v_tail * v_tail, axis=1)
+        rstd = 1.0 / tl.sqrt(squares / N + eps)
         y = v * rstd[:, None]
         if HAS_WEIGHT:
             y = y * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)[None, :]
         tl.store(y_ptr + rows[:, None] * stride_y_row + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+        if BLOCK_TAIL > 0:
+            y_tail = v_tail * rstd[:, None]
+            if HAS_WEIGHT:
+                y_tail = y_tail * tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)[None, :]
+            tl.store(y_ptr + rows[:, None] * stride_y_row + tail_cols[None, :], y_tail.to(y_ptr.dtype.element_ty),
+                     mask=tail_mask)
     else:
         squares = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
         for start in range(0, N, BLOCK_N):

@@ -32,6 +32,7 @@ struct RmsNormForwardPlan {
   int64_t block_n = 1;      // columns per program (per step when looped)
   bool single_pass = true;  // the rows stay in registers
   bool index64 = false;
+  int maxnreg = 0;  // registers a thread may use (0: the compiler's choice)
 };
 
 RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& device);
