@@ -100,8 +100,9 @@ def check_backward(ops, x, normalized, w, eps=None, residual=None):
 
 
 # Columns for each forward plan kind (plan.cpp): several rows a program up to 1024, one row a
-# program in registers up to 32768 (float64: 16384), then looped in 4096-column steps.
-FORWARD_COLS = [1, 5, 100, 1000, 1025, 3000, 16385, 32769]
+# program in registers up to 32768 (float64: 16384; 10000: float32's 32 warps capped at 32
+# registers), then looped in 4096-column steps.
+FORWARD_COLS = [1, 5, 100, 1000, 1025, 3000, 10000, 16385, 32769]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
