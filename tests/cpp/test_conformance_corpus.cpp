@@ -108,11 +108,16 @@ def _load_interpreted(path, name):
     return getattr(module, name)
 
 def _keep_only_config(kernel, index):
+    # The autotuner keeps config `index` of its own list only; that list is kept aside, since a
+    # kernel imported by its package's name is the same object on every call.
     from triton.runtime.autotuner import Autotuner
     layer = kernel
     while not isinstance(layer, Autotuner):
         layer = layer.fn
-    layer.configs = [layer.configs[index]]
+    if not hasattr(layer, "tjit_all_configs"):
+        layer.tjit_all_configs = list(layer.configs)
+    layer.configs = [layer.tjit_all_configs[index]]
+    layer.cache = {}
 
 def launch(path, name, grid, grid_vars, args, kwargs, config_index, on_cpu):
     if not on_cpu:

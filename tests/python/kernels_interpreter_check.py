@@ -347,11 +347,16 @@ def compile_check():
               mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
          ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
          dict(BLOCK_N=2048, S_POW2=8, STAGES=2), False, ["w_ptr", "db_partial_ptr"]),
-        (L.layer_norm_bwd_team_lag_kernel,  # STAGES=1: no pipelining, _wait instead of the peeked words
+        (L.layer_norm_bwd_team_lag_kernel,  # STAGES=1: no pipelining, wait instead of the peeked words
          dict(dx_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in",
               mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
          ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
          dict(BLOCK_N=2048, S_POW2=8, STAGES=1), False, ["w_ptr", "db_partial_ptr"]),
+        (L.layer_norm_bwd_team_lag_finalize_kernel,
+         dict(dw_ptr="in", db_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dx_ptr="in", dy_ptr="in",
+              x_ptr="in", w_ptr="in", mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
+         ["M", "N", "S", "rows_per_team", "G", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
+         dict(BLOCK_G=32, BLOCK_N=64), False, ["w_ptr", "dw_ptr", "dw_partial_ptr"]),
         (L.layer_norm_bwd_dwdb_kernel,
          dict(dw_ptr="in", db_ptr="in", dy_ptr="in", x_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_dy_row", "stride_x_row"], [], dict(BLOCK_M=32, BLOCK_N=128), False, ["dw_ptr", "x_ptr"]),

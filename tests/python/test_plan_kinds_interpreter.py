@@ -173,12 +173,22 @@ def main():
         per_team, teams = 3, triton.cdiv(m, 3)
         dx = torch.full_like(x, float("nan"))
         dw_part, db_part = torch.full((teams, n), float("nan")), torch.full((teams, n), float("nan"))
+        # the rows' words, and the lag kernel's mode word per team
+        sync = torch.zeros(2 + m + teams, dtype=torch.int64)
         getattr(W.layer_norm_k, launch["kernel"])[(teams, )](
-            dx, dw_part, db_part, dy, x, w, mean.flatten(), rstd.flatten(), torch.zeros(2 + m, dtype=torch.int64), m,
-            n, 1, per_team, n, n, n, **constexprs, num_warps=launch["num_warps"])
+            dx, dw_part, db_part, dy, x, w, mean.flatten(), rstd.flatten(), sync, m, n, 1, per_team, n, n, n,
+            **constexprs, num_warps=launch["num_warps"])
+        dw, db = dw_part.sum(0), db_part.sum(0)
+        if plan["kind"] == "team_lag":
+            # its finalize, always: the teams' partial rows (and the rows of any that gave up)
+            finalize = plan["launches"][1]
+            dw, db = torch.full((n, ), float("nan"), dtype=dt), torch.full((n, ), float("nan"), dtype=dt)
+            getattr(W.layer_norm_k, finalize["kernel"])[(triton.cdiv(n, finalize["constexprs"]["BLOCK_N"]), )](
+                dw, db, dw_part, db_part, dx, dy, x, w, mean.flatten(), rstd.flatten(), sync, m, n, 1, per_team, teams,
+                n, n, n, **finalize["constexprs"], num_warps=finalize["num_warps"])
         want = ln_bwd_ref(dy, x, w, b)
         record(f"layer_norm_backward {plan['kind']} (teams of one program) {dt} {m}x{n}", "layer_norm_backward",
-               plan["kind"], max(_error(dx, want[0]), _error(dw_part.sum(0), want[1]), _error(db_part.sum(0), want[2])))
+               plan["kind"], max(_error(dx, want[0]), _error(dw, want[1]), _error(db, want[2])))
 
     # ------------------------------------------------------------------------------------- sum
     for dt, m, n in [(torch.float32, 3, 1000), (torch.float32, 3, 100), (torch.float32, 1, 20000),

@@ -8,8 +8,9 @@ statistics packed into one 64-bit word and read back (a statistic of exactly +0.
 as written), the merge, and for softmax the cut of rows that start off a 16-byte boundary into a
 head, whole vectors and a tail (ALIGN). The softmax kernels also run rows of several chunks here:
 a program that waits too long reads the missing chunks itself, which the interpreter's order (a
-row's later programs not started) always calls for; likewise layer_norm's long-row forward. The GPU runs the multi-program cases at speed
-(operators/test_softmax.py, operators/test_layer_norm.py: *_cuda).
+row's later programs not started) always calls for; likewise layer_norm's long-row forward and its
+team backwards (teams of 2, 3 and 5 programs, STAGES = 1). The GPU runs the multi-program cases at
+speed (operators/test_softmax.py, operators/test_layer_norm.py: *_cuda).
 
 Run in a subprocess, since the interpreter must be chosen before triton is imported:
     TRITON_INTERPRET=1 python3 tests/python/test_row_sharing_interpreter.py
@@ -169,22 +170,192 @@ def _layer_norm_cases(torch, ln):
         dx = torch.full((rows, n), float("nan"), dtype=dtype)
         dw_part = torch.full((teams, n), float("nan"))
         db_part = torch.full((teams, n), float("nan"))
-        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32,
-                                                     torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1, per_team,
-                                                     n, n, n, True, True, True, 4096, 1, 1, False)
+        sync = torch.zeros(2 + rows + teams, dtype=torch.int64)
+        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32, sync, rows, n, 1,
+                                                     per_team, n, n, n, True, True, True, 4096, 1, 1, False)
+        dw, db = _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, w, mean32, rstd32, sync, 1, per_team)
         errors[f"layer_norm bwd team lag dx {dtype} {rows}x{n}"] = _error(dx, want[0])
-        errors[f"layer_norm bwd team lag dw {dtype} {rows}x{n}"] = _error(dw_part.sum(0), want[1])
-        errors[f"layer_norm bwd team lag db {dtype} {rows}x{n}"] = _error(db_part.sum(0), want[2])
+        errors[f"layer_norm bwd team lag dw {dtype} {rows}x{n}"] = _error(dw, want[1])
+        errors[f"layer_norm bwd team lag db {dtype} {rows}x{n}"] = _error(db, want[2])
+        # a team of one program always runs: its mode word says so
+        errors[f"layer_norm bwd team lag ran {dtype} {rows}x{n}"] = float(not bool((sync[2 + rows:] == 1).all()))
         dx = torch.full((rows, n), float("nan"), dtype=dtype)
         db_part = torch.full((teams, n), float("nan"))
-        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, None, db_part, dy, x, None, mean32, rstd32,
-                                                     torch.zeros(2 + rows, dtype=torch.int64), rows, n, 1, per_team,
-                                                     n, n, n, False, False, True, 4096, 1, 1, False)
+        sync = torch.zeros(2 + rows + teams, dtype=torch.int64)
+        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, None, db_part, dy, x, None, mean32, rstd32, sync, rows, n, 1,
+                                                     per_team, n, n, n, False, False, True, 4096, 1, 1, False)
+        _, db = _lag_finalize(torch, ln, dx, None, db_part, dy, x, None, mean32, rstd32, sync, 1, per_team)
         want_dx = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd, None,
                                                             None, [True, False, False])[0]
         errors[f"layer_norm bwd team lag no weight dx {dtype} {rows}x{n}"] = _error(dx, want_dx)
-        errors[f"layer_norm bwd team lag no weight db {dtype} {rows}x{n}"] = _error(db_part.sum(0),
-                                                                                    dy.double().sum(0))
+        errors[f"layer_norm bwd team lag no weight db {dtype} {rows}x{n}"] = _error(db, dy.double().sum(0))
+    return errors
+
+
+def _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, w, mean, rstd, sync, chunks, per_team, block_n=64,
+                  dw=None, db=None):
+    # layer_norm_bwd_team_lag_finalize_kernel after the lag kernel, as the operator launches it:
+    # dw/db from the teams' partial rows, and the rows of teams that gave up (dx too). Returns
+    # (dw, db) (fp32; poisoned first, None where not computed), or writes into the given ones.
+    rows, n = dy.shape
+    teams = (dw_part if dw_part is not None else db_part).shape[0]
+    if dw is None and dw_part is not None:
+        dw = torch.full((n, ), float("nan"))
+    if db is None and db_part is not None:
+        db = torch.full((n, ), float("nan"))
+    block_g = 1 << max(0, (teams - 1).bit_length())
+    ln.layer_norm_bwd_team_lag_finalize_kernel[(-(-n // block_n), )](
+        dw, db, dw_part, db_part, dx, dy, x, w, mean, rstd, sync, rows, n, chunks, per_team, teams, dx.stride(0),
+        dy.stride(0), x.stride(0), w is not None, dw is not None, db is not None, block_g, block_n, False)
+    return dw, db
+
+
+def _layer_norm_team_cases(torch, ln):
+    # Teams of several programs (S = 2, 3, 5 chunks of 64 columns, the last one ragged), three rows a
+    # team, both team kernels at STAGES = 1 (the interpreter runs no PTX): a team's programs run one
+    # after another here, so the first waits HELP_AFTER polls on every row and then computes the
+    # other chunks' sums itself (row_exchange's help path); the later ones find those words (their
+    # own compare-and-swap loses) and must still write their dx with them and keep their own dw/db.
+    # Without a help path the first program waits forever. x with a row stride, a row of zero dy
+    # (sums of +0.0), with and without a weight, fp32 and bf16. The kernels' module waits
+    # HELP_AFTER = 2 polls here (each poll is slow under the interpreter; the wait is the same code).
+    import triton.language as tl
+    backward = sys.modules[ln.layer_norm_bwd_team_kernel.fn.__module__]
+    help_after = backward.HELP_AFTER
+    backward.HELP_AFTER = tl.constexpr(2)
+    try:
+        return _layer_norm_team_launches(torch, ln)
+    finally:
+        backward.HELP_AFTER = help_after
+
+
+def _layer_norm_team_launches(torch, ln):
+    errors = {}
+    block, rows, per_team = 64, 7, 3
+    teams = -(-rows // per_team)
+    for chunks in (2, 3, 5):
+        n = chunks * block - 17
+        for dtype in (torch.float32, torch.bfloat16):
+            x = (torch.randn(rows, n + 9, dtype=dtype) + 0.5)[:, 3:n + 3]
+            dy = torch.randn(rows, n, dtype=dtype)
+            dy[4] = 0.0
+            w = torch.randn(n, dtype=dtype)
+            _, mean, rstd = torch.ops.aten.native_layer_norm(x.double(), [n], None, None, 1e-5)
+            for weight in (w, None):
+                want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], mean, rstd,
+                                                                 None if weight is None else weight.double(), None,
+                                                                 [True, False, False])
+                for name, kernel in (("team", ln.layer_norm_bwd_team_kernel),
+                                     ("team lag", ln.layer_norm_bwd_team_lag_kernel)):
+                    dx = torch.full((rows, n), float("nan"), dtype=dtype)
+                    dw_part = torch.full((teams, n), float("nan"))
+                    db_part = torch.full((teams, n), float("nan"))
+                    sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64)
+                    mean32, rstd32 = mean.flatten().float(), rstd.flatten().float()
+                    common = (dx, dw_part, db_part, dy, x, weight, mean32, rstd32, sync, rows, n, chunks, per_team, n,
+                              n, x.stride(0), weight is not None)
+                    if name == "team":
+                        kernel[(teams * chunks, )](*common, True, True, True, block, 8, 1, False)
+                        dw, db = dw_part.sum(0), db_part.sum(0)
+                        case = f"layer_norm bwd team helped S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
+                    else:
+                        # Its teams give up here (their programs run one after another) and the
+                        # finalize does their rows.
+                        kernel[(teams * chunks, )](*common, True, True, block, 8, 1, False)
+                        gave_up = bool((sync[2 + rows * chunks:] == 2).all()) and bool((sync[2:2 + rows * chunks] == 0).all())
+                        dw, db = _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, weight, mean32, rstd32, sync,
+                                               chunks, per_team)
+                        case = f"layer_norm bwd team lag gave up S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
+                        errors[f"{case} gave up whole"] = float(not gave_up)
+                    errors[f"{case} dx"] = _error(dx, want[0])
+                    errors[f"{case} dw"] = _error(dw, dy.double().mul((x.double() - mean) * rstd).sum(0))
+                    errors[f"{case} db"] = _error(db, dy.double().sum(0))
+    return errors
+
+
+GUARD = 256  # elements of poison either side of each buffer in the guarded cases
+
+
+def _guarded(torch, shape, dtype, fill, poison):
+    """A contiguous tensor of `shape` filled with `fill`, inside storage with GUARD elements of
+    `poison` either side: (the tensor, the whole storage). A read past the tensor gets the poison
+    (NaN for data, so it shows in the results); a write past it changes the guards."""
+    count = 1
+    for size in shape:
+        count *= size
+    whole = torch.full((GUARD + count + GUARD, ), poison, dtype=dtype)
+    inner = whole[GUARD:GUARD + count].view(shape)
+    if isinstance(fill, torch.Tensor):
+        inner.copy_(fill)
+    else:
+        inner.fill_(fill)
+    return inner, whole
+
+
+def _guards_intact(torch, whole, poison):
+    guards = torch.cat([whole[:GUARD], whole[-GUARD:]])
+    if isinstance(poison, float) and poison != poison:
+        return bool(guards.isnan().all())
+    return bool((guards == poison).all())
+
+
+def _layer_norm_lag_plan_cases(torch, ln):
+    # The lag team backward and its finalize in the structure of the bf16 4096 x 12288 plan (S = 6
+    # chunks of 2048, 88 teams of 47 rows, the last of 7) scaled down: S = 6 chunks of 64 columns,
+    # N = 6 * 64 (no ragged chunk, like 12288), 23 rows in teams of 4 (the last of 3), and the same
+    # with a ragged last chunk and a team of one row at the end. Every buffer inside poisoned
+    # guards: inputs NaN past their ends (a read past them spoils a result), outputs and the
+    # exchange words checked unchanged past theirs (a write past them). Every team gives up here
+    # (HELP_AFTER = 2 polls, as in _layer_norm_team_cases; its programs run one after another), so
+    # the finalize does every row.
+    import triton.language as tl
+    backward = sys.modules[ln.layer_norm_bwd_team_kernel.fn.__module__]
+    help_after = backward.HELP_AFTER
+    backward.HELP_AFTER = tl.constexpr(2)
+    nan = float("nan")
+    word_poison = 0x5A5A5A5A5A5A5A5A
+    errors = {}
+    try:
+        block, chunks = 64, 6
+        for dtype, n, rows, per_team in [(torch.bfloat16, chunks * block, 23, 4),
+                                         (torch.float16, chunks * block - 5, 13, 3)]:
+            teams = -(-rows // per_team)
+            x, x_whole = _guarded(torch, (rows, n), dtype, torch.randn(rows, n, dtype=dtype) * 2 + 0.5, nan)
+            dy, dy_whole = _guarded(torch, (rows, n), dtype, torch.randn(rows, n, dtype=dtype), nan)
+            w, w_whole = _guarded(torch, (n, ), dtype, torch.randn(n, dtype=dtype), nan)
+            _, ref_mean, ref_rstd = torch.ops.aten.native_layer_norm(x.double(), [n], None, None, 1e-5)
+            mean, mean_whole = _guarded(torch, (rows, ), torch.float32, ref_mean.flatten().float(), nan)
+            rstd, rstd_whole = _guarded(torch, (rows, ), torch.float32, ref_rstd.flatten().float(), nan)
+            dx, dx_whole = _guarded(torch, (rows, n), dtype, nan, -7.0)
+            dw_part, dw_whole = _guarded(torch, (teams, n), torch.float32, nan, -7.0)
+            db_part, db_whole = _guarded(torch, (teams, n), torch.float32, nan, -7.0)
+            dw, dw_out_whole = _guarded(torch, (n, ), dtype, nan, -7.0)
+            db, db_out_whole = _guarded(torch, (n, ), dtype, nan, -7.0)
+            # the operator's workspace: 2 + rows * S words, then a mode word per team
+            sync, sync_whole = _guarded(torch, (2 + rows * chunks + teams, ), torch.int64, 0, word_poison)
+            ln.layer_norm_bwd_team_lag_kernel[(teams * chunks, )](dx, dw_part, db_part, dy, x, w, mean, rstd, sync, rows,
+                                                                  n, chunks, per_team, n, n, n, True, True, True, block,
+                                                                  8, 1, False)
+            case = f"layer_norm bwd team lag plan-shaped S={chunks} {dtype} {rows}x{n} teams of {per_team}"
+            assert int(sync[0]) == teams * chunks, f"{case}: {int(sync[0])} tickets handed out"
+            assert bool((sync[2 + rows * chunks:] == 2).all()), f"{case}: a team did not give up whole"
+            assert bool((sync[2:2 + rows * chunks] == 0).all()), f"{case}: a team that gave up published a word"
+            _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, w, mean, rstd, sync, chunks, per_team, dw=dw, db=db)
+            for name, whole, poison in [("dx", dx_whole, -7.0), ("dw partials", dw_whole, -7.0),
+                                        ("db partials", db_whole, -7.0), ("dw", dw_out_whole, -7.0),
+                                        ("db", db_out_whole, -7.0), ("sync", sync_whole, word_poison)]:
+                assert _guards_intact(torch, whole, poison), f"{case}: a write past {name}"
+            for name, whole in [("x", x_whole), ("dy", dy_whole), ("w", w_whole), ("mean", mean_whole),
+                                ("rstd", rstd_whole)]:
+                assert _guards_intact(torch, whole, nan), f"{case}: a write past {name}"
+            want = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd,
+                                                             w.double(), None, [True, False, False])[0]
+            xhat = (x.double() - ref_mean) * ref_rstd
+            errors[f"{case} dx"] = _error(dx, want)
+            errors[f"{case} dw"] = _error(dw, (dy.double() * xhat).sum(0))
+            errors[f"{case} db"] = _error(db, dy.double().sum(0))
+    finally:
+        backward.HELP_AFTER = help_after
     return errors
 
 
@@ -200,6 +371,8 @@ def main():
     errors = _softmax_cases(torch, triton, softmax_k, _split_alignment)
     errors.update(_softmax_helped_cases(torch, triton, softmax_k, _split_alignment))
     errors.update(_layer_norm_cases(torch, layer_norm_k))
+    errors.update(_layer_norm_team_cases(torch, layer_norm_k))
+    errors.update(_layer_norm_lag_plan_cases(torch, layer_norm_k))
     print(json.dumps(errors))
 
 
@@ -207,7 +380,7 @@ def test_row_sharing_kernels_under_the_interpreter():
     from conftest import run_script_under_interpreter  # here, not at the top: the script itself needs no tjit
 
     errors = run_script_under_interpreter(__file__, 600, "a program waited forever: a published word read as not yet written")
-    assert len(errors) == 61, sorted(errors)
+    assert len(errors) == 61 + 72 + 6 + 3 + 12, sorted(errors)  # the last: lag teams that ran, and gave up whole
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5

@@ -45,14 +45,23 @@ layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
                                stride_x_row, HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB, BLOCK_N, S_POW2, STAGES,
                                INDEX_64)
     The whole backward of long rows by teams of S = cdiv(N, BLOCK_N) <= S_POW2 programs (fp32
-    statistics; the comments above them). grid: (teams * S,). CUDA only. Then
-    layer_norm_bwd_dwdb_finalize_kernel over the teams' partials when there is more than one team.
+    statistics; the comments above them). grid: (teams * S,). CUDA only. Then, for the team kernel,
+    layer_norm_bwd_dwdb_finalize_kernel over the teams' partials when there is more than one team;
+    for the lag kernel, always:
+
+layer_norm_bwd_team_lag_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, dx_ptr, dy_ptr, x_ptr, w_ptr,
+                                        mean_ptr, rstd_ptr, sync_ptr, M, N, S, rows_per_team, G, stride_dx_row,
+                                        stride_dy_row, stride_x_row, HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB, BLOCK_G,
+                                        BLOCK_N, INDEX_64)
+    dw/db from the G teams' partial rows, and the whole backward (dx, dw, db) of the rows of any team
+    that gave up (its mode word in sync). grid: (cdiv(N, BLOCK_N),).
 """
 
 import triton
 import triton.language as tl
 
-from ..row_exchange import peek_words, publish, settle_words, ticket, wait, wait_spin
+from ..row_exchange import (HELP_AFTER, HELP_BLOCK, TEAM_GAVE_UP, helping_spin_asm, pack_word, peek_words, publish,
+                            publish_missing, settle_words, spin_slots, team_runs, ticket, unpack_words, wait)
 
 
 @triton.jit
@@ -332,13 +341,171 @@ def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, 
 # dw_partial[team, :] / db_partial[team, :] (the finalize kernel adds the teams up, or dw/db
 # themselves when there is one team). dy and x are read once.
 # STAGES > 1: Triton's pipeliner copies the next rows' dy and x into shared memory (STAGES - 1 rows
-# ahead) while this row waits on its team; the wait then spins in PTX (wait_spin), since a loop
+# ahead) while this row waits on its team; the wait then spins in PTX (_team_wait), since a loop
 # in the row loop's body keeps the pipeliner from taking it. STAGES = 1 (the interpreter, which
 # runs no PTX): wait's loop, no copies ahead.
+# A program that has waited HELP_AFTER polls for a row computes the missing chunks' sums itself
+# (row_exchange's help path; every word goes in by compare-and-swap from 0, so all programs of the
+# row read the same sums): a team then finishes with room on the GPU for one program, e.g. beside
+# a kernel that holds every other SM, in a small green context or an MPS share.
 #     sync      int64 [2 + M * S], ZEROED before each launch: sync[0] hands out tickets (a team is S
-#               consecutive tickets, so a team only waits on programs that have started: room on
-#               the GPU for S programs suffices; no wait has a limit), then the rows' words
-#     grid = (teams * S,). CUDA only (programs wait for each other).
+#               consecutive tickets), then the rows' words
+#     grid = (teams * S,). CUDA only (programs wait for each other; the interpreter runs them
+#     one after another, so there every row of a team of several is helped).
+
+
+def _chunk_sums_ptx(dtype):
+    # helping_spin_asm's chunk_word for the team kernels: the chunk's sums of g * xhat (%hi) and g
+    # (%lo), g = dy * w, xhat = (x - mean) * rstd, in fp32; lane l reads columns l, l + 32, ... of
+    # the chunk, then the lanes' sums meet by shuffles. Operands (the kernel's arguments, which ptxas
+    # can read again where needed rather than hold in registers through the loop): $7 dy, $8 x,
+    # $9 w (0: none), $10 mean, $11 rstd, $12 the row, $13 dy's and $14 x's row strides
+    # (int64), $15 N, $16 BLOCK_N (int32); dy, x and w of `dtype` ("f32", "bf16", "f16", "f64"; mean
+    # and rstd fp64 with fp64 rows, fp32 otherwise).
+    size = {"f64": 8, "f32": 4}.get(dtype, 2)
+    stat = "f64" if dtype == "f64" else "f32"  # mean and rstd: the accumulator type
+
+    def load(dst, address, pred=""):
+        # One element at `address` into the fp32 register `dst`.
+        if dtype == "f32":
+            return f"{pred}ld.global.f32 {dst}, [{address}];"
+        if dtype == "f64":
+            return f"{pred}ld.global.f64 %f64v, [{address}];\n{pred}cvt.rn.f32.f64 {dst}, %f64v;"
+        if dtype == "bf16":
+            return (f"{pred}ld.global.b16 %h, [{address}];\n{pred}cvt.u32.u16 %r, %h;\n{pred}shl.b32 %r, %r, 16;\n"
+                    f"{pred}mov.b32 {dst}, %r;")
+        return f"{pred}ld.global.b16 %h, [{address}];\n{pred}cvt.f32.f16 {dst}, %h;"
+
+    def load_stat(dst, address):
+        if stat == "f64":
+            return f"ld.global.f64 %f64v, [{address}];\ncvt.rn.f32.f64 {dst}, %f64v;"
+        return f"ld.global.f32 {dst}, [{address}];"
+
+    reduce = "".join(f"""
+        shfl.sync.bfly.b32 %tmp, %sgx, {d}, 31, -1;
+        add.f32 %sgx, %sgx, %tmp;
+        shfl.sync.bfly.b32 %tmp, %sg, {d}, 31, -1;
+        add.f32 %sg, %sg, %tmp;""" for d in (16, 8, 4, 2, 1))
+    return f"""{{
+        .reg .pred %pin, %hasw, %pz;
+        .reg .u32 %i, %end, %r;
+        .reg .b64 %off, %ad, %dy, %x;
+        .reg .f32 %mean, %rstd, %sgx, %sg, %fx, %fg, %fw, %tmp;
+        .reg .f64 %f64v;
+        .reg .b16 %h;
+        mul.lo.s64 %off, $12, {8 if stat == "f64" else 4};
+        add.s64 %ad, $10, %off;
+        {load_stat("%mean", "%ad")}
+        add.s64 %ad, $11, %off;
+        {load_stat("%rstd", "%ad")}
+        mul.lo.s64 %off, $12, $13;
+        mad.lo.s64 %dy, %off, {size}, $7;
+        mul.lo.s64 %off, $12, $14;
+        mad.lo.s64 %x, %off, {size}, $8;
+        mul.lo.u32 %i, %c, $16;
+        add.u32 %end, %i, $16;
+        min.u32 %end, %end, $15;
+        add.u32 %i, %i, %lane;
+        mov.f32 %sgx, 0f00000000;
+        mov.f32 %sg, 0f00000000;
+        setp.ne.u64 %hasw, $9, 0;
+        COLS:
+        setp.ge.u32 %pin, %i, %end;
+        @%pin bra COLSDONE;
+        mul.wide.u32 %off, %i, {size};
+        add.s64 %ad, %dy, %off;
+        {load("%fg", "%ad")}
+        add.s64 %ad, %x, %off;
+        {load("%fx", "%ad")}
+        @%hasw add.s64 %ad, $9, %off;
+        {load("%fw", "%ad", "@%hasw ")}
+        @%hasw mul.f32 %fg, %fg, %fw;
+        sub.f32 %fx, %fx, %mean;
+        mul.f32 %fx, %fx, %rstd;
+        fma.rn.f32 %sgx, %fg, %fx, %sgx;
+        add.f32 %sg, %sg, %fg;
+        add.u32 %i, %i, 32;
+        bra COLS;
+        COLSDONE:{reduce}
+        mov.b32 %hi, %sgx;
+        setp.eq.b32 %pz, %hi, 0;
+        @%pz mov.b32 %hi, 0x80000000;
+        mov.b32 %lo, %sg;
+        }}"""
+
+
+_PUBLISH_AND_WAIT_F32 = tl.constexpr(helping_spin_asm(_chunk_sums_ptx("f32")))
+_PUBLISH_AND_WAIT_BF16 = tl.constexpr(helping_spin_asm(_chunk_sums_ptx("bf16")))
+_PUBLISH_AND_WAIT_F16 = tl.constexpr(helping_spin_asm(_chunk_sums_ptx("f16")))
+_PUBLISH_AND_WAIT_F64 = tl.constexpr(helping_spin_asm(_chunk_sums_ptx("f64")))
+
+
+@triton.jit
+def _team_chunk_sums(chunk, dy_row, x_row, w_ptr, mean_ptr, rstd_ptr, row, N, BLOCK_N: tl.constexpr,
+                     HAS_WEIGHT: tl.constexpr):
+    # _chunk_sums_ptx in Triton, for publish_missing (STAGES = 1): HELP_BLOCK columns at a time.
+    mean = tl.load(mean_ptr + row).to(tl.float32)
+    rstd = tl.load(rstd_ptr + row).to(tl.float32)
+    offsets = tl.arange(0, HELP_BLOCK)
+    begin = chunk * BLOCK_N
+    end = tl.minimum(begin + BLOCK_N, N)
+    sum_gx = 0.0
+    sum_g = 0.0
+    for start in tl.range(begin, end, HELP_BLOCK, num_stages=1):
+        cols = start + offsets
+        mask = cols < end
+        g = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_WEIGHT:
+            g = g * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        sum_gx += tl.sum(g * tl.where(mask, (x - mean) * rstd, 0.0), axis=0)
+        sum_g += tl.sum(g, axis=0)
+    return sum_gx, sum_g
+
+
+@triton.jit
+def _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, stride_dy_row, stride_x_row, chunk,
+               sum_gx, sum_g, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, S_POW2: tl.constexpr,
+               STAGES: tl.constexpr):
+    # Publishes the program's own sums (sum_gx, sum_g of `chunk`), then every chunk's sums for the
+    # row (0.0 past S) once all are published; a wait that lasts HELP_AFTER polls publishes the
+    # missing chunks' sums itself (row_exchange's help path). STAGES > 1: one asm block
+    # (helping_spin_asm), each warp on its own; STAGES = 1 (the interpreter): wait and
+    # publish_missing, with Triton loops.
+    dy_row = dy_ptr + row * stride_dy_row
+    x_row = x_ptr + row * stride_x_row
+    if STAGES > 1:
+        DT: tl.constexpr = x_ptr.dtype.element_ty
+        STAT: tl.constexpr = tl.float64 if DT == tl.float64 else tl.float32
+        tl.static_assert(mean_ptr.dtype.element_ty == STAT and rstd_ptr.dtype.element_ty == STAT)
+        slots, kmask = spin_slots(sync_ptr, row, S, S_POW2)
+        if HAS_WEIGHT:
+            w_address = w_ptr.to(tl.int64)
+        else:
+            w_address = tl.full((), 0, tl.int64)
+        if DT == tl.float32:
+            ASM: tl.constexpr = _PUBLISH_AND_WAIT_F32
+        elif DT == tl.bfloat16:
+            ASM: tl.constexpr = _PUBLISH_AND_WAIT_BF16
+        elif DT == tl.float16:
+            ASM: tl.constexpr = _PUBLISH_AND_WAIT_F16
+        else:
+            ASM: tl.constexpr = _PUBLISH_AND_WAIT_F64
+        words = tl.inline_asm_elementwise(
+            ASM, "=l,l,r,r,r,l,l,l,l,l,l,l,l,l,l,r,r",
+            [slots, kmask.to(tl.int32), tl.arange(0, S_POW2), HELP_AFTER, (sync_ptr + 2 + row * S + chunk).to(tl.int64),
+             pack_word(sum_gx, sum_g), dy_ptr.to(tl.int64), x_ptr.to(tl.int64), w_address, mean_ptr.to(tl.int64),
+             rstd_ptr.to(tl.int64), row.to(tl.int64), tl.cast(stride_dy_row, tl.int64),
+             tl.cast(stride_x_row, tl.int64), N, BLOCK_N], dtype=tl.int64, is_pure=False, pack=1)
+        sums_gx, sums_g = unpack_words(words, kmask)
+    else:
+        publish(sync_ptr, row, chunk, S, sum_gx, sum_g, True)
+        sums_gx, sums_g, kmask, complete = wait(sync_ptr, row, S, S_POW2, HELP_AFTER)
+        if not complete:
+            publish_missing(sync_ptr, row, S, _team_chunk_sums,
+                            (dy_row, x_row, w_ptr, mean_ptr, rstd_ptr, row, N, BLOCK_N, HAS_WEIGHT))
+            sums_gx, sums_g, kmask, complete = wait(sync_ptr, row, S, S_POW2, 0)
+    return sums_gx, sums_g
 
 
 @triton.jit
@@ -397,11 +564,9 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
                 g = dy * w
             else:
                 g = dy
-            publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0))
-            if STAGES > 1:
-                sums_gx, sums_g, _ = wait_spin(sync_ptr, row, S, S_POW2)
-            else:
-                sums_gx, sums_g, _, _complete = wait(sync_ptr, row, S, S_POW2, 0)
+            sums_gx, sums_g = _team_wait(sync_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, row, N, S, stride_dy_row,
+                                         stride_x_row, chunk, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0), HAS_WEIGHT,
+                                         BLOCK_N, S_POW2, STAGES)
             c1 = tl.sum(sums_gx, axis=0) / N
             c2 = tl.sum(sums_g, axis=0) / N
             dx = (g - (xhat * c1 + c2)) * rstd
@@ -412,7 +577,6 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
             db_acc += dy
     _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
 
-
 # The team backward with the exchange off the critical path, for 2-byte rows when dx is wanted.
 # In layer_norm_bwd_team_kernel a row's dx waits for the team's words, which takes an L2 round trip
 # or more every row; at 8 warps an SM those waits leave the memory system idle. Here iteration i
@@ -421,55 +585,163 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
 # (peek_words) and are polled again only if one is still missing (settle_words). Row i - 1's dy
 # and x are loaded a second time (the pipeliner copies them with row i's; L2 hits, DRAM traffic
 # unchanged), so no row's values live across a wait: 2048-column chunks fit 128 registers, four
-# 4-warp programs an SM. The protocol, sync and grid are layer_norm_bwd_team_kernel's; every
+# 4-warp programs an SM. The tickets, words and grid are layer_norm_bwd_team_kernel's; every
 # member publishes row i before it waits on row i - 1, so a team never waits on itself. fp32 rows
 # gain nothing (the shared memory holds 3 programs an SM at most) and keep the other kernel.
+# The kernel has no help path: any help code, even where it never runs, made ptxas schedule the
+# pipelined loop 5% slower (bf16 12288 and 16384 on an H200). A program asks once whether its whole
+# team runs (row_exchange.team_runs): normally yes, and its waits have no limit; a team whose
+# programs are not all running after HELP_AFTER polls of the ticket count (another kernel holds
+# the SMs; a green context or MPS share smaller than the team) gives up whole and leaves its rows
+# to layer_norm_bwd_team_lag_finalize_kernel, launched after this one. dw/db go to the teams'
+# partial rows, always (that kernel adds them up).
+#     sync      int64 [2 + M * S + teams], ZEROED before each launch: the tickets, the rows' words,
+#               then the teams' mode words
 @triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
 def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
                                    sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
                                    HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
                                    BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, STAGES: tl.constexpr,
                                    INDEX_64: tl.constexpr):
-    team, chunk, cols, col_mask, w, row_begin, row_end = _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team,
-                                                                      HAS_WEIGHT, BLOCK_N, INDEX_64)
-    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
-        # Row i (none on the last iteration): its sums published, its dy and xhat added to dw/db.
-        row = tl.minimum(i, row_end - 1)
-        now = i < row_end
-        # Row i - 1 (none on the first iteration): its dx.
-        prev = tl.maximum(i - 1, row_begin)
-        after_first = i > row_begin
-        if STAGES > 1:
-            words = peek_words(sync_ptr, prev, S, S_POW2)
-        dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask & now, stride_dy_row,
-                                stride_x_row, "")
+    team, chunk = ticket(sync_ptr, S)
+    if INDEX_64:
+        team = team.to(tl.int64)
+    if team_runs(sync_ptr, sync_ptr + 2 + tl.cast(M, tl.int64) * S, team, chunk, S, HELP_AFTER):
+        cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_mask = cols < N
+        w = 1.0
         if HAS_WEIGHT:
-            g = dy * w
-        else:
-            g = dy
-        if now:
-            publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0))
-        if COMPUTE_DW:
-            dw_acc += dy * xhat
-        if COMPUTE_DB:
-            db_acc += dy
-        prev_mask = col_mask & after_first
-        # Read for the second time: L2 may drop them now.
-        dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
-                                                  stride_dy_row, stride_x_row, "evict_first")
-        if after_first:
+            w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        row_begin = team * rows_per_team
+        row_end = tl.minimum(row_begin + rows_per_team, M)
+        dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
+            # Row i (none on the last iteration): its sums published, its dy and xhat added to dw/db.
+            row = tl.minimum(i, row_end - 1)
+            now = i < row_end
+            # Row i - 1 (none on the first iteration): its dx.
+            prev = tl.maximum(i - 1, row_begin)
+            after_first = i > row_begin
             if STAGES > 1:
-                sums_gx, sums_g = settle_words(sync_ptr, prev, S, words, S_POW2)
-            else:
-                sums_gx, sums_g, _chunk_mask, _complete = wait(sync_ptr, prev, S, S_POW2, 0)
-            c1 = tl.sum(sums_gx, axis=0) / N
-            c2 = tl.sum(sums_g, axis=0) / N
+                words = peek_words(sync_ptr, prev, S, S_POW2)
+            dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask & now, stride_dy_row,
+                                    stride_x_row, "")
             if HAS_WEIGHT:
-                g_prev = dy_prev * w
+                g = dy * w
             else:
-                g_prev = dy_prev
-            dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
-            tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
-    _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
+                g = dy
+            if now:
+                # From 0, as the team kernel's owners publish: the loop's schedule was measured so.
+                publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0), True)
+            if COMPUTE_DW:
+                dw_acc += dy * xhat
+            if COMPUTE_DB:
+                db_acc += dy
+            prev_mask = col_mask & after_first
+            # Read for the second time: L2 may drop them now.
+            dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
+                                                      stride_dy_row, stride_x_row, "evict_first")
+            if after_first:
+                if STAGES > 1:
+                    sums_gx, sums_g = settle_words(sync_ptr, prev, S, words, S_POW2)
+                else:
+                    sums_gx, sums_g, _chunk_mask, _complete = wait(sync_ptr, prev, S, S_POW2, 0)
+                c1 = tl.sum(sums_gx, axis=0) / N
+                c2 = tl.sum(sums_g, axis=0) / N
+                if HAS_WEIGHT:
+                    g_prev = dy_prev * w
+                else:
+                    g_prev = dy_prev
+                dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
+                tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
+        _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW,
+                         COMPUTE_DB)
+
+
+@triton.jit
+def _given_up_rows(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, modes_ptr, M, N, rows_per_team, G, cols,
+                   col_mask, stride_dx_row, stride_dy_row, stride_x_row, HAS_WEIGHT: tl.constexpr,
+                   ROW_BLOCK: tl.constexpr):
+    # The rows of the teams that gave up, for the columns `cols`: dx, and their dw/db sums. Each row's
+    # two sums over all its columns come first (every program computes them the same way, so all
+    # column blocks of a row use the same ones).
+    dw = tl.zeros(cols.shape, dtype=tl.float32)
+    db = tl.zeros(cols.shape, dtype=tl.float32)
+    w = 1.0
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    offsets = tl.arange(0, ROW_BLOCK)
+    for team in range(0, G):
+        if tl.load(modes_ptr + team) == TEAM_GAVE_UP:
+            row_begin = team * rows_per_team
+            for row in range(row_begin, tl.minimum(row_begin + rows_per_team, M)):
+                mean = tl.load(mean_ptr + row).to(tl.float32)
+                rstd = tl.load(rstd_ptr + row).to(tl.float32)
+                sum_gx = tl.zeros([ROW_BLOCK], dtype=tl.float32)
+                sum_g = tl.zeros([ROW_BLOCK], dtype=tl.float32)
+                for start in range(0, N, ROW_BLOCK):
+                    c = start + offsets
+                    mask = c < N
+                    g = tl.load(dy_ptr + row * stride_dy_row + c, mask=mask, other=0.0).to(tl.float32)
+                    if HAS_WEIGHT:
+                        g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(tl.float32)
+                    x = tl.load(x_ptr + row * stride_x_row + c, mask=mask, other=0.0).to(tl.float32)
+                    sum_gx += g * tl.where(mask, (x - mean) * rstd, 0.0)
+                    sum_g += g
+                c1 = tl.sum(sum_gx, axis=0) / N
+                c2 = tl.sum(sum_g, axis=0) / N
+                dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask, stride_dy_row,
+                                        stride_x_row, "")
+                dx = (dy * w - (xhat * c1 + c2)) * rstd
+                tl.store(dx_ptr + row * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
+                dw += dy * xhat
+                db += dy
+    return dw, db
+
+
+# After layer_norm_bwd_team_lag_kernel, always: dw/db from the teams' partial rows (as
+# layer_norm_bwd_dwdb_finalize_kernel), and the rows of any team that gave up (normally none: one
+# vector load of the mode words finds that out).
+#     grid: (cdiv(N, BLOCK_N),). G: the teams; dw_partial_ptr/db_partial_ptr [G, N] fp32.
+@triton.jit(do_not_specialize=["rows_per_team", "G"])
+def layer_norm_bwd_team_lag_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, dx_ptr, dy_ptr, x_ptr,
+                                            w_ptr, mean_ptr, rstd_ptr, sync_ptr, M, N, S, rows_per_team, G,
+                                            stride_dx_row, stride_dy_row, stride_x_row, HAS_WEIGHT: tl.constexpr,
+                                            COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
+                                            BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    modes_ptr = sync_ptr + 2 + tl.cast(M, tl.int64) * S
+    g_offs = tl.arange(0, BLOCK_G)
+    dw_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
+    gave_up = 0
+    for g0 in range(0, G, BLOCK_G):
+        g = g0 + g_offs
+        exists = g < G
+        ran = exists & (tl.load(modes_ptr + g, mask=exists, other=0) != TEAM_GAVE_UP)
+        gave_up += tl.sum((exists & ~ran).to(tl.int32), axis=0)
+        if INDEX_64:
+            g = g.to(tl.int64)
+        mask = ran[:, None] & col_mask[None, :]
+        offs = g[:, None] * N + cols[None, :]
+        if COMPUTE_DW:
+            dw_acc += tl.load(dw_partial_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        if COMPUTE_DB:
+            db_acc += tl.load(db_partial_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.sum(dw_acc, axis=0)
+    db = tl.sum(db_acc, axis=0)
+    if gave_up > 0:
+        dw_rest, db_rest = _given_up_rows(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, modes_ptr, M, N,
+                                          rows_per_team, G, cols, col_mask, stride_dx_row, stride_dy_row,
+                                          stride_x_row, HAS_WEIGHT, HELP_BLOCK)
+        dw += dw_rest
+        db += db_rest
+    if COMPUTE_DW:
+        tl.store(dw_ptr + cols, dw.to(dw_ptr.dtype.element_ty), mask=col_mask)
+    if COMPUTE_DB:
+        tl.store(db_ptr + cols, db.to(db_ptr.dtype.element_ty), mask=col_mask)

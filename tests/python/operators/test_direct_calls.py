@@ -18,7 +18,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import tjit
 from tjit import _C
 
-NAMES = ["add", "sum", "softmax", "softmax_backward", "layer_norm", "layer_norm_forward", "layer_norm_backward"]
+# Every operator tjit registers, from its C++ library: a new one fails test_calls_cover_every_operator
+# until calls() and all_ops() take it.
+NAMES = list(_C.operator_names)
 
 
 def calls(device, dtype=torch.float32):
@@ -30,6 +32,8 @@ def calls(device, dtype=torch.float32):
     b = random_tensor((11, ), dtype, device)
     out = torch.softmax(x, -1)
     _, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [11], w, b, 1e-5)
+    _, rms_rstd = torch.ops.tjit.rms_norm_forward(x, [11], w, 1e-5)
+    r = random_tensor((3, 2, 11), dtype, device)
     return {
         "add": ((x, y), (x, y, 2)),
         "sum": ((x, [0, 2], True), (x, [0, 2], True, None)),
@@ -39,6 +43,11 @@ def calls(device, dtype=torch.float32):
         "layer_norm_forward": ((x, (11, ), w, None, 0.01), (x, (11, ), w, None, 0.01)),
         "layer_norm_backward": ((x, x, [11], mean, rstd, w, b, [True, True, True]),
                                 (x, x, [11], mean, rstd, w, b, [True, True, True])),
+        "rms_norm": ((x, [11], w), (x, [11], w, None)),
+        "rms_norm_forward": ((x, (11, ), w, 0.01), (x, (11, ), w, 0.01)),
+        "rms_norm_backward": ((x, x, [11], rms_rstd, w, [True, True], r), (x, x, [11], rms_rstd, w, [True, True], r)),
+        "add_rms_norm": ((x, r, [11], w), (x, r, [11], w, None)),
+        "add_rms_norm_forward": ((x, r, (11, ), None, 0.01), (x, r, (11, ), None, 0.01)),
     }
 
 
@@ -161,11 +170,20 @@ def all_ops(x, y, w, b):
     out, mean, rstd = tjit.layer_norm_forward(h, [11], w, b, 1e-5)
     dx, dw, db = tjit.layer_norm_backward(out, h, [11], mean, rstd, w, b, [True, True, True])
     s = tjit.softmax(dx, -1)
-    return tjit.sum(tjit.softmax_backward(s, s, -1, torch.float32), [0]) + dw + db
+    normed, summed = tjit.add_rms_norm(tjit.rms_norm(s, [11], w), h, [11], w)
+    y2, residual, rms_rstd = tjit.add_rms_norm_forward(normed, summed, [11], w)
+    gx, gw = tjit.rms_norm_backward(y2, residual, [11], rms_rstd, w, [True, True], normed)
+    _, rstd2 = tjit.rms_norm_forward(gx, [11], w)
+    return tjit.sum(tjit.softmax_backward(s, s, -1, torch.float32), [0]) + dw + db + gw + tjit.sum(rstd2) * b
 
 
 def graph_inputs(device):
     return tuple(random_tensor(shape, torch.float32, device) for shape in ((5, 11), (11, ), (11, ), (11, )))
+
+
+def test_calls_cover_every_operator():
+    missing = sorted(set(NAMES) - set(calls("cpu")))
+    assert not missing, f"operators without a call in calls(): {missing} (add one, and to all_ops)"
 
 
 def assert_every_op(targets):
@@ -223,6 +241,7 @@ def test_vmap_matches_aten(device):
         (lambda a, c: tjit.add(a, c, alpha=3), lambda a, c: torch.add(a, c, alpha=3), (x, y)),
         (lambda a: tjit.sum(a, 1), lambda a: torch.sum(a, 1), (x, )),
         (lambda a: tjit.layer_norm(a, [13], w), lambda a: F.layer_norm(a, [13], w), (x, )),
+        (lambda a: tjit.rms_norm(a, [13], w), lambda a: F.rms_norm(a, [13], w), (x, )),
     ]
     for fn, ref, inputs in cases:
         torch.testing.assert_close(torch.vmap(fn)(*inputs), torch.vmap(ref)(*inputs), rtol=1e-5, atol=1e-5)

@@ -241,6 +241,62 @@ def test_long_row_forward_help_path_cuda():
 
 
 @requires_cuda
+def test_backward_team_help_path_cuda():
+    # Neither way out of a team's wait happens at GPU speed on its own. A private copy of
+    # layer_norm/backward.py with HELP_AFTER = 1: in the team kernel every warp whose first poll
+    # misses a word computes the missing chunks' sums itself (row_exchange's help path, in PTX, each
+    # warp on its own), racing the chunks' own programs and the other warps: the first word in each
+    # slot must win and every program of a row must use the same sums. In the lag kernel a program
+    # whose one poll of the ticket count finds its team incomplete gives the team up, unless a
+    # teammate that saw it complete got there first (row_exchange.team_runs): some teams run, some
+    # give up, and the finalize does the rows of those (dx, dw, db). Both kernels at their plans'
+    # stages, a ragged last chunk, no weight, a row stride.
+    import triton
+    ln = kernels_helping_at_once("layer_norm.backward")
+    for name, dtype, rows, n, block, stages, weight, per_team in [
+            ("team", torch.float32, 300, 4 * 4096 + 1000, 4096, 3, True, 7),
+            ("team", torch.float32, 45, 9000, 4096, 3, False, 5),
+            ("team lag", torch.bfloat16, 97, 12288, 2048, 2, True, 9),
+            ("team lag", torch.float16, 64, 20000, 2048, 2, False, 4)]:
+        chunks = triton.cdiv(n, block)
+        teams = triton.cdiv(rows, per_team)
+        x = (random_tensor((rows, n + 8), dtype, "cuda") * 2 + 1)[:, 8:]
+        dy = random_tensor((rows, n), dtype, "cuda")
+        w = random_tensor((n, ), dtype, "cuda") if weight else None
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x.float(), [n], None, None, 1e-5)
+        dx = torch.full((rows, n), float("nan"), dtype=dtype, device="cuda")
+        dw_part = torch.full((teams, n), float("nan"), device="cuda")
+        db_part = torch.full((teams, n), float("nan"), device="cuda")
+        sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64, device="cuda")
+        args = (dx, dw_part, db_part, dy, x, w, mean.flatten(), rstd.flatten(), sync, rows, n, chunks, per_team, n, n,
+                x.stride(0), weight)
+        s_pow2 = triton.next_power_of_2(chunks)
+        if name == "team":
+            ln.layer_norm_bwd_team_kernel[(teams * chunks, )](*args, True, True, True, block, s_pow2, stages, False,
+                                                             num_warps=4)
+            dw, db = dw_part.sum(0), db_part.sum(0)
+        else:
+            ln.layer_norm_bwd_team_lag_kernel[(teams * chunks, )](*args, True, True, block, s_pow2, stages, False,
+                                                                 num_warps=4, maxnreg=128)
+            modes = sync[2 + rows * chunks:]
+            assert bool(((modes == 1) | (modes == 2)).all()), f"{name}: a team without a mode"
+            dw = torch.full((n, ), float("nan"), device="cuda")
+            db = torch.full((n, ), float("nan"), device="cuda")
+            ln.layer_norm_bwd_team_lag_finalize_kernel[(triton.cdiv(n, 64), )](
+                dw, db, dw_part, db_part, dx, dy, x, w, mean.flatten(), rstd.flatten(), sync, rows, n, chunks, per_team,
+                teams, n, n, x.stride(0), weight, True, True, triton.next_power_of_2(teams), 64, False, num_warps=4)
+        xd = x.double()
+        want_dx = torch.ops.aten.native_layer_norm_backward(dy.double(), xd, [n], mean.double(), rstd.double(),
+                                                            None if w is None else w.double(), None,
+                                                            [True, False, False])[0]
+        xhat = (xd - mean.double()) * rstd.double()
+        torch.testing.assert_close(dx.double(), want_dx, **team_tol(dtype), msg=f"{name} dx")
+        torch.testing.assert_close(dw.double(), (dy.double() * xhat).sum(0), **summed_tol(dtype, rows),
+                                   msg=f"{name} dw")
+        torch.testing.assert_close(db.double(), dy.double().sum(0), **summed_tol(dtype, rows), msg=f"{name} db")
+
+
+@requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_backward_teams_cuda(ops, dtype):
     # Past 8192 columns on CUDA a team of programs shares each row (layer_norm_bwd_team_kernel:

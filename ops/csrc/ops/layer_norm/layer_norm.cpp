@@ -309,28 +309,36 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
       break;
     }
     case LayerNormBackwardPlan::Kind::TeamLag: {
-      const at::Tensor sync = kit::row_exchange_workspace(rows, plan.exchange_chunks, input);
       static auto& lag_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdTeamLagKernel);
-      const auto with_arguments = [&](const at::Tensor& dw_partial, const at::Tensor& db_partial, int64_t per_team,
-                                      const auto& call) {
+      static auto& lag_finalize = TritonJitFunction::get_instance(file, kLayerNormBwdTeamLagFinalizeKernel);
+      const auto with_arguments = [&](const at::Tensor& dw_partial, const at::Tensor& db_partial,
+                                      const at::Tensor& sync, int64_t per_team, const auto& call) {
         return call(dx, dw_partial, db_partial, dy, x, w, mean_c, rstd_c, sync, rows, cols, plan.chunks, per_team,
                     cols, dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, plan.block_n, plan.s_pow2,
                     plan.stages, plan.index64);
       };
-      // The team count follows the occupancy, and the partial sums' buffers the team count, so the
-      // occupancy is asked of the same binary with mean_c (fp32, like the buffers) standing in for
-      // them; the kernel does not specialise on rows_per_team. (One team stores into dw/db
-      // directly, a binary of its own.)
+      // The team count follows the occupancy, and the partial sums' and the mode words' buffers
+      // the team count, so the occupancy is asked of the same binary with stand-ins of their
+      // dtypes (mean_c: fp32, like the partial sums); the kernel does not specialise on
+      // rows_per_team.
+      const at::Tensor long_stand_in = at::empty({1}, input.options().dtype(at::kLong));
       inputs.resident_programs_per_sm =
-          with_arguments(want_dw ? mean_c : at::Tensor(), want_db ? mean_c : at::Tensor(), 1,
+          with_arguments(want_dw ? mean_c : at::Tensor(), want_db ? mean_c : at::Tensor(), long_stand_in, 1,
                          [&](const auto&... args) { return lag_kernel.resident_programs_per_sm(options, args...); });
       plan = plan_layer_norm_backward(inputs, device);
-      const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
-      with_arguments(sums.dw_partial, sums.db_partial, plan.rows_per_program, [&](const auto&... args) {
+      const int64_t teams = plan.groups;
+      const at::Tensor sync = kit::row_exchange_workspace(rows, plan.exchange_chunks, input, teams);
+      // Always partial rows (one per team), even for one team: the finalize adds them up.
+      const at::Tensor dw_partial = want_dw ? kit::empty_output({teams, cols}, partial_options) : at::Tensor();
+      const at::Tensor db_partial = want_db ? kit::empty_output({teams, cols}, partial_options) : at::Tensor();
+      with_arguments(dw_partial, db_partial, sync, plan.rows_per_program, [&](const auto&... args) {
         lag_kernel(stream, Grid(plan.programs), options, args...);
         return 0;
       });
-      sums.finish(stream, plan.finalize, dw, db, cols);
+      lag_finalize(stream, Grid(plan.finalize.programs), LaunchOptions{4}, dw, db, dw_partial, db_partial, dx, dy, x,
+                   w, mean_c, rstd_c, sync, rows, cols, plan.chunks, plan.rows_per_program, teams, cols,
+                   dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, plan.finalize.block_g,
+                   plan.finalize.block_n, plan.index64);
       break;
     }
     case LayerNormBackwardPlan::Kind::Team: {

@@ -278,6 +278,10 @@ LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in
     plan.rows_per_program = rows_per_team;
     plan.programs = kit::blocks_for(teams * team->chunks, 1, kBackwardOp);
     sum_groups(teams);
+    if (team->lag) {
+      // Its finalize runs whatever the team count: it also does the rows of teams that gave up.
+      plan.finalize = plan_finalize(teams, cols);
+    }
     return plan;
   }
   plan.kind = LayerNormBackwardPlan::Kind::DxThenColumns;
@@ -360,6 +364,23 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
   return w;
 }
 
+void describe_lag_finalize(kit::PlanWriter& w, const LayerNormBackwardPlan& p, const LayerNormBackwardInputs& in,
+                           bool has_weight) {
+  if (in.want_dw || in.want_db) {
+    w.workspace("column_partials", {p.groups, in.cols});
+  }
+  w.launch(kLayerNormBwdTeamLagFinalizeKernel, {p.finalize.programs}, 4)
+      .constexpr_flag("HAS_WEIGHT", has_weight)
+      .constexpr_flag("COMPUTE_DW", in.want_dw)
+      .constexpr_flag("COMPUTE_DB", in.want_db)
+      .constexpr_value("BLOCK_G", p.finalize.block_g)
+      .constexpr_value("BLOCK_N", p.finalize.block_n)
+      .constexpr_flag("INDEX_64", p.index64)
+      .arg("S", p.chunks)
+      .arg("rows_per_team", p.rows_per_program)
+      .arg("G", p.groups);
+}
+
 void describe_finalize(kit::PlanWriter& w, const LayerNormBackwardPlan& p, const LayerNormBackwardInputs& in) {
   if ((in.want_dw || in.want_db) && p.groups > 1) {
     w.workspace("column_partials", {p.groups, in.cols});
@@ -406,7 +427,9 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
       break;
     case Kind::Team:
     case Kind::TeamLag:
-      w.workspace("row_exchange_words", {2 + in.rows * p.exchange_chunks});
+      // The lag kernel's teams have a mode word each after the rows' words.
+      w.workspace("row_exchange_words",
+                  {2 + in.rows * p.exchange_chunks + (p.kind == Kind::TeamLag ? p.groups : 0)});
       w.launch(p.kernel, {p.programs}, p.num_warps, p.maxnreg).constexpr_flag("HAS_WEIGHT", has_weight);
       if (p.kind == Kind::Team) {
         w.constexpr_flag("COMPUTE_DX", in.want_dx);
@@ -422,7 +445,11 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
       if (p.needs_occupancy) {
         w.needs_occupancy();
       }
-      describe_finalize(w, p, in);
+      if (p.kind == Kind::TeamLag) {
+        describe_lag_finalize(w, p, in, has_weight);
+      } else {
+        describe_finalize(w, p, in);
+      }
       break;
     case Kind::DxThenColumns:
       if (p.dx) {

@@ -87,14 +87,19 @@ void sum_rows(const at::Tensor& in, const kit::RowsView& v, const at::Tensor& ou
   const Stream stream = current_stream(in.device());
   const SumRowsPlan plan = plan_sum_rows({v.rows, v.cols, in.scalar_type(), index64}, kit::device_facts(in));
   const std::string& file = sum_file();
-  static auto& rows_kernel = TritonJitFunction::get_instance(file, kSumRowsKernel);
+  // Looked up only by the plans that launch it: with JIT off (a deployed program) a kernel that no
+  // bundle holds cannot even be looked up.
+  const auto rows_kernel = [&]() -> TritonJitFunction& {
+    static auto& kernel = TritonJitFunction::get_instance(file, kSumRowsKernel);
+    return kernel;
+  };
   LaunchOptions options{plan.num_warps};
   options.maxnreg = plan.maxnreg;
   options.launch_pdl = plan.launch_pdl;
   switch (plan.kind) {
     case SumRowsPlan::Kind::Rows:
-      rows_kernel(stream, Grid(plan.programs), options, in, out, v.rows, v.cols, v.row_stride, plan.block_n,
-                  plan.index64, false);
+      rows_kernel()(stream, Grid(plan.programs), options, in, out, v.rows, v.cols, v.row_stride, plan.block_n,
+                    plan.index64, false);
       return;
     case SumRowsPlan::Kind::Blocked: {
       static auto& blocked = TritonJitFunction::get_instance(file, kSumRowsBlockedKernel);
@@ -118,8 +123,8 @@ void sum_rows(const at::Tensor& in, const kit::RowsView& v, const at::Tensor& ou
       }
       LaunchOptions second_stage{plan.second_num_warps};
       second_stage.launch_pdl = plan.launch_pdl;
-      rows_kernel(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, plan.splits,
-                  plan.splits, plan.second_block_n, false, plan.launch_pdl);
+      rows_kernel()(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, plan.splits,
+                    plan.splits, plan.second_block_n, false, plan.launch_pdl);
       return;
     }
   }

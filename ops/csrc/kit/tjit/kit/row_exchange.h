@@ -14,8 +14,9 @@
 
 namespace tjit::kit {
 
-// The zeroed workspace: int64 [2 + rows * chunks], the ticket, then one word per chunk of each row.
-at::Tensor row_exchange_workspace(int64_t rows, int64_t chunks, const at::Tensor& like);
+// The zeroed workspace: int64 [2 + rows * chunks + teams], the ticket, one word per chunk of each
+// row, then one mode word per team for kernels whose teams may give up (row_exchange.team_runs).
+at::Tensor row_exchange_workspace(int64_t rows, int64_t chunks, const at::Tensor& like, int64_t teams = 0);
 
 // The autotuned long-row kernels (softmax_fwd_long_kernel, layer_norm_fwd_long_kernel) split rows
 // into chunks of at least kLongRowMinSplitBlock columns, at most kLongRowMaxChunks a row.
