@@ -136,9 +136,11 @@ Tensor3 forward(const at::Tensor& input, const at::Tensor* residual, at::IntArra
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(out) || (r.defined() && kit::needs_index64(r));
   const RmsNormForwardPlan plan = plan_rms_norm_forward(inputs, kit::device_facts(x));
   static auto& kernel = TritonJitFunction::get_instance(kernel_file(), kRmsNormFwdKernel);
+  LaunchOptions options{plan.num_warps};
+  options.maxnreg = plan.maxnreg;
   // Undefined tensors reach the kernel as None, which compiles their loads and stores out. eps goes
   // as the double it is: the kernel annotates it tl.float64.
-  kernel(current_stream(input.device()), Grid(plan.programs), LaunchOptions{plan.num_warps}, out, sum, rstd, x, r, w,
+  kernel(current_stream(input.device()), Grid(plan.programs), options, out, sum, rstd, x, r, w,
          xv.rows, cols, cols, cols, xv.row_stride, rv.row_stride, resolve_eps(eps, x.scalar_type()), r.defined(),
          w.defined(), plan.block_m, plan.block_n, plan.single_pass, plan.index64);
   return {out, sum, rstd};
@@ -284,7 +286,8 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
       static auto& fused = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
       fused(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dw_partial, dy, x, w, rstd_c, ds, rows,
             cols, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, plan.rows_per_program, w.defined(),
-            dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64);
+            dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
+            plan.preload_w);
       break;
     }
     case RmsNormBackwardPlan::Kind::DxThenColumns: {
