@@ -552,7 +552,7 @@ def main(argv=None):
     try:
         kernels = {"new": load_kernels("_rms_new", os.path.join(ROOT, KERNEL_FILE))}
         kernels["main"], base_note = base_kernels(tmp, args.base, args.base_kernel)
-        if device == "cuda":
+        if device == "cuda" and not {"team", "team_2048"} <= set(args.skip):
             kernels["team"] = load_kernels("_rms_team", os.path.join(HERE, TEAM_FILE))
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
