@@ -499,15 +499,22 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
       "is absent. `grad_sum`, when given, is added to the input's gradient (`add_rms_norm`'s second\n"
       "output). `grad_out` and `grad_sum` have the input's shape and dtype. Not differentiable.");
 }
-// CUDA runs compiled kernels; CPU runs the same kernels through Triton's interpreter.
-#define TJIT_RMS_NORM_KERNELS(m)                                             \
-  m.impl("rms_norm", &tjit::ops::rms_norm_triton);                           \
-  m.impl("rms_norm_forward", &tjit::ops::rms_norm_forward_triton);           \
-  m.impl("add_rms_norm", &tjit::ops::add_rms_norm_triton);                   \
-  m.impl("add_rms_norm_forward", &tjit::ops::add_rms_norm_forward_triton);   \
-  m.impl("rms_norm_backward", &tjit::ops::rms_norm_backward_triton)
-TORCH_LIBRARY_IMPL(tjit, CUDA, m) { TJIT_RMS_NORM_KERNELS(m); }
-TORCH_LIBRARY_IMPL(tjit, CPU, m) { TJIT_RMS_NORM_KERNELS(m); }
+// CUDA runs compiled kernels (capture_safe: another thread's graph capture does not refuse
+// them); CPU runs the same kernels through Triton's interpreter.
+TORCH_LIBRARY_IMPL(tjit, CUDA, m) {
+  m.impl("rms_norm", tjit::kit::capture_safe<&tjit::ops::rms_norm_triton>);
+  m.impl("rms_norm_forward", tjit::kit::capture_safe<&tjit::ops::rms_norm_forward_triton>);
+  m.impl("add_rms_norm", tjit::kit::capture_safe<&tjit::ops::add_rms_norm_triton>);
+  m.impl("add_rms_norm_forward", tjit::kit::capture_safe<&tjit::ops::add_rms_norm_forward_triton>);
+  m.impl("rms_norm_backward", tjit::kit::capture_safe<&tjit::ops::rms_norm_backward_triton>);
+}
+TORCH_LIBRARY_IMPL(tjit, CPU, m) {
+  m.impl("rms_norm", &tjit::ops::rms_norm_triton);
+  m.impl("rms_norm_forward", &tjit::ops::rms_norm_forward_triton);
+  m.impl("add_rms_norm", &tjit::ops::add_rms_norm_triton);
+  m.impl("add_rms_norm_forward", &tjit::ops::add_rms_norm_forward_triton);
+  m.impl("rms_norm_backward", &tjit::ops::rms_norm_backward_triton);
+}
 TORCH_LIBRARY_IMPL(tjit, Meta, m) {
   m.impl("rms_norm", &tjit::ops::rms_norm_meta);
   m.impl("rms_norm_forward", &tjit::ops::rms_norm_forward_meta);
