@@ -484,7 +484,8 @@ def run_sm90(args):
     tmp = tempfile.mkdtemp(prefix="rms-variants-")
     try:
         kernels["main"], note = base_kernels(tmp, args.base, args.base_kernel)
-        kernels["team"] = load_kernels("_rms_team", os.path.join(HERE, TEAM_FILE))
+        if not {"team", "team_2048"} <= set(args.skip):
+            kernels["team"] = load_kernels("_rms_team", os.path.join(HERE, TEAM_FILE))
         if note:
             print(f"main: {note}")
         facts = plans.device_facts(is_cuda=True, multiprocessors=args.sms, memory_gbps=4800)
