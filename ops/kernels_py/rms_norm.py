@@ -15,20 +15,24 @@ Conventions (as layer_norm's):
 
 rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row,
                     stride_x_row, stride_r_row, eps, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_M, BLOCK_N,
-                    SINGLE_PASS, INDEX_64)
+                    SINGLE_PASS, INDEX_64, BLOCK_TAIL=0)
     The row v is x, or with HAS_RESIDUAL s = x + r rounded to x's dtype (stored to s_ptr: what
     inference engines keep as the next residual). rstd = 1 / sqrt(mean(v^2) + eps),
     y = v * rstd * w; rstd[m] stored unless rstd_ptr is None. Program p takes rows
-    [p * BLOCK_M, (p + 1) * BLOCK_M). SINGLE_PASS: N <= BLOCK_N, the rows in registers; otherwise
+    [p * BLOCK_M, (p + 1) * BLOCK_M). SINGLE_PASS: N <= BLOCK_N + BLOCK_TAIL, the rows in registers
+    (BLOCK_TAIL: columns past BLOCK_N in a tile beside the block; 0: none); otherwise
     (any N >= 1) the columns in BLOCK_N steps, twice (the second pass adds x and r again rather
     than reading back s). grid: (cdiv(M, BLOCK_M),).
 
 rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N,
                           stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row, rows_per_program,
-                          HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, BLOCK_M, BLOCK_N, INDEX_64)
+                          HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, BLOCK_M, BLOCK_N, INDEX_64, BLOCK_TAIL=0,
+                          PREFETCH=False, PRELOAD_W=True)
     vhat = v * rstd, g = dy * w (or dy), dx = rstd * (g - vhat * mean_n(g * vhat)) (+ ds, the
     gradient reaching v by another way, unless ds_ptr is None: add_rms_norm's sum output).
-    N <= BLOCK_N. Program p takes rows [p * rows_per_program, min((p + 1) * rows_per_program, M))
+    N <= BLOCK_N + BLOCK_TAIL (BLOCK_TAIL: columns past BLOCK_N in a tile beside each; 0: none).
+    PREFETCH: the next tile loaded before this one's sums; PRELOAD_W: w held in registers across
+    rows (else loaded per tile). Program p takes rows [p * rows_per_program, min((p + 1) * rows_per_program, M))
     in [BLOCK_M, BLOCK_N] tiles, writes their dx and stores its sum of dy * vhat to
     dw_partial[p, :] (contiguous [G, N], accumulator dtype; or dw itself when G == 1).
     grid: (G,), G = cdiv(M, rows_per_program). Then rms_norm_bwd_dw_finalize_kernel when G > 1.
@@ -68,7 +72,7 @@ def _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_R
 def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row, stride_x_row,
                         stride_r_row, eps: tl.float64, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
-                        INDEX_64: tl.constexpr):
+                        INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr = 0):
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -84,11 +88,27 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
         if HAS_RESIDUAL:
             tl.store(s_ptr + rows[:, None] * stride_s_row + cols[None, :], v, mask=mask)
         v = v.to(ACC)
-        rstd = 1.0 / tl.sqrt(tl.sum(v * v, axis=1) / N + eps)
+        squares = tl.sum(v * v, axis=1)
+        if BLOCK_TAIL > 0:  # columns [BLOCK_N, BLOCK_N + BLOCK_TAIL) beside the block, not padded into it
+            tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
+            tail_col_mask = tail_cols < N
+            tail_mask = row_mask[:, None] & tail_col_mask[None, :]
+            v_tail = _rows_tile(x_ptr, r_ptr, rows, tail_cols, tail_mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC)
+            if HAS_RESIDUAL:
+                tl.store(s_ptr + rows[:, None] * stride_s_row + tail_cols[None, :], v_tail, mask=tail_mask)
+            v_tail = v_tail.to(ACC)
+            squares += tl.sum(v_tail * v_tail, axis=1)
+        rstd = 1.0 / tl.sqrt(squares / N + eps)
         y = v * rstd[:, None]
         if HAS_WEIGHT:
             y = y * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)[None, :]
         tl.store(y_ptr + rows[:, None] * stride_y_row + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+        if BLOCK_TAIL > 0:
+            y_tail = v_tail * rstd[:, None]
+            if HAS_WEIGHT:
+                y_tail = y_tail * tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)[None, :]
+            tl.store(y_ptr + rows[:, None] * stride_y_row + tail_cols[None, :], y_tail.to(y_ptr.dtype.element_ty),
+                     mask=tail_mask)
     else:
         squares = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
         for start in range(0, N, BLOCK_N):
@@ -115,45 +135,118 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
 
 
 @triton.jit
+def _bwd_tile_loads(dy_ptr, v_ptr, rows, row_end, cols, N, stride_dy_row, stride_v_row):
+    """The [rows, cols] tiles of dy and v as stored (0 outside the rows and N), and their mask."""
+    mask = (rows < row_end)[:, None] & (cols < N)[None, :]
+    dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0)
+    v = tl.load(v_ptr + rows[:, None] * stride_v_row + cols[None, :], mask=mask, other=0.0)
+    return dy, v, mask
+
+
+@triton.jit
+def _bwd_dx_store(dx_ptr, ds_ptr, rows, cols, mask, g, vhat, c, rstd, stride_dx_row, stride_ds_row, ACC: tl.constexpr):
+    dx = (g - vhat * c[:, None]) * rstd[:, None]
+    if ds_ptr is not None:
+        dx += tl.load(ds_ptr + rows[:, None] * stride_ds_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+    tl.store(dx_ptr + rows[:, None] * stride_dx_row + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N, stride_dx_row,
                               stride_dy_row, stride_v_row, stride_ds_row, rows_per_program, HAS_WEIGHT: tl.constexpr,
                               COMPUTE_DX: tl.constexpr, COMPUTE_DW: tl.constexpr, BLOCK_M: tl.constexpr,
-                              BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
+                              BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr = 0,
+                              PREFETCH: tl.constexpr = False, PRELOAD_W: tl.constexpr = True):
+    # BLOCK_TAIL > 0: columns [BLOCK_N, BLOCK_N + BLOCK_TAIL) in a [BLOCK_M, BLOCK_TAIL] tile beside
+    # each [BLOCK_M, BLOCK_N] one, so rows just past a power of two (5120, 12288) are not padded to
+    # the next. PREFETCH: the next tile's dy and v are loaded before this tile's row sums, so one
+    # program an SM keeps memory busy through the reduction. PRELOAD_W False: w is loaded with each
+    # tile (L1 hits) rather than held in registers across the rows, for rows that fill the registers.
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
     ACC: tl.constexpr = tl.float64 if v_ptr.dtype.element_ty == tl.float64 else tl.float32
+    HAS_TAIL: tl.constexpr = BLOCK_TAIL > 0
     row_begin = pid * rows_per_program
     row_end = tl.minimum(row_begin + rows_per_program, M)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    if COMPUTE_DX and HAS_WEIGHT:
+    tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL if HAS_TAIL else 1)
+    tail_col_mask = tail_cols < N
+    if COMPUTE_DX and HAS_WEIGHT and PRELOAD_W:
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+        if HAS_TAIL:
+            w_tail = tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)
     # A 2-D accumulator, reduced over rows once at the end (not a cross-warp reduction per tile).
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    if HAS_TAIL:
+        dw_acc_tail = tl.zeros([BLOCK_M, BLOCK_TAIL], dtype=ACC)
+    if PREFETCH:
+        first = row_begin + tl.arange(0, BLOCK_M)
+        dy_next, v_next, _ = _bwd_tile_loads(dy_ptr, v_ptr, first, row_end, cols, N, stride_dy_row, stride_v_row)
+        if HAS_TAIL:
+            dy_tail_next, v_tail_next, _ = _bwd_tile_loads(dy_ptr, v_ptr, first, row_end, tail_cols, N, stride_dy_row,
+                                                           stride_v_row)
     for r0 in range(row_begin, row_end, BLOCK_M):
         rows = r0 + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
         mask = row_mask[:, None] & col_mask[None, :]
-        dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0).to(ACC)
-        v = tl.load(v_ptr + rows[:, None] * stride_v_row + cols[None, :], mask=mask, other=0.0).to(ACC)
+        if PREFETCH:
+            dy = dy_next.to(ACC)
+            v = v_next.to(ACC)
+            dy_next, v_next, _ = _bwd_tile_loads(dy_ptr, v_ptr, rows + BLOCK_M, row_end, cols, N, stride_dy_row,
+                                                 stride_v_row)
+        else:
+            dy, v, _ = _bwd_tile_loads(dy_ptr, v_ptr, rows, row_end, cols, N, stride_dy_row, stride_v_row)
+            dy = dy.to(ACC)
+            v = v.to(ACC)
+        if HAS_TAIL:
+            tail_mask = row_mask[:, None] & tail_col_mask[None, :]
+            if PREFETCH:
+                dy_tail = dy_tail_next.to(ACC)
+                v_tail = v_tail_next.to(ACC)
+                dy_tail_next, v_tail_next, _ = _bwd_tile_loads(dy_ptr, v_ptr, rows + BLOCK_M, row_end, tail_cols, N,
+                                                               stride_dy_row, stride_v_row)
+            else:
+                dy_tail, v_tail, _ = _bwd_tile_loads(dy_ptr, v_ptr, rows, row_end, tail_cols, N, stride_dy_row,
+                                                     stride_v_row)
+                dy_tail = dy_tail.to(ACC)
+                v_tail = v_tail.to(ACC)
         rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
         vhat = v * rstd[:, None]  # 0 on padding lanes (v loads as 0 there)
+        if HAS_TAIL:
+            vhat_tail = v_tail * rstd[:, None]
         if COMPUTE_DX:
             if HAS_WEIGHT:
+                if not PRELOAD_W:
+                    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
                 g = dy * w[None, :]
             else:
                 g = dy
-            c = tl.sum(g * vhat, axis=1) / N
-            dx = (g - vhat * c[:, None]) * rstd[:, None]
-            if ds_ptr is not None:
-                dx += tl.load(ds_ptr + rows[:, None] * stride_ds_row + cols[None, :], mask=mask, other=0.0).to(ACC)
-            tl.store(dx_ptr + rows[:, None] * stride_dx_row + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            sum_gv = tl.sum(g * vhat, axis=1)
+            if HAS_TAIL:
+                if HAS_WEIGHT:
+                    if not PRELOAD_W:
+                        w_tail = tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)
+                    g_tail = dy_tail * w_tail[None, :]
+                else:
+                    g_tail = dy_tail
+                sum_gv += tl.sum(g_tail * vhat_tail, axis=1)
+            c = sum_gv / N
+            _bwd_dx_store(dx_ptr, ds_ptr, rows, cols, mask, g, vhat, c, rstd, stride_dx_row, stride_ds_row, ACC)
+            if HAS_TAIL:
+                _bwd_dx_store(dx_ptr, ds_ptr, rows, tail_cols, tail_mask, g_tail, vhat_tail, c, rstd, stride_dx_row,
+                              stride_ds_row, ACC)
         if COMPUTE_DW:
             dw_acc += dy * vhat
+            if HAS_TAIL:
+                dw_acc_tail += dy_tail * vhat_tail
     if COMPUTE_DW:
         tl.store(dw_partial_ptr + pid * N + cols, tl.sum(dw_acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
                  mask=col_mask)
+        if HAS_TAIL:
+            tl.store(dw_partial_ptr + pid * N + tail_cols,
+                     tl.sum(dw_acc_tail, axis=0).to(dw_partial_ptr.dtype.element_ty), mask=tail_col_mask)
 
 
 @triton.jit

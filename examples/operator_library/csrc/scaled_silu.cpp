@@ -166,9 +166,10 @@ TORCH_LIBRARY(myops, m) {
   tjit::kit::define(m, "myops", "scaled_silu_backward(Tensor grad, Tensor x, float scale) -> Tensor",
                     "The gradient of scaled_silu with respect to x.");
 }
+// capture_safe: a call on one thread while another captures a CUDA graph is not refused.
 TORCH_LIBRARY_IMPL(myops, CUDA, m) {
-  m.impl("scaled_silu", &myops::scaled_silu_triton);
-  m.impl("scaled_silu_backward", &myops::scaled_silu_backward_triton);
+  m.impl("scaled_silu", tjit::kit::capture_safe<&myops::scaled_silu_triton>);
+  m.impl("scaled_silu_backward", tjit::kit::capture_safe<&myops::scaled_silu_backward_triton>);
 }
 TORCH_LIBRARY_IMPL(myops, CPU, m) {
   m.impl("scaled_silu", &myops::scaled_silu_triton);

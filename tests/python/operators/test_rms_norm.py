@@ -100,8 +100,9 @@ def check_backward(ops, x, normalized, w, eps=None, residual=None):
 
 
 # Columns for each forward plan kind (plan.cpp): several rows a program up to 1024, one row a
-# program in registers up to 32768 (float64: 16384), then looped in 4096-column steps.
-FORWARD_COLS = [1, 5, 100, 1000, 1025, 3000, 16385, 32769]
+# program in registers up to 32768 (float64: 16384; 10000: float32's 32 warps capped at 32
+# registers), then looped in 4096-column steps.
+FORWARD_COLS = [1, 5, 100, 1000, 1025, 3000, 10000, 16385, 32769]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -170,7 +171,9 @@ def test_default_eps_is_torchs(device, ops, dtype):
 
 
 # Backward plan kinds: one fused pass up to 16384 columns (float64: 8192), else dx and dw apart.
-BACKWARD_SHAPES = [(37, 100), (1, 300), (2000, 8), (5, 2000), (2, 16385)]
+# (9, 4100): 2-row tiles, a 4-column tail, the next tile prefetched; (2, 12000): an 8192 + 4096
+# tile with w loaded per row (fp32/bf16; dx and dw apart for fp64).
+BACKWARD_SHAPES = [(37, 100), (1, 300), (2000, 8), (5, 2000), (9, 4100), (2, 12000), (2, 16385)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

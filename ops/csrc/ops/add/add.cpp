@@ -286,8 +286,9 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
                     "and be on the same device; alpha must be an integer for integer tensors. The result is\n"
                     "contiguous. Differentiable with respect to both tensors.");
 }
-// CUDA runs compiled kernels; CPU runs the same kernels through Triton's interpreter.
-TORCH_LIBRARY_IMPL(tjit, CUDA, m) { m.impl("add", &tjit::ops::add_triton); }
+// CUDA runs compiled kernels (capture_safe: another thread's graph capture does not refuse
+// them); CPU runs the same kernels through Triton's interpreter.
+TORCH_LIBRARY_IMPL(tjit, CUDA, m) { m.impl("add", tjit::kit::capture_safe<&tjit::ops::add_triton>); }
 TORCH_LIBRARY_IMPL(tjit, CPU, m) { m.impl("add", &tjit::ops::add_triton); }
 TORCH_LIBRARY_IMPL(tjit, Meta, m) { m.impl("add", &tjit::ops::add_meta); }
 TORCH_LIBRARY_IMPL(tjit, Autograd, m) { m.impl("add", &tjit::ops::add_autograd); }

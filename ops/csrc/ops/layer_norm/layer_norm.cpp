@@ -488,13 +488,18 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
       "`output_mask` (three bools) says which to compute; an entry is None where it is False or the\n"
       "parameter is absent. Tensors as for `layer_norm`; `grad_out` has the input's shape and dtype.");
 }
-// CUDA runs compiled kernels; CPU runs the same kernels through Triton's interpreter.
-#define TJIT_LAYER_NORM_KERNELS(m)                                                \
-  m.impl("layer_norm", &tjit::ops::layer_norm_triton);                            \
-  m.impl("layer_norm_forward", &tjit::ops::layer_norm_forward_triton);            \
-  m.impl("layer_norm_backward", &tjit::ops::layer_norm_backward_triton)
-TORCH_LIBRARY_IMPL(tjit, CUDA, m) { TJIT_LAYER_NORM_KERNELS(m); }
-TORCH_LIBRARY_IMPL(tjit, CPU, m) { TJIT_LAYER_NORM_KERNELS(m); }
+// CUDA runs compiled kernels (capture_safe: another thread's graph capture does not refuse
+// them); CPU runs the same kernels through Triton's interpreter.
+TORCH_LIBRARY_IMPL(tjit, CUDA, m) {
+  m.impl("layer_norm", tjit::kit::capture_safe<&tjit::ops::layer_norm_triton>);
+  m.impl("layer_norm_forward", tjit::kit::capture_safe<&tjit::ops::layer_norm_forward_triton>);
+  m.impl("layer_norm_backward", tjit::kit::capture_safe<&tjit::ops::layer_norm_backward_triton>);
+}
+TORCH_LIBRARY_IMPL(tjit, CPU, m) {
+  m.impl("layer_norm", &tjit::ops::layer_norm_triton);
+  m.impl("layer_norm_forward", &tjit::ops::layer_norm_forward_triton);
+  m.impl("layer_norm_backward", &tjit::ops::layer_norm_backward_triton);
+}
 TORCH_LIBRARY_IMPL(tjit, Meta, m) {
   m.impl("layer_norm", &tjit::ops::layer_norm_meta);
   m.impl("layer_norm_forward", &tjit::ops::layer_norm_forward_meta);

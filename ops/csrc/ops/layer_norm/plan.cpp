@@ -100,10 +100,13 @@ struct FusedBlocks {
 
 // The fused backward's [block_m, block_n] tiles: fewer, larger tiles for 4-byte elements; 2-byte
 // rows want two programs per SM up to 2048 columns. Rows of 4609..5120 columns go as 4096 columns
-// plus a 1024-column tail rather than an 8192-column tile.
+// plus a 1024-column tail rather than an 8192-column tile. more_in_flight: the memory wants more
+// bytes in flight per SM than one 4-byte program of a 4096-element tile keeps (its 159 registers
+// leave it alone on its SM, with 32 KB of loads ahead): 2048-column rows then take 4 rows a tile at
+// 16 warps, as 4096-column rows do (128 registers, 64 KB ahead).
 constexpr int64_t kTailBackwardHead = 4096;
 
-FusedBlocks plan_fused_backward(int64_t cols, int64_t element_size) {
+FusedBlocks plan_fused_backward(int64_t cols, int64_t element_size, bool more_in_flight) {
   if (element_size != 8 && cols > kTailBackwardHead + kTailBackwardHead / 8 &&
       cols <= kTailBackwardHead + kTailBackwardHead / 4) {
     return element_size == 2 ? FusedBlocks{1, kTailBackwardHead, 4, 2, kTailBackwardHead / 4}
@@ -118,6 +121,9 @@ FusedBlocks plan_fused_backward(int64_t cols, int64_t element_size) {
   } else {
     tile = block_n <= 512 ? 2048 : block_n <= 2048 ? 4096 : 8192;
     per_sm = block_n > 128 && block_n <= 512 ? 2 : 1;
+    if (element_size == 4 && block_n == 2048 && more_in_flight) {
+      tile = 8192;
+    }
     if (element_size == 8) {
       tile /= 2;  // twice the registers per element
     }
@@ -244,7 +250,8 @@ LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in
     }
   };
   if (cols <= kFusedBackwardLimit) {
-    const FusedBlocks blocks = plan_fused_backward(cols, element_size);
+    const FusedBlocks blocks =
+        plan_fused_backward(cols, element_size, device.is_cuda && memory_wants_more_in_flight(device));
     int64_t programs = std::min<int64_t>(int64_t{blocks.programs_per_sm} * sms, kit::ceil_div(rows, blocks.block_m));
     const int64_t rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), blocks.block_m) * blocks.block_m;
     programs = kit::ceil_div(rows, rows_per_program);

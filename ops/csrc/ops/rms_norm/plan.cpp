@@ -19,6 +19,10 @@ constexpr int64_t kSinglePassLimit = 32768;
 // sizes (fp64: half); past it dx and dw go separately.
 constexpr int64_t kFusedBackwardLimit = 16384;
 constexpr int64_t kLoopBlock = 4096;
+// Up to this many columns (head plus tail) a fused program of the backward has registers left to
+// load the next tile before this one's sums, and to hold w across its rows (sm_90 binaries: no
+// spills at the plan's warps; past it 32 warps leave 64 registers a thread).
+constexpr int64_t kFusedRegisterRoom = 8192;
 
 }  // namespace
 
@@ -45,6 +49,9 @@ RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const k
       plan.num_warps = block <= 2048 ? 4 : block <= 16384 ? 8 : 16;
     } else if (element_size == 4) {
       plan.num_warps = block <= 2048 ? 8 : block <= 8192 ? 16 : 32;
+      // Two 32-warp programs fit an SM at <= 32 registers a thread; left to itself the compiler
+      // takes 34-37 (sm_90, no spills at 32), leaving one row an SM and memory idle while it sums.
+      plan.maxnreg = plan.num_warps == 32 && block <= 16384 ? 32 : 0;
     } else {
       plan.num_warps = static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16));
     }
@@ -85,11 +92,28 @@ RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, cons
       tile /= 2;
     }
     tile = std::max(tile, block_n);
-    const int per_sm = block_n > 128 && block_n <= (element_size == 2 ? 2048 : 512) ? 2 : 1;
+    // Up to 2048 columns two programs an SM: at one, 4-byte rows leave the SM 8 warps. 4-byte rows
+    // there skip the prefetch, whose registers (add_rms_norm's: 161) would leave room for one.
+    const int per_sm = block_n > 128 && block_n <= 2048 ? 2 : 1;
     plan.kind = RmsNormBackwardPlan::Kind::Fused;
     plan.block_m = tile / block_n;
     plan.block_n = block_n;
     plan.num_warps = static_cast<int>(std::clamp<int64_t>(tile / 512, 4, 32));
+    // Rows just past 8192 columns (12288): that block plus a tail block, not a block padded to the
+    // next power of two, whose idle lanes hold registers and spill. Past 4096 (5120) the tail's
+    // narrow loads cost more than the padding (bf16: 0.92x, add_rms_norm 0.71x).
+    const int64_t head = block_n / 2;
+    const int64_t tail = kit::next_power_of_2(std::max<int64_t>(cols - head, 1));
+    if (element_size != 8 && head >= 8192 && cols > head && tail <= head / 2) {
+      plan.block_n = head;
+      plan.block_tail = tail;
+    }
+    const int64_t width = plan.block_n + plan.block_tail;
+    plan.prefetch = element_size != 8 && block_n >= 2048 && width <= kFusedRegisterRoom &&
+                    !(element_size == 4 && block_n <= 2048);
+    // w is held across rows unless the 4-byte rows' two programs an SM need its registers, or a
+    // tail block's spills make reloading it per tile cheaper.
+    plan.preload_w = (width <= kFusedRegisterRoom || plan.block_tail == 0) && !(element_size == 4 && per_sm == 2);
     int64_t programs = std::min<int64_t>(int64_t{per_sm} * sms, kit::ceil_div(rows, plan.block_m));
     plan.rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), plan.block_m) * plan.block_m;
     programs = kit::ceil_div(rows, plan.rows_per_program);
@@ -134,7 +158,7 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
   const RmsNormForwardPlan p = plan_rms_norm_forward(in, q.device);
   static const char* const kinds[] = {"short_rows", "row", "looped"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
-  w.launch(kRmsNormFwdKernel, {p.programs}, p.num_warps)
+  w.launch(kRmsNormFwdKernel, {p.programs}, p.num_warps, p.maxnreg)
       .constexpr_flag("HAS_RESIDUAL", q.get("has_residual", 0) != 0)
       .constexpr_flag("HAS_WEIGHT", q.get("has_weight", 1) != 0)
       .constexpr_value("BLOCK_M", p.block_m)
@@ -164,6 +188,9 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
         .constexpr_value("BLOCK_M", p.block_m)
         .constexpr_value("BLOCK_N", p.block_n)
         .constexpr_flag("INDEX_64", p.index64)
+        .constexpr_value("BLOCK_TAIL", p.block_tail)
+        .constexpr_flag("PREFETCH", p.prefetch)
+        .constexpr_flag("PRELOAD_W", p.preload_w)
         .arg("rows_per_program", p.rows_per_program);
   }
   if (p.dx) {

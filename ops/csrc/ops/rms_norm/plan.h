@@ -32,6 +32,7 @@ struct RmsNormForwardPlan {
   int64_t block_n = 1;      // columns per program (per step when looped)
   bool single_pass = true;  // the rows stay in registers
   bool index64 = false;
+  int maxnreg = 0;  // registers a thread may use (0: the compiler's choice)
 };
 
 RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& device);
@@ -55,6 +56,11 @@ struct RmsNormBackwardPlan {
   int64_t block_m = 1;
   int64_t block_n = 1;
   int64_t rows_per_program = 0;
+  // Fused: columns past block_n in a tile beside each (0: none); the next tile loaded before this
+  // one's row sums; w held in registers across rows.
+  int64_t block_tail = 0;
+  bool prefetch = false;
+  bool preload_w = true;
   // DxThenColumns: dx one row a program (when dx is wanted), then dw by column blocks.
   bool dx = false;
   bool columns = false;

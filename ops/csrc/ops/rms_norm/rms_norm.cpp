@@ -136,9 +136,11 @@ Tensor3 forward(const at::Tensor& input, const at::Tensor* residual, at::IntArra
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(out) || (r.defined() && kit::needs_index64(r));
   const RmsNormForwardPlan plan = plan_rms_norm_forward(inputs, kit::device_facts(x));
   static auto& kernel = TritonJitFunction::get_instance(kernel_file(), kRmsNormFwdKernel);
+  LaunchOptions options{plan.num_warps};
+  options.maxnreg = plan.maxnreg;
   // Undefined tensors reach the kernel as None, which compiles their loads and stores out. eps goes
   // as the double it is: the kernel annotates it tl.float64.
-  kernel(current_stream(input.device()), Grid(plan.programs), LaunchOptions{plan.num_warps}, out, sum, rstd, x, r, w,
+  kernel(current_stream(input.device()), Grid(plan.programs), options, out, sum, rstd, x, r, w,
          xv.rows, cols, cols, cols, xv.row_stride, rv.row_stride, resolve_eps(eps, x.scalar_type()), r.defined(),
          w.defined(), plan.block_m, plan.block_n, plan.single_pass, plan.index64);
   return {out, sum, rstd};
@@ -284,7 +286,8 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
       static auto& fused = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
       fused(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dw_partial, dy, x, w, rstd_c, ds, rows,
             cols, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, plan.rows_per_program, w.defined(),
-            dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64);
+            dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
+            plan.preload_w);
       break;
     }
     case RmsNormBackwardPlan::Kind::DxThenColumns: {
@@ -496,15 +499,22 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
       "is absent. `grad_sum`, when given, is added to the input's gradient (`add_rms_norm`'s second\n"
       "output). `grad_out` and `grad_sum` have the input's shape and dtype. Not differentiable.");
 }
-// CUDA runs compiled kernels; CPU runs the same kernels through Triton's interpreter.
-#define TJIT_RMS_NORM_KERNELS(m)                                             \
-  m.impl("rms_norm", &tjit::ops::rms_norm_triton);                           \
-  m.impl("rms_norm_forward", &tjit::ops::rms_norm_forward_triton);           \
-  m.impl("add_rms_norm", &tjit::ops::add_rms_norm_triton);                   \
-  m.impl("add_rms_norm_forward", &tjit::ops::add_rms_norm_forward_triton);   \
-  m.impl("rms_norm_backward", &tjit::ops::rms_norm_backward_triton)
-TORCH_LIBRARY_IMPL(tjit, CUDA, m) { TJIT_RMS_NORM_KERNELS(m); }
-TORCH_LIBRARY_IMPL(tjit, CPU, m) { TJIT_RMS_NORM_KERNELS(m); }
+// CUDA runs compiled kernels (capture_safe: another thread's graph capture does not refuse
+// them); CPU runs the same kernels through Triton's interpreter.
+TORCH_LIBRARY_IMPL(tjit, CUDA, m) {
+  m.impl("rms_norm", tjit::kit::capture_safe<&tjit::ops::rms_norm_triton>);
+  m.impl("rms_norm_forward", tjit::kit::capture_safe<&tjit::ops::rms_norm_forward_triton>);
+  m.impl("add_rms_norm", tjit::kit::capture_safe<&tjit::ops::add_rms_norm_triton>);
+  m.impl("add_rms_norm_forward", tjit::kit::capture_safe<&tjit::ops::add_rms_norm_forward_triton>);
+  m.impl("rms_norm_backward", tjit::kit::capture_safe<&tjit::ops::rms_norm_backward_triton>);
+}
+TORCH_LIBRARY_IMPL(tjit, CPU, m) {
+  m.impl("rms_norm", &tjit::ops::rms_norm_triton);
+  m.impl("rms_norm_forward", &tjit::ops::rms_norm_forward_triton);
+  m.impl("add_rms_norm", &tjit::ops::add_rms_norm_triton);
+  m.impl("add_rms_norm_forward", &tjit::ops::add_rms_norm_forward_triton);
+  m.impl("rms_norm_backward", &tjit::ops::rms_norm_backward_triton);
+}
 TORCH_LIBRARY_IMPL(tjit, Meta, m) {
   m.impl("rms_norm", &tjit::ops::rms_norm_meta);
   m.impl("rms_norm_forward", &tjit::ops::rms_norm_forward_meta);

@@ -296,10 +296,11 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
                     "`grad_output` and `output`: the same shape and device, float32, float16, bfloat16 or float64;\n"
                     "`input_dtype` (a floating type) is the dtype of softmax's input, which the result has.");
 }
-// CUDA runs compiled kernels; CPU runs the same kernels through Triton's interpreter.
+// CUDA runs compiled kernels (capture_safe: another thread's graph capture does not refuse
+// them); CPU runs the same kernels through Triton's interpreter.
 TORCH_LIBRARY_IMPL(tjit, CUDA, m) {
-  m.impl("softmax", &tjit::ops::softmax_triton);
-  m.impl("softmax_backward", &tjit::ops::softmax_backward_triton);
+  m.impl("softmax", tjit::kit::capture_safe<&tjit::ops::softmax_triton>);
+  m.impl("softmax_backward", tjit::kit::capture_safe<&tjit::ops::softmax_backward_triton>);
 }
 TORCH_LIBRARY_IMPL(tjit, CPU, m) {
   m.impl("softmax", &tjit::ops::softmax_triton);

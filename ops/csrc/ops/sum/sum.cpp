@@ -303,7 +303,7 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
       "to it first and the result has it. Inputs and `dtype`: float32, float16, bfloat16, float64;\n"
       "float16 and bfloat16 accumulate in float32. Differentiable with respect to `self`.");
 }
-TORCH_LIBRARY_IMPL(tjit, CUDA, m) { m.impl("sum", &tjit::ops::sum_triton); }
+TORCH_LIBRARY_IMPL(tjit, CUDA, m) { m.impl("sum", tjit::kit::capture_safe<&tjit::ops::sum_triton>); }
 TORCH_LIBRARY_IMPL(tjit, CPU, m) { m.impl("sum", &tjit::ops::sum_triton); }
 TORCH_LIBRARY_IMPL(tjit, Meta, m) { m.impl("sum", &tjit::ops::sum_meta); }
 TORCH_LIBRARY_IMPL(tjit, Autograd, m) { m.impl("sum", &tjit::ops::sum_autograd); }

@@ -137,8 +137,8 @@ CachedKernel& TritonJitFunction::Impl::compile_and_load(uint64_t hash, const det
   const auto start = std::chrono::steady_clock::now();
   std::string key;
   Origin origin = Origin::Compiled;
-  CompiledKernel compiled = obtain(spec, target, options, k.description, /*use_store=*/true, key, origin);
   detail::RelaxedCaptureScope relaxed;  // another thread may be capturing a graph
+  CompiledKernel compiled = obtain(spec, target, options, k.description, /*use_store=*/true, key, origin);
   try {
     load_binary(k, compiled, device);
   } catch (const c10::Error& e) {

@@ -3,6 +3,7 @@
 // your own (docs/writing_operators.md). Link tjit::operators.
 
 #include <tjit/kit/autograd.h>        // records_graph, typed_op, cuda_kernel_is_next
+#include <tjit/kit/capture_safe.h>    // capture_safe (CUDA kernels registered for shared GPUs)
 #include <tjit/kit/checks.h>          // check_defined, check_same_device, check_dtype_in, wrap_dim, ...
 #include <tjit/kit/dtypes.h>          // accumulator_type
 #include <tjit/kit/grid.h>            // blocks_for, ceil_div, next_power_of_2, planning_multiprocessors
