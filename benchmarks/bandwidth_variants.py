@@ -44,11 +44,12 @@ Python launch on CUDA shows its binary's registers, spills and the programs an S
 """
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import time
+
+from variants import (check_once, device_name, parse_shapes, pick_device, print_case, report_failures, time_rounds,
+                      write_json)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = ("layer_norm_bwd_fp32", "softmax_fwd_bf16")  # --case both: the short one first
@@ -83,7 +84,7 @@ def parse_args(argv):
 
 def shapes_of(args, case, llm_rows, vocab, hidden):
     if args.shapes:
-        return [tuple(int(v) for v in item.lower().split("x")) for item in args.shapes.split(",")]
+        return parse_shapes(args.shapes, with_dtype=False)
     if args.smoke:
         return SMOKE_SHAPES[case]
     cols = (vocab if case.startswith("softmax") else hidden) if args.all else DEFAULT_COLS[case]
@@ -356,8 +357,7 @@ def run_shape(ctx, case, m, n, args):
     dtype = getattr(torch, DTYPES[case])
     rows = {}
     for name, (fn, launch, outputs) in variants.items():
-        row = {"variant": name}
-        try:
+        def verify(row, name=name, fn=fn, launch=launch, outputs=outputs):
             row["launch"] = launch.describe(tw) if isinstance(launch, Launch) else launch
             if name != "copy":
                 poison(outputs)
@@ -367,43 +367,13 @@ def run_shape(ctx, case, m, n, args):
                 row["ok"] = row["rel_err"] <= bandwidth.TOLERANCE[dtype]
             else:
                 fn()
-            row["ms"] = []
-        except Exception as exc:  # noqa: BLE001 - a failing variant is reported, the rest go on
-            row["error"] = bandwidth._first_error_line(exc)
-        rows[name] = row
-    for _ in range(args.rounds):
-        for name, (fn, _, _) in variants.items():
-            if "ms" in rows[name]:
-                try:
-                    rows[name]["ms"].append(timer(fn))
-                except Exception as exc:  # noqa: BLE001
-                    rows[name]["error"] = bandwidth._first_error_line(exc)
-                    del rows[name]["ms"]
-    if ctx["device"] == "cuda" and "ms" in rows.get("copy", {}):
-        import triton.testing
-        rows["copy"]["ms"].append(triton.testing.do_bench(variants["copy"][0], rep=args.rep_ms, return_mode="median"))
-    for name, row in rows.items():
-        if row.get("ms"):
-            row["median_ms"] = min(row["ms"]) if name == "copy" else statistics.median(row["ms"])
-            row["gbps"] = nbytes / row["median_ms"] / 1e6
-    ref_gbps = rows["tjit"].get("gbps")
-    copy_gbps = rows.get("copy", {}).get("gbps")
-    print(f"\n{case} {m} x {n} ({nbytes / 2**20:.0f} MiB moved, {time.perf_counter() - started:.0f} s)", flush=True)
-    for name, row in rows.items():
-        if ref_gbps and row.get("gbps"):
-            row["vs_tjit"] = row["gbps"] / ref_gbps
-        if copy_gbps and row.get("gbps"):
-            row["vs_copy"] = row["gbps"] / copy_gbps
-        if row.get("gbps"):
-            status = (f"{row['gbps']:7.0f} GB/s {row.get('vs_tjit', float('nan')):5.3f}x tjit "
-                      f"{row.get('vs_copy', float('nan')):5.3f}x copy")
-        else:
-            status = row.get("error", "no timing")
-        if row.get("ok") is False:
-            status += f" WRONG rel_err {row['rel_err']:.2e}"
-        print(f"  {name:16s} {status:42s} {row.get('launch') or ''}", flush=True)
-    for name, why in notes.items():
-        print(f"  {name:16s} skipped: {why}", flush=True)
+
+        rows[name] = check_once({"variant": name}, verify)
+    time_rounds(rows, {name: fn for name, (fn, _, _) in variants.items()}, timer, args.rounds, nbytes, args.rep_ms,
+                ctx["device"] == "cuda")
+    print_case(f"{case} {m} x {n}", nbytes, started, rows, notes,
+               {"vs_tjit": (rows["tjit"].get("gbps"), " tjit"), "vs_copy": (rows.get("copy", {}).get("gbps"), " copy")},
+               16, 42)
     del variants, made
     if ctx["device"] == "cuda":
         torch.cuda.empty_cache()
@@ -412,12 +382,8 @@ def run_shape(ctx, case, m, n, args):
 
 def main(argv=None):
     args = parse_args(argv)
-    os.environ.setdefault("TJIT_LOG_COMPILES", "0")
+    device = pick_device(args)
     import torch
-    device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
-    if device == "cpu":
-        args.smoke = True
-        os.environ["TRITON_INTERPRET"] = "1"  # before the kernel files load
     import tjit  # noqa: F401 - loads torch.ops.tjit
     from tjit import plans
     sys.path.insert(0, HERE)
@@ -432,7 +398,7 @@ def main(argv=None):
     peers = [peer_lib.load_peer(name, device) for name in ("flaggems", "liger")]
     ctx = dict(device=device, tw=tw, plans=plans, bandwidth=bandwidth, candidates=bandwidth_candidates, facts=facts,
                peers=peers, timer=bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms))
-    gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu (Triton interpreter)"
+    gpu = device_name(device)
     print(f"{gpu}; device facts {facts}; torch {torch.__version__}; " +
           "; ".join(f"{p.name}: {p.version if p.available else p.note}" for p in peers), flush=True)
     results = []
@@ -441,18 +407,13 @@ def main(argv=None):
             results.append(run_shape(ctx, case, m, n, args))
             elapsed = time.perf_counter() - started
             if args.out:  # after every shape, so a run cut short keeps what it measured
-                with open(args.out, "w") as f:
-                    json.dump({"device": gpu, "facts": facts, "rounds": args.rounds, "timing": ctx["timer"].describe(),
-                               "seconds": elapsed, "results": results}, f, indent=1)
+                write_json(args.out, {"device": gpu, "facts": facts, "rounds": args.rounds,
+                                      "timing": ctx["timer"].describe(), "seconds": elapsed, "results": results})
     print(f"\n{len(results)} shapes in {elapsed:.0f} s; timing: {ctx['timer'].describe()}, median of {args.rounds} "
           f"rounds")
     if args.out:
         print(f"wrote {args.out}")
-    failed = [f"{r['case']} {r['rows']}x{r['cols']} {v['variant']}" for r in results for v in r["variants"]
-              if v.get("ok") is False or "error" in v]
-    if failed:
-        print("FAILED: " + "; ".join(failed))
-    return 1 if failed else 0
+    return report_failures(results, lambda r: f"{r['case']} {r['rows']}x{r['cols']}")
 
 
 if __name__ == "__main__":

@@ -29,19 +29,17 @@ each Python launch also shows its binary's registers, spills and programs an SM 
 """
 
 import argparse
-import importlib
-import importlib.util
 import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
+from variants import (check_once, device_name, kernels_at, parse_shapes, pick_device, print_case, report_failures,
+                      time_rounds, write_json)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 OLD_COMMIT = "a6daa4a"
 # The issue's regressed shapes plus the two persistent bf16 ones; --all: both dtypes at every size.
 DEFAULT_SHAPES = [("bfloat16", 2048), ("bfloat16", 4096), ("bfloat16", 5120), ("bfloat16", 8192),
@@ -70,21 +68,7 @@ def parse_args(argv):
 
 def old_kernels(tmp, path=None):
     """(module, None) of a6daa4a's ops/kernels_py/layer_norm.py (from git unless `path`), or (None, why not)."""
-    if path is None:
-        try:
-            source = subprocess.run(["git", "show", f"{OLD_COMMIT}:ops/kernels_py/layer_norm.py"], cwd=ROOT,
-                                    check=True, capture_output=True, text=True).stdout
-        except (OSError, subprocess.CalledProcessError) as exc:
-            why = (getattr(exc, "stderr", "") or str(exc)).strip().splitlines()
-            return None, f"git show {OLD_COMMIT} failed ({why[0] if why else ''}); pass --old-kernel"[:300]
-        path = os.path.join(tmp, f"layer_norm_{OLD_COMMIT}.py")
-        with open(path, "w") as f:
-            f.write(source)
-    spec = importlib.util.spec_from_file_location(f"_lnf_{OLD_COMMIT}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module, None
+    return kernels_at(OLD_COMMIT, "ops/kernels_py/layer_norm.py", tmp, f"_lnf_{OLD_COMMIT}", "--old-kernel", path)
 
 
 def preload(launch, source):
@@ -143,12 +127,7 @@ def describe(launch, source):
 
 def shapes_of(args, llm_rows):
     if args.shapes:
-        out = []
-        for item in args.shapes.split(","):
-            dtype, mn = item.split(":")
-            m, n = mn.lower().split("x")
-            out.append((dtype, int(m), int(n)))
-        return out
+        return parse_shapes(args.shapes)
     if args.smoke:
         return SMOKE_SHAPES
     pairs = [(d, n) for d in ("bfloat16", "float32") for n in ALL_HIDDEN] if args.all else DEFAULT_SHAPES
@@ -157,12 +136,8 @@ def shapes_of(args, llm_rows):
 
 def main(argv=None):
     args = parse_args(argv)
-    os.environ.setdefault("TJIT_LOG_COMPILES", "0")
+    device = pick_device(args)
     import torch
-    device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
-    if device == "cpu":
-        args.smoke = True
-        os.environ["TRITON_INTERPRET"] = "1"  # before the kernel files load
     import torch.nn.functional as F
 
     import tjit  # noqa: F401 - loads torch.ops.tjit
@@ -182,7 +157,7 @@ def main(argv=None):
         open_gate = dict(facts, memory_gbps=10**6)
         shut_gate = dict(facts, memory_gbps=0)
         flaggems = peer_lib.load_peer("flaggems", device)
-        gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu (Triton interpreter)"
+        gpu = device_name(device)
         print(f"{gpu}; device facts {facts}; torch {torch.__version__}; FlagGems: "
               f"{flaggems.version if flaggems.available else flaggems.note}", flush=True)
         eps = 1e-5
@@ -242,53 +217,20 @@ def main(argv=None):
                     continue
                 if launch is not None:
                     seen[key] = name
-                try:
+
+                def verify(row, name=name, fn=fn, writes_y=writes_y):
                     if writes_y:
                         y.fill_(float("nan"))
                     got = fn()
                     if name != "copy":
                         row["rel_err"] = bandwidth.rel_err(y if writes_y else got, ref)
                         row["ok"] = row["rel_err"] <= bandwidth.TOLERANCE[dtype]
-                    row["ms"] = []
-                except Exception as exc:  # noqa: BLE001 - a failing variant is reported, the rest go on
-                    row["error"] = bandwidth._first_error_line(exc)
-                rows[name] = row
-            for _ in range(args.rounds):
-                for name, (_, fn, _) in variants.items():
-                    if "ms" in rows[name]:
-                        try:
-                            rows[name]["ms"].append(timer(fn))
-                        except Exception as exc:  # noqa: BLE001
-                            rows[name]["error"] = bandwidth._first_error_line(exc)
-                            del rows[name]["ms"]
-            if device == "cuda" and "ms" in rows.get("copy", {}):
-                import triton.testing
-                rows["copy"]["ms"].append(triton.testing.do_bench(variants["copy"][1], rep=args.rep_ms,
-                                                                  return_mode="median"))
-            for name, row in rows.items():
-                if row.get("ms"):
-                    row["median_ms"] = min(row["ms"]) if name == "copy" else statistics.median(row["ms"])
-                    row["gbps"] = nbytes / row["median_ms"] / 1e6
-            for name, row in rows.items():
-                if "same_as" in row and "gbps" in rows[row["same_as"]]:
-                    row["gbps"] = rows[row["same_as"]]["gbps"]
-            ref_gbps = rows["tjit"].get("gbps")
-            print(f"\n{dtype_name} {m} x {n} ({nbytes / 2**20:.0f} MiB moved, "
-                  f"{time.perf_counter() - shape_started:.0f} s)", flush=True)
-            for name, row in rows.items():
-                if ref_gbps and row.get("gbps"):
-                    row["vs_tjit"] = row["gbps"] / ref_gbps
-                if row.get("gbps"):
-                    status = f"{row['gbps']:7.0f} GB/s {row.get('vs_tjit', float('nan')):5.3f}x"
-                else:
-                    status = row.get("error", "no timing")
-                if "same_as" in row:
-                    status += f" (= {row['same_as']})"
-                if row.get("ok") is False:
-                    status += f" WRONG rel_err {row['rel_err']:.2e}"
-                print(f"  {name:13s} {status:34s} {row['launch'] or ''}", flush=True)
-            for name, why in notes.items():
-                print(f"  {name:13s} skipped: {why}", flush=True)
+
+                rows[name] = check_once(row, verify)
+            time_rounds(rows, {name: fn for name, (_, fn, _) in variants.items()}, timer, args.rounds, nbytes,
+                        args.rep_ms, device == "cuda")
+            print_case(f"{dtype_name} {m} x {n}", nbytes, shape_started, rows, notes,
+                       {"vs_tjit": (rows["tjit"].get("gbps"), "")}, 13, 34)
             results.append({"dtype": dtype_name, "rows": m, "cols": n, "bytes": nbytes, "variants": list(rows.values()),
                             "skipped": notes})
             del x, y, ref, variants
@@ -297,15 +239,10 @@ def main(argv=None):
         elapsed = time.perf_counter() - started
         print(f"\n{len(results)} shapes in {elapsed:.0f} s; timing: {timer.describe()}, median of {args.rounds} rounds")
         if args.out:
-            with open(args.out, "w") as f:
-                json.dump({"device": gpu, "facts": facts, "stats": args.stats, "rounds": args.rounds,
-                           "timing": timer.describe(), "seconds": elapsed, "results": results}, f, indent=1)
+            write_json(args.out, {"device": gpu, "facts": facts, "stats": args.stats, "rounds": args.rounds,
+                                  "timing": timer.describe(), "seconds": elapsed, "results": results})
             print(f"wrote {args.out}")
-        failed = [f"{r['dtype']} {r['rows']}x{r['cols']} {v['variant']}" for r in results for v in r["variants"]
-                  if v.get("ok") is False or "error" in v]
-        if failed:
-            print("FAILED: " + "; ".join(failed))
-        return 1 if failed else 0
+        return report_failures(results, lambda r: f"{r['dtype']} {r['rows']}x{r['cols']}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from tjit.kernels_py.rms_norm import rms_norm_bwd_dw_finalize_kernel  # noqa: F401 - the team plan's finalize
-from tjit.kernels_py.row_exchange import publish, ticket, wait, wait_spin
+from tjit.kernels_py.row_exchange import peek_words, publish, settle_words, ticket, wait
 
 
 @triton.jit
@@ -37,7 +37,7 @@ def rms_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_
         g = dy * w
         publish(sync_ptr, row, chunk, S, tl.sum(g * vhat, axis=0), tl.full((), 1.0, tl.float32))
         if STAGES > 1:
-            sums, _, _ = wait_spin(sync_ptr, row, S, S_POW2)
+            sums, _ = settle_words(sync_ptr, row, S, peek_words(sync_ptr, row, S, S_POW2), S_POW2)
         else:
             sums, _, _, _complete = wait(sync_ptr, row, S, S_POW2, 0)
         c = tl.sum(sums, axis=0) / N

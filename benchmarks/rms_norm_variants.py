@@ -44,17 +44,18 @@ its cuobjdump; occupancy of an H100/H200 SM: 64K registers, 228 KiB shared memor
 """
 
 import argparse
-import importlib.util
 import inspect
 import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from variants import (check_once, device_name, kernels_at, load_kernels, parse_shapes, pick_device, print_case,
+                      report_failures, time_rounds, write_json)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -100,38 +101,15 @@ def parse_args(argv):
 
 def shapes_of(args, llm_rows):
     if args.shapes:
-        out = []
-        for item in args.shapes.split(","):
-            dtype, mn = item.split(":")
-            m, n = mn.lower().split("x")
-            out.append((dtype, int(m), int(n)))
-        return out
+        return parse_shapes(args.shapes)
     if args.smoke:
         return SMOKE_SHAPES
     return [(d, llm_rows(n), n) for d in args.dtypes for n in args.hidden]  # a 256 MiB bf16 tensor
 
 
-def load_kernels(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def base_kernels(tmp, commit, path=None):
     """(module, None) of `commit`'s rms_norm kernel file (from git unless `path`), or (None, why not)."""
-    if path is None:
-        try:
-            source = subprocess.run(["git", "show", f"{commit}:{KERNEL_FILE}"], cwd=ROOT, check=True,
-                                    capture_output=True, text=True).stdout
-        except (OSError, subprocess.CalledProcessError) as exc:
-            why = (getattr(exc, "stderr", "") or str(exc)).strip().splitlines()
-            return None, f"git show {commit} failed ({why[0] if why else ''}); pass --base-kernel"[:300]
-        path = os.path.join(tmp, f"rms_norm_{commit}.py")
-        with open(path, "w") as f:
-            f.write(source)
-    return load_kernels(f"_rms_{commit}", path), None
+    return kernels_at(commit, KERNEL_FILE, tmp, f"_rms_{commit}", "--base-kernel", path)
 
 
 # ------------------------------------------------------------------------------- team candidate
@@ -210,6 +188,18 @@ def with_programs(plan, m, n, programs):
     return plan
 
 
+def warps_variants(new):
+    """{warps_half, warps_double: `new` with half / twice its first launch's warps}, where 1..32."""
+    out = {}
+    for name, factor in (("warps_half", 0.5), ("warps_double", 2)):
+        warps = int(new["launches"][0]["num_warps"] * factor)
+        if 1 <= warps <= 32:
+            plan = _copy(new)
+            plan["launches"][0]["num_warps"] = warps
+            out[name] = plan
+    return out
+
+
 def backward_variants(new, m, n, element_size, sms):
     """{name: plan} of the candidates derived from this tree's backward plan `new`."""
     out = {}
@@ -229,12 +219,7 @@ def backward_variants(new, m, n, element_size, sms):
     out["programs_x2"] = with_programs(new, m, n, 2 * programs)
     if programs >= 2 * sms:
         out["programs_half"] = with_programs(new, m, n, programs // 2)
-    for name, factor in (("warps_half", 0.5), ("warps_double", 2)):
-        warps = int(new["launches"][0]["num_warps"] * factor)
-        if 1 <= warps <= 32:
-            plan = _copy(new)
-            plan["launches"][0]["num_warps"] = warps
-            out[name] = plan
+    out.update(warps_variants(new))
     if c["BLOCK_M"] >= 2 and new["launches"][0]["num_warps"] >= 8:
         # Two programs of half the tile and warps where one was: one's loads in flight while the
         # other sums (the registers a thread needs stay as they were).
@@ -254,12 +239,7 @@ def forward_variants(new, n):
         plan = _copy(new)
         plan["launches"][0]["constexprs"].update(BLOCK_N=head, BLOCK_TAIL=tail)
         out["tail"] = plan
-    for name, factor in (("warps_half", 0.5), ("warps_double", 2)):
-        warps = int(new["launches"][0]["num_warps"] * factor)
-        if 1 <= warps <= 32:
-            plan = _copy(new)
-            plan["launches"][0]["num_warps"] = warps
-            out[name] = plan
+    out.update(warps_variants(new))
     if new["launches"][0]["num_warps"] == 32:
         # 32 warps a program: two fit an SM only at <= 32 registers a thread (fp32 rows of 8193..16384
         # columns compile to 34-37 unless capped: one program an SM, none loading while it sums).
@@ -513,8 +493,7 @@ def run_sm90(args):
                     results.append(dict(op=op, pass_=pas, dtype=dtype_name, rows=m, cols=n, variants=rows,
                                         skipped=notes))
         if args.out:
-            with open(args.out, "w") as f:
-                json.dump({"facts": facts, "sm90": True, "results": results}, f, indent=1)
+            write_json(args.out, {"facts": facts, "sm90": True, "results": results})
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -530,12 +509,8 @@ def main(argv=None):
     args = parse_args(argv)
     if args.sm90:
         return run_sm90(args)
-    os.environ.setdefault("TJIT_LOG_COMPILES", "0")
+    device = pick_device(args)
     import torch
-    device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
-    if device == "cpu":
-        args.smoke = True
-        os.environ["TRITON_INTERPRET"] = "1"  # before the kernel files load
     import torch.nn.functional as F
 
     import tjit  # noqa: F401 - loads torch.ops.tjit
@@ -558,7 +533,7 @@ def main(argv=None):
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
         peers = {name: peer_lib.load_peer(name, device) for name in ("liger", "flaggems") if name not in args.skip}
-        gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu (Triton interpreter)"
+        gpu = device_name(device)
         print(f"{gpu}; device facts {facts}; torch {torch.__version__}; " +
               "; ".join(f"{k}: {p.version if p.available else p.note}" for k, p in peers.items()), flush=True)
         on_cuda = device == "cuda"
@@ -680,7 +655,8 @@ def main(argv=None):
                             continue
                         if key is not None:
                             seen[key] = name
-                        try:
+
+                        def verify(row, name=name, fn=fn):
                             for out in ("y", "s", "dx", "dw"):
                                 if t.get(out) is not None:
                                     t[out].fill_(float("nan"))
@@ -691,56 +667,16 @@ def main(argv=None):
                                     got = [got[0], got[-1]]  # d input (= d residual), dw
                                 row["rel_err"] = max(bandwidth.rel_err(a, b) for a, b in zip(got, refs))
                                 row["ok"] = row["rel_err"] <= bandwidth.TOLERANCE[dtype]
-                            row["ms"] = []
-                        except Exception as exc:  # noqa: BLE001 - a failing variant is reported, the rest go on
-                            row["error"] = bandwidth._first_error_line(exc)
-                        rows[name] = row
-                    for _ in range(args.rounds):
-                        for name, (_, fn) in variants.items():
-                            if "ms" in rows[name]:
-                                try:
-                                    rows[name]["ms"].append(timer(fn))
-                                except Exception as exc:  # noqa: BLE001
-                                    rows[name]["error"] = bandwidth._first_error_line(exc)
-                                    del rows[name]["ms"]
-                    if on_cuda and "ms" in rows.get("copy", {}):
-                        import triton.testing
-                        rows["copy"]["ms"].append(triton.testing.do_bench(variants["copy"][1], rep=args.rep_ms,
-                                                                          return_mode="median"))
-                    for name, row in rows.items():
-                        if row.get("ms"):
-                            row["median_ms"] = min(row["ms"]) if name == "copy" else statistics.median(row["ms"])
-                            copy_bytes = 2 * m * n * e
-                            row["gbps"] = (copy_bytes if name == "copy" else nbytes) / row["median_ms"] / 1e6
-                    for name, row in rows.items():
-                        if "same_as" in row and "gbps" in rows[row["same_as"]]:
-                            row["gbps"] = rows[row["same_as"]]["gbps"]
-                    ref_gbps = rows["tjit"].get("gbps")
-                    copy_gbps = rows.get("copy", {}).get("gbps")
+
+                        rows[name] = check_once(row, verify)
+                    time_rounds(rows, {name: fn for name, (_, fn) in variants.items()}, timer, args.rounds, nbytes,
+                                args.rep_ms, on_cuda, copy_bytes=2 * m * n * e)
                     peer_best = max((rows[p]["gbps"] for p in ("aten", "compile", "liger", "flaggems")
                                      if rows.get(p, {}).get("gbps") and rows[p].get("ok")), default=None)
-                    print(f"\n{op} {pas} {dtype_name} {m} x {n} ({nbytes / 2**20:.0f} MiB moved, "
-                          f"{time.perf_counter() - case_started:.0f} s)", flush=True)
-                    for name, row in rows.items():
-                        if ref_gbps and row.get("gbps"):
-                            row["vs_tjit"] = row["gbps"] / ref_gbps
-                        if copy_gbps and row.get("gbps"):
-                            row["vs_copy"] = row["gbps"] / copy_gbps
-                        if peer_best and row.get("gbps"):
-                            row["vs_best_peer"] = row["gbps"] / peer_best
-                        if row.get("gbps"):
-                            status = (f"{row['gbps']:7.0f} GB/s {row.get('vs_tjit', float('nan')):5.3f}x tjit "
-                                      f"{row.get('vs_copy', float('nan')):5.3f}x copy "
-                                      f"{row.get('vs_best_peer', float('nan')):5.3f}x peer")
-                        else:
-                            status = row.get("error", "no timing")
-                        if "same_as" in row:
-                            status += f" (= {row['same_as']})"
-                        if row.get("ok") is False:
-                            status += f" WRONG rel_err {row['rel_err']:.2e}"
-                        print(f"  {name:15s} {status:60s} {row['launch'] or ''}", flush=True)
-                    for name, why in notes.items():
-                        print(f"  {name:15s} skipped: {why}", flush=True)
+                    print_case(f"{op} {pas} {dtype_name} {m} x {n}", nbytes, case_started, rows, notes,
+                               {"vs_tjit": (rows["tjit"].get("gbps"), " tjit"),
+                                "vs_copy": (rows.get("copy", {}).get("gbps"), " copy"),
+                                "vs_best_peer": (peer_best, " peer")}, 15, 60)
                     results.append({"op": op, "pass": pas, "dtype": dtype_name, "rows": m, "cols": n, "bytes": nbytes,
                                     "variants": list(rows.values()), "skipped": notes})
                     del t, variants, refs
@@ -751,16 +687,11 @@ def main(argv=None):
         if not_run:
             print(f"not run (past --budget-s {args.budget_s:.0f}): " + "; ".join(not_run))
         if args.out:
-            with open(args.out, "w") as f:
-                json.dump({"device": gpu, "facts": facts, "base": args.base, "rounds": args.rounds,
-                           "timing": timer.describe(), "seconds": elapsed, "results": results, "not_run": not_run},
-                          f, indent=1)
+            write_json(args.out, {"device": gpu, "facts": facts, "base": args.base, "rounds": args.rounds,
+                                  "timing": timer.describe(), "seconds": elapsed, "results": results,
+                                  "not_run": not_run})
             print(f"wrote {args.out}")
-        failed = [f"{r['op']} {r['pass']} {r['dtype']} {r['rows']}x{r['cols']} {v['variant']}" for r in results
-                  for v in r["variants"] if v.get("ok") is False or "error" in v]
-        if failed:
-            print("FAILED: " + "; ".join(failed))
-        return 1 if failed else 0
+        return report_failures(results, lambda r: f"{r['op']} {r['pass']} {r['dtype']} {r['rows']}x{r['cols']}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
