@@ -6,7 +6,7 @@
 
 #include "binaries/kernel_bundle_detail.h"
 #include "binaries/manifest_recorder.h"
-#include "launch/capture_mode.h"
+#include <tjit/relaxed_capture.h>
 #include "launch/cuda_device.h"
 #include "python/python_bridge.h"
 #include "settings/settings.h"
@@ -150,7 +150,7 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
   }
   const auto start = std::chrono::steady_clock::now();
   std::optional<detail::DeviceContextScope> context;
-  std::optional<detail::RelaxedCaptureScope> relaxed;  // another thread may be capturing a graph
+  std::optional<RelaxedCaptureMode> relaxed;  // another thread may be capturing a graph
   PrepareOnlyScope timing_launches(false);  // tjit::prepare() times configs too
   if (device >= 0) {
     context.emplace(device);

@@ -7,7 +7,7 @@
 #include "function/function_impl.h"
 
 #include "binaries/manifest_recorder.h"
-#include "launch/capture_mode.h"
+#include <tjit/relaxed_capture.h>
 #include "launch/cuda_device.h"
 #include "launch/cuda_driver.h"
 #include "python/python_gil.h"
@@ -137,7 +137,7 @@ CachedKernel& TritonJitFunction::Impl::compile_and_load(uint64_t hash, const det
   const auto start = std::chrono::steady_clock::now();
   std::string key;
   Origin origin = Origin::Compiled;
-  detail::RelaxedCaptureScope relaxed;  // another thread may be capturing a graph
+  RelaxedCaptureMode relaxed;  // another thread may be capturing a graph
   CompiledKernel compiled = obtain(spec, target, options, k.description, /*use_store=*/true, key, origin);
   try {
     load_binary(k, compiled, device);
@@ -180,7 +180,7 @@ CUfunction TritonJitFunction::Impl::function_in_context(CachedKernel& k, CUconte
     return function;
   }
   if (static_cast<int>(dev) == device) {
-    detail::RelaxedCaptureScope relaxed;
+    RelaxedCaptureMode relaxed;
     function = load_function(k.meta, k.meta.binary, k.description);
     configure_function(function, k.meta, device, k.description);
   }

@@ -1,4 +1,4 @@
-#include "launch/capture_mode.h"
+#include <tjit/relaxed_capture.h>
 
 #include "launch/cuda_driver.h"
 
