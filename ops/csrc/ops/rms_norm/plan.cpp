@@ -93,8 +93,10 @@ RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, cons
     }
     tile = std::max(tile, block_n);
     // Up to 2048 columns two programs an SM: at one, 4-byte rows leave the SM 8 warps. 4-byte rows
-    // there skip the prefetch, whose registers (add_rms_norm's: 161) would leave room for one.
+    // there skip the prefetch and reload w per tile, whose registers (add_rms_norm's: 161) would
+    // leave room for one.
     const int per_sm = block_n > 128 && block_n <= 2048 ? 2 : 1;
+    const bool four_byte_pair = element_size == 4 && per_sm == 2;
     plan.kind = RmsNormBackwardPlan::Kind::Fused;
     plan.block_m = tile / block_n;
     plan.block_n = block_n;
@@ -109,11 +111,9 @@ RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, cons
       plan.block_tail = tail;
     }
     const int64_t width = plan.block_n + plan.block_tail;
-    plan.prefetch = element_size != 8 && block_n >= 2048 && width <= kFusedRegisterRoom &&
-                    !(element_size == 4 && block_n <= 2048);
-    // w is held across rows unless the 4-byte rows' two programs an SM need its registers, or a
-    // tail block's spills make reloading it per tile cheaper.
-    plan.preload_w = (width <= kFusedRegisterRoom || plan.block_tail == 0) && !(element_size == 4 && per_sm == 2);
+    plan.prefetch = element_size != 8 && block_n >= 2048 && width <= kFusedRegisterRoom && !four_byte_pair;
+    // w is held across rows unless a tail block's spills make reloading it per tile cheaper.
+    plan.preload_w = (width <= kFusedRegisterRoom || plan.block_tail == 0) && !four_byte_pair;
     int64_t programs = std::min<int64_t>(int64_t{per_sm} * sms, kit::ceil_div(rows, plan.block_m));
     plan.rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), plan.block_m) * plan.block_m;
     programs = kit::ceil_div(rows, plan.rows_per_program);
