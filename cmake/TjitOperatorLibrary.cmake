@@ -74,6 +74,9 @@ function(tjit_add_operator_library name)
 
   add_library(${name} SHARED ${ARG_SOURCES})
   target_link_libraries(${name} PUBLIC tjit::operators)
+  # A toolchain that links libstdc++ statically would otherwise export its copy, and torch's
+  # libstdc++ calls would bind to it (a crash formatting an error message).
+  target_link_options(${name} PRIVATE "LINKER:--exclude-libs,ALL")
   string(TOUPPER "${name}" _upper)
   string(MAKE_C_IDENTIFIER "${_upper}" _upper)
   # Read by <tjit/kit/library_kernels.h>.

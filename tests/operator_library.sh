@@ -44,6 +44,10 @@ LIB=$(find "$WORK/install" -name libmyops.so | head -n 1)
 runpath=$(readelf -d "$LIB" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
 log "   $LIB RUNPATH: $runpath"
 [[ $runpath == *'$ORIGIN'* ]] || { log "the installed library has no \$ORIGIN run path"; exit 1; }
+# A libstdc++ linked in statically (some toolchains' default) stays private to the library.
+if nm -D --defined-only "$LIB" | grep -q -w -E "__cxa_throw|__gxx_personality_v0"; then
+  log "$LIB exports the C++ runtime (__cxa_throw): torch's calls into libstdc++ would bind to its copy"; exit 1
+fi
 
 log "3. pytest against the installed library (recording its launches)"
 (cd "$WORK" && TJIT_RECORD="$WORK/myops.manifest.json" TJIT_CACHE_DIR="$WORK/kernel-store" MYOPS_LIBRARY="$LIB" \
