@@ -13,7 +13,8 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
                   base_backward
     new           this tree's plan (tjit.plans with this device's facts) and kernel file, launched
                   from Python: what tjit runs
-    prefetch_flip, preload_w_flip   new with the fused backward's PREFETCH / PRELOAD_W negated
+    prefetch_flip, preload_w_flip, both_flip   new with the fused backward's PREFETCH / PRELOAD_W /
+                  both negated
     no_tail       new with a head + tail backward tile padded to one power-of-two block again
     maxnreg_flip  (forward) new's 32-warp launch with its register cap (32: two programs an SM) off, or on
     tail          (forward) new's one-row block split into a head and a tail block (5120: 4096 +
@@ -211,6 +212,10 @@ def backward_variants(new, m, n, element_size, sms):
             plan = _copy(new)
             plan["launches"][0]["constexprs"][key] = not c[key]
             out[name] = plan
+    if "PREFETCH" in c and "PRELOAD_W" in c:
+        plan = _copy(new)
+        plan["launches"][0]["constexprs"].update(PREFETCH=not c["PREFETCH"], PRELOAD_W=not c["PRELOAD_W"])
+        out["both_flip"] = plan
     if c.get("BLOCK_TAIL"):
         plan = _copy(new)
         plan["launches"][0]["constexprs"].update(BLOCK_N=2 * c["BLOCK_N"], BLOCK_TAIL=0)
@@ -436,7 +441,7 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
         out["new"] = ("new", new)
         out.update({k: ("new", p) for k, p in forward_variants(new, n).items()})
     else:
-        new = plans.plan("rms_norm_backward", rows=m, cols=n, dtype=dtype, device=facts)
+        new = plans.plan("rms_norm_backward", rows=m, cols=n, dtype=dtype, device=facts, has_grad_sum=int(residual))
         try:
             if kernels["main"] is not None:
                 out["main"] = ("main", base_backward(m, n, e, facts["multiprocessors"]))

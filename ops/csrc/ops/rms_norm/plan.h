@@ -44,6 +44,8 @@ struct RmsNormBackwardInputs {
   bool want_dx = true;
   bool want_dw = true;
   bool index64 = false;
+  // add_rms_norm's backward: the gradient of input + residual is read too.
+  bool with_grad_sum = false;
 };
 
 struct RmsNormBackwardPlan {

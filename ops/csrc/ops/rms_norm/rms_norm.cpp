@@ -270,6 +270,7 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   inputs.dtype = input.scalar_type();
   inputs.want_dx = dx.defined();
   inputs.want_dw = want_dw;
+  inputs.with_grad_sum = ds.defined();
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(dy) || (ds.defined() && kit::needs_index64(ds));
   const RmsNormBackwardPlan plan = plan_rms_norm_backward(inputs, kit::device_facts(input));
   const Stream stream = current_stream(input.device());
