@@ -11,6 +11,10 @@ softmax_fwd_bf16 (default 1088 x 128256, 512 x 262144; --all: every vocabulary o
     untuned         the plan a capture without a tuned config takes (tuner_available=0)
     loop_<B>w<W>, split_<B>w<W>   each config of softmax_fwd_long_kernel on its own: which one the
                     tuner should pick, and how close each comes to the copy
+    split_<B>w<W>_r32  that split config capped at 32 registers a thread (sm_90, no spills): the
+                    committed split_4096w4 binary takes 56 and 9 programs an SM, capped 16 (ncu at
+                    1088 x 128256: DRAM 72% busy, register-limited occupancy, stalls on loads and
+                    the block's reductions)
     split_2048w4    softmax_fwd_split_kernel with 2048-column chunks: more, smaller programs
     peek_<B>w<W>    benchmarks/kernels/bandwidth_candidates.py: the split kernel polling the row's
                     words with relaxed loads instead of per-lane atomics (all S programs of a row
@@ -159,6 +163,10 @@ def softmax_variants(ctx, x, out, smoke):
                         dict(num_warps=config.num_warps))
         name = f"{'split' if split else 'loop'}_{block}w{config.num_warps}"
         variants[name] = (steps(long_sync.zero_, launch) if split else launch, launch, out)
+        if split and config.num_warps <= 8:
+            capped = Launch(launch.kernel, launch.grid, launch.args, launch.constexprs,
+                            dict(num_warps=config.num_warps, maxnreg=32))
+            variants[f"{name}_r32"] = (steps(long_sync.zero_, capped), capped, out)
 
     def split(kernel, block, warps, maxnreg=0, **extra):
         s = -(-n // block)

@@ -37,9 +37,11 @@ def launches(case):
                    "stride_in_row": "i32", "stride_out_row": "i32"}
             for config in sk._long_row_configs():
                 k = config.kwargs
-                out.append((f"N={n} {'split' if k['SPLIT'] else 'loop'}_{k['BLOCK_N']}w{config.num_warps}",
-                            sk.softmax_fwd_long_kernel.fn, sig,
-                            dict(CHUNKS_POW2=chunks_pow2, ALIGN=1, INDEX_64=False, **k), config.num_warps, 0))
+                label = f"N={n} {'split' if k['SPLIT'] else 'loop'}_{k['BLOCK_N']}w{config.num_warps}"
+                constexprs = dict(CHUNKS_POW2=chunks_pow2, ALIGN=1, INDEX_64=False, **k)
+                out.append((label, sk.softmax_fwd_long_kernel.fn, sig, constexprs, config.num_warps, 0))
+                if k["SPLIT"] and config.num_warps <= 8:  # bandwidth_variants.py's _r32 variants
+                    out.append((label + "_r32", sk.softmax_fwd_long_kernel.fn, sig, constexprs, config.num_warps, 32))
             split_sig = {"out_ptr": "*bf16", "in_ptr": "*bf16", "sync_ptr": "*i64", "M": "i32", "N": "i32", "S": "i32",
                          "stride_in_row": "i32", "stride_out_row": "i32"}
             for block, warps, maxnreg in ((8192, 8, 0), (8192, 8, 48), (4096, 4, 0), (16384, 16, 0)):
