@@ -7,6 +7,12 @@ here as a test diff: update the table in the same commit, with the reason.
 Devices are given by their facts (no GPU needed): "H100-like" 132 SMs, 3352 GB/s, dependent launch;
 "H200-like" 132 SMs, 4800 GB/s, dependent launch; "cpu" the interpreter's 4 SMs."""
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -382,3 +388,38 @@ def test_unknown_plan_and_missing_input():
         plans.plan("no_such_plan", dtype=torch.float32)
     with pytest.raises(RuntimeError, match="'cols' is required"):
         plans.plan("softmax", rows=3, dtype=torch.float32)
+
+
+# One backward of rms_norm or add_rms_norm on the CPU (Triton's interpreter), its launches recorded.
+_RMS_BACKWARD = textwrap.dedent("""\
+    import sys, torch, tjit
+    x = torch.randn(3, 5120, requires_grad=True)
+    w = torch.randn(5120, requires_grad=True)
+    if sys.argv[1] == "add_rms_norm":
+        r = torch.randn(3, 5120, requires_grad=True)
+        out, total = torch.ops.tjit.add_rms_norm(x, r, [5120], w, 1e-6)
+        (out.sum() + total.sum()).backward()
+    else:
+        torch.ops.tjit.rms_norm(x, [5120], w, 1e-6).sum().backward()
+    """)
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "add_rms_norm"])
+def test_rms_norm_backward_launches_the_plan_its_inputs_describe(op, tmp_path):
+    # The operator maps its call to the plan's inputs (add_rms_norm's: has_grad_sum); a mapping that
+    # drifted from tjit.plans' would launch another kernel than the one the table above pins.
+    manifest = tmp_path / "m.json"
+    env = dict(os.environ, TJIT_RECORD=str(manifest), TJIT_CACHE="0", TJIT_LOG_COMPILES="0")
+    proc = subprocess.run([sys.executable, "-c", _RMS_BACKWARD, op], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    launched = [e for e in json.loads(manifest.read_text())["entries"] if e["function"] == "rms_norm_bwd_fused_kernel"]
+    assert len(launched) == 1, launched
+    plan = plans.plan("rms_norm_backward", rows=3, cols=5120, dtype=torch.float32, device=plans.CPU,
+                      has_grad_sum=int(op == "add_rms_norm"))
+    fused = plan["launches"][0]
+    assert fused["kernel"] == "rms_norm_bwd_fused_kernel"
+    for name, value in fused["constexprs"].items():
+        assert launched[0]["args"][name] == value, (name, launched[0]["args"])
+    assert fused["constexprs"]["PRELOAD_W"] == (op == "rms_norm")  # 4-byte rows with a grad_sum reload w
+    assert (launched[0]["args"]["ds_ptr"] is not None) == (op == "add_rms_norm")
