@@ -207,15 +207,12 @@ def backward_variants(new, m, n, element_size, sms):
     if new["kind"] != "fused":
         return out
     c = new["launches"][0]["constexprs"]
-    for name, key in (("prefetch_flip", "PREFETCH"), ("preload_w_flip", "PRELOAD_W")):
-        if key in c:
+    for name, keys in (("prefetch_flip", ("PREFETCH", )), ("preload_w_flip", ("PRELOAD_W", )),
+                       ("both_flip", ("PREFETCH", "PRELOAD_W"))):
+        if all(key in c for key in keys):
             plan = _copy(new)
-            plan["launches"][0]["constexprs"][key] = not c[key]
+            plan["launches"][0]["constexprs"].update({key: not c[key] for key in keys})
             out[name] = plan
-    if "PREFETCH" in c and "PRELOAD_W" in c:
-        plan = _copy(new)
-        plan["launches"][0]["constexprs"].update(PREFETCH=not c["PREFETCH"], PRELOAD_W=not c["PRELOAD_W"])
-        out["both_flip"] = plan
     if c.get("BLOCK_TAIL"):
         plan = _copy(new)
         plan["launches"][0]["constexprs"].update(BLOCK_N=2 * c["BLOCK_N"], BLOCK_TAIL=0)
