@@ -12,7 +12,10 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
                   here: the forward's is this tree's without maxnreg (base_forward), the backward's
                   base_backward
     new           this tree's plan (tjit.plans with this device's facts) and kernel file, launched
-                  from Python: what tjit runs
+                  from Python: what tjit runs (past 8192 columns on CUDA, the team backward; its
+                  teams sized for the programs an SM holds, --team-per-sm)
+    fused         where new is the team backward: the fused pass the plan takes without teams (the
+                  plan for the same facts but is_cuda), and the flips below derived from it
     prefetch_flip, preload_w_flip, both_flip   new with the fused backward's PREFETCH / PRELOAD_W /
                   both negated
     no_tail       new with a head + tail backward tile padded to one power-of-two block again
@@ -23,11 +26,7 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
     split_sm      new's fused backward with twice the programs, each half the rows a tile and
                   half the warps (tiles of 2+ rows only)
     warps_half, warps_double        new at half / twice its num_warps
-    team, team_2048   past 8192 columns, CUDA: the backward by teams of S programs that share rows,
-                  each owning BLOCK_N columns (4096: 4 warps, 2 programs an SM, 3 stages; 2048: 4
-                  warps, 4 an SM, 2 stages) and exchanging each row's sum of dy * w * xhat through
-                  row_exchange, as layer_norm's team backward (rms_norm_bwd_team_kernel below), then
-                  the dw finalize over the teams' partial sums
+    team_s2       new's team backward with its row loop 2 stages deep (CUDA)
     aten, compile F.rms_norm (after x + r for add_rms_norm) eager / torch.compile'd; the backward
                   through autograd (graph recorded once, re-run)
     liger, flaggems   their RMSNorm (benchmarks/peers.py), where installed (CUDA)
@@ -55,14 +54,13 @@ import sys
 import tempfile
 import time
 
-from variants import (check_once, device_name, kernels_at, load_kernels, parse_shapes, pick_device, print_case,
+from variants import (check_once, device_name, kernels_at, parse_shapes, pick_device, print_case,
                       report_failures, time_rounds, write_json)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BASE = "ffa1136"
 KERNEL_FILE = "ops/kernels_py/rms_norm.py"
-TEAM_FILE = "rms_norm_team_candidate.py"  # beside this script
 ALL_HIDDEN = (2048, 4096, 5120, 7168, 8192, 12288, 16384)
 DEFAULT_HIDDEN = (2048, 5120, 8192, 12288, 16384)
 SMOKE_SHAPES = [("bfloat16", 5, 2000), ("float32", 5, 4100), ("bfloat16", 2, 12000)]
@@ -86,6 +84,8 @@ def parse_args(argv):
     p.add_argument("--base", default=BASE, help="the commit whose kernel file 'main' runs")
     p.add_argument("--base-kernel", help=f"the base's {KERNEL_FILE}, where git cannot show it")
     p.add_argument("--sms", type=int, default=132, help="--sm90: the device's multiprocessors")
+    p.add_argument("--team-per-sm", type=int, default=2, help="programs of the team backward an SM holds, for its "
+                   "plan (the C++ operator asks the driver; each CUDA launch prints what its binary holds)")
     p.add_argument("--skip", default="", help="variants not to run, e.g. compile,warps_double")
     p.add_argument("--budget-s", type=float, default=0, help="start no case after this many seconds (0: no limit); "
                    "the cases not run are listed")
@@ -111,23 +111,6 @@ def shapes_of(args, llm_rows):
 def base_kernels(tmp, commit, path=None):
     """(module, None) of `commit`'s rms_norm kernel file (from git unless `path`), or (None, why not)."""
     return kernels_at(commit, KERNEL_FILE, tmp, f"_rms_{commit}", "--base-kernel", path)
-
-
-# ------------------------------------------------------------------------------- team candidate
-# The kernel is rms_norm_team_candidate.py's (CUDA or --sm90 only).
-
-
-def team_plan(m, n, sms, block_n, per_sm, stages, num_warps=4):
-    chunks = _cdiv(n, block_n)
-    teams = min(max(1, per_sm * sms // chunks), m)
-    rows_per_team = _cdiv(m, teams)
-    teams = _cdiv(m, rows_per_team)
-    launches = [dict(kernel="rms_norm_bwd_team_kernel", grid=[teams * chunks, 1, 1], num_warps=num_warps, maxnreg=0,
-                     launch_pdl=False, constexprs=dict(BLOCK_N=block_n, S_POW2=_p2(chunks), STAGES=stages),
-                     args=dict(S=chunks, rows_per_team=rows_per_team, teams=teams))]
-    if teams > 1:
-        launches.append(_finalize(teams, n))
-    return dict(kind="team", launches=launches)
 
 
 # ------------------------------------------------------------------------------------------ plans
@@ -315,26 +298,26 @@ def backward_args_of(torch, t, plan, residual):
     """args_of(launch) for a backward plan, with its dw partial buffer allocated once."""
     x, v, w, dy, ds, dx, dw, rstd = t["x"], t["v"], t["w"], t["dy"], t["ds"], t["dx"], t["dw"], t["rstd"]
     m, n = x.shape
-    groups = plan["launches"][-1]["args"]["G"] if len(plan["launches"]) > 1 else 1
+    groups = plan["launches"][-1]["args"].get("G", 1)  # the finalize's, where there is one
+    team = plan["kind"] == "team"
     partial = torch.empty((groups, n), dtype=torch.float32, device=x.device) if groups > 1 else dw
-    team = plan["launches"][0]["kernel"] == "rms_norm_bwd_team_kernel"
-    sync = torch.zeros(2 + m * plan["launches"][0]["args"]["S"], dtype=torch.int64, device=x.device) if team else None
+    sync = torch.zeros(plan["workspace"]["row_exchange_words"], dtype=torch.int64, device=x.device) if team else None
+    ds_stride = ds.stride(0) if residual else 0
 
     def args_of(launch):
         if launch["kernel"] == "rms_norm_bwd_fused_kernel":
             return (dx, partial, dy, v, w, rstd, ds if residual else None, m, n, dx.stride(0), dy.stride(0),
                     v.stride(0), ds.stride(0) if residual else 0, launch["args"]["rows_per_program"])
-        if launch["kernel"] == "rms_norm_bwd_team_kernel":
+        if launch["kernel"] in ("rms_norm_bwd_team_kernel", "rms_norm_bwd_team_rescue_kernel"):
             return (dx, partial, dy, v, w, rstd, ds if residual else None, sync, m, n, launch["args"]["S"],
-                    launch["args"]["rows_per_team"], dx.stride(0), dy.stride(0), v.stride(0),
-                    ds.stride(0) if residual else 0)
+                    launch["args"]["rows_per_team"], dx.stride(0), dy.stride(0), v.stride(0), ds_stride)
         if launch["kernel"] == "rms_norm_bwd_dw_finalize_kernel":
             return (dw, partial, launch["args"]["G"], n)
         raise ValueError(f"no arguments for {launch['kernel']}")
 
     def before():
         if sync is not None:
-            sync.zero_()  # the team kernel's tickets and row words start from 0 every launch
+            sync.zero_()  # the team kernel's tickets, row words and mode words start from 0 every launch
 
     args_of.before = before
     return args_of
@@ -438,22 +421,27 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
         out["new"] = ("new", new)
         out.update({k: ("new", p) for k, p in forward_variants(new, n).items()})
     else:
-        new = plans.plan("rms_norm_backward", rows=m, cols=n, dtype=dtype, device=facts, has_grad_sum=int(residual))
+        query = dict(rows=m, cols=n, dtype=dtype, has_grad_sum=int(residual))
+        new = plans.plan("rms_norm_backward", device=facts, resident_programs_per_sm=args.team_per_sm, **query)
         try:
             if kernels["main"] is not None:
                 out["main"] = ("main", base_backward(m, n, e, facts["multiprocessors"]))
         except ValueError as exc:
             notes["main"] = str(exc)
         out["new"] = ("new", new)
-        out.update({k: ("new", p) for k, p in backward_variants(new, m, n, e, facts["multiprocessors"]).items()})
-        if n > 8192 and e != 8:
-            if facts["is_cuda"]:
-                sms = facts["multiprocessors"]
-                out["team"] = ("team", team_plan(m, n, sms, 4096, 2, 3))
-                # fp32 add_rms_norm's 2048-column binary holds 3 an SM (136 registers), the others 4.
-                out["team_2048"] = ("team", team_plan(m, n, sms, 2048, 3 if e == 4 and residual else 4, 2))
-            else:
-                notes["team"] = "CUDA only: a row's programs wait for each other"
+        fused = new
+        if new["kind"] == "team":
+            fused = plans.plan("rms_norm_backward", device=dict(facts, is_cuda=False), **query)
+            if fused["kind"] == "fused":
+                out["fused"] = ("new", fused)
+            else:  # past 16384 columns: dx, then dw by column blocks
+                notes["fused"] = f"the plan without teams is {fused['kind']}, which this script does not launch"
+            team_s2 = _copy(new)
+            team_s2["launches"][0]["constexprs"]["STAGES"] = 2
+            out["team_s2"] = ("new", team_s2)
+        elif n > 8192 and e != 8 and not facts["is_cuda"]:
+            notes["team"] = "CUDA only: the team backward's programs wait for each other"
+        out.update({k: ("new", p) for k, p in backward_variants(fused, m, n, e, facts["multiprocessors"]).items()})
     for name in args.skip:
         out.pop(name, None)
     return out, notes
@@ -462,12 +450,12 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
 def run_sm90(args):
     os.environ.pop("TRITON_INTERPRET", None)
     from tjit import plans
-    kernels = {"new": load_kernels("_rms_new", os.path.join(ROOT, KERNEL_FILE))}
+    sys.path.insert(0, HERE)
+    import triton_wrappers as tw
+    kernels = {"new": tw.rms_norm_k}  # the kernels package's module: rms_norm.py imports row_exchange
     tmp = tempfile.mkdtemp(prefix="rms-variants-")
     try:
         kernels["main"], note = base_kernels(tmp, args.base, args.base_kernel)
-        if not {"team", "team_2048"} <= set(args.skip):
-            kernels["team"] = load_kernels("_rms_team", os.path.join(HERE, TEAM_FILE))
         if note:
             print(f"main: {note}")
         facts = plans.device_facts(is_cuda=True, multiprocessors=args.sms, memory_gbps=4800)
@@ -528,10 +516,8 @@ def main(argv=None):
     started = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="rms-variants-")
     try:
-        kernels = {"new": load_kernels("_rms_new", os.path.join(ROOT, KERNEL_FILE))}
+        kernels = {"new": tw.rms_norm_k}  # the kernels package's module: rms_norm.py imports row_exchange
         kernels["main"], base_note = base_kernels(tmp, args.base, args.base_kernel)
-        if device == "cuda" and not {"team", "team_2048"} <= set(args.skip):
-            kernels["team"] = load_kernels("_rms_team", os.path.join(HERE, TEAM_FILE))
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
         peers = {name: peer_lib.load_peer(name, device) for name in ("liger", "flaggems") if name not in args.skip}

@@ -45,6 +45,7 @@ sum_k = _load("sum")
 softmax_k = _load("softmax")
 # layer_norm's forward and backward kernels under one name
 layer_norm_k = types.SimpleNamespace(**{**vars(_load("layer_norm.forward")), **vars(_load("layer_norm.backward"))})
+rms_norm_k = _load("rms_norm")
 
 # Checks set this so any element a kernel fails to write stays NaN and is caught.
 FILL_OUTPUTS_WITH_NAN = False

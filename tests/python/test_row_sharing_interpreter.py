@@ -1,5 +1,6 @@
 """The kernels whose programs share a row (softmax.py's split kernels and autotuned long-row
-forward, layer_norm's long-row forward and team backwards) under Triton's interpreter, on CPU.
+forward, layer_norm's long-row forward and team backwards, rms_norm's team backward) under Triton's
+interpreter, on CPU.
 
 The operators launch them only on CUDA: their programs wait for each other, and the interpreter
 runs programs one at a time. With ONE program a row (or a team) nothing waits for a later
@@ -9,8 +10,9 @@ as written), the merge, and for softmax the cut of rows that start off a 16-byte
 head, whole vectors and a tail (ALIGN). The softmax kernels also run rows of several chunks here:
 a program that waits too long reads the missing chunks itself, which the interpreter's order (a
 row's later programs not started) always calls for; likewise layer_norm's long-row forward and its
-team backwards (teams of 2, 3 and 5 programs, STAGES = 1). The GPU runs the multi-program cases at
-speed (operators/test_softmax.py, operators/test_layer_norm.py: *_cuda).
+team backwards (teams of 2, 3 and 5 programs, STAGES = 1); rms_norm's teams of 3 give up (no
+help path) and its rescue kernel does their rows. The GPU runs the multi-program cases at speed
+(operators/test_softmax.py, operators/test_layer_norm.py, operators/test_rms_norm.py: *_cuda).
 
 Run in a subprocess, since the interpreter must be chosen before triton is imported:
     TRITON_INTERPRET=1 python3 tests/python/test_row_sharing_interpreter.py
@@ -359,13 +361,57 @@ def _layer_norm_lag_plan_cases(torch, ln):
     return errors
 
 
+def _rms_norm_team_cases(torch, rms):
+    # rms_norm's team backward and its rescue kernel, as the operator launches them: teams of one
+    # program run (S = 1: the team is whole at its first ticket), teams of 3 give up here (their
+    # programs run one after another; team_runs waits HELP_AFTER = 2 polls) and the rescue kernel
+    # does their rows. Three rows a team, v with a row stride, with and without weight and ds.
+    import triton.language as tl
+    module = sys.modules[rms.rms_norm_bwd_team_kernel.fn.__module__]
+    help_after = module.HELP_AFTER
+    module.HELP_AFTER = tl.constexpr(2)
+    errors = {}
+    try:
+        rows, per_team = 7, 3
+        teams = -(-rows // per_team)
+        for block, chunks in ((512, 1), (128, 3)):
+            n = 300
+            for dtype in (torch.float32, torch.bfloat16):
+                v = (torch.randn(rows, n + 5, dtype=dtype) + 0.5)[:, 2:n + 2]
+                dy = torch.randn(rows, n, dtype=dtype)
+                rstd = torch.rsqrt(v.float().pow(2).mean(-1) + 1e-6)
+                for weight, ds in ((torch.randn(n, dtype=dtype), torch.randn(rows, n, dtype=dtype)), (None, None)):
+                    vd = v.double().requires_grad_()
+                    wd = None if weight is None else weight.double().requires_grad_()
+                    out = torch.nn.functional.rms_norm(vd, [n], wd, 1e-6)
+                    want = torch.autograd.grad((out * dy.double()).sum(), [t for t in (vd, wd) if t is not None])
+                    want_dx = want[0] + (0 if ds is None else ds.double())
+                    dx = torch.full((rows, n), float("nan"), dtype=dtype)
+                    partial = torch.full((teams, n), float("nan"))
+                    sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64)
+                    common = (dx, partial, dy, v, weight, rstd, ds, sync, rows, n, chunks, per_team, n, n, v.stride(0),
+                              n if ds is not None else 0, weight is not None, weight is not None)
+                    rms.rms_norm_bwd_team_kernel[(teams * chunks, )](*common, block, max(chunks, 1), 1, False)
+                    mode = "ran" if chunks == 1 else "gave up"
+                    modes = sync[2 + rows * chunks:].tolist()
+                    case = f"rms_norm bwd team {mode} S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
+                    errors[f"{case} modes"] = float(modes != [1 if chunks == 1 else 2] * teams)
+                    rms.rms_norm_bwd_team_rescue_kernel[(teams, )](*common, 64, False)
+                    errors[f"{case} dx"] = _error(dx, want_dx)
+                    if weight is not None:
+                        errors[f"{case} dw"] = _error(partial.sum(0), want[1])
+    finally:
+        module.HELP_AFTER = help_after
+    return errors
+
+
 def main():
     import torch
     import triton
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     # The benchmarks' Python mirror of the operators: the kernel files, loaded under the
     # interpreter, and ALIGN as softmax.cpp's split_alignment picks it.
-    from triton_wrappers import _split_alignment, layer_norm_k, patch_interpreter_for_numpy, softmax_k
+    from triton_wrappers import _split_alignment, layer_norm_k, patch_interpreter_for_numpy, rms_norm_k, softmax_k
     patch_interpreter_for_numpy()
     torch.manual_seed(0)
     errors = _softmax_cases(torch, triton, softmax_k, _split_alignment)
@@ -373,6 +419,7 @@ def main():
     errors.update(_layer_norm_cases(torch, layer_norm_k))
     errors.update(_layer_norm_team_cases(torch, layer_norm_k))
     errors.update(_layer_norm_lag_plan_cases(torch, layer_norm_k))
+    errors.update(_rms_norm_team_cases(torch, rms_norm_k))
     print(json.dumps(errors))
 
 
@@ -380,7 +427,8 @@ def test_row_sharing_kernels_under_the_interpreter():
     from conftest import run_script_under_interpreter  # here, not at the top: the script itself needs no tjit
 
     errors = run_script_under_interpreter(__file__, 600, "a program waited forever: a published word read as not yet written")
-    assert len(errors) == 61 + 72 + 6 + 3 + 12, sorted(errors)  # the last: lag teams that ran, and gave up whole
+    # the last two: lag teams that ran, and gave up whole; rms_norm's teams that ran, and gave up
+    assert len(errors) == 61 + 72 + 6 + 3 + 12 + 20, sorted(errors)
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5

@@ -1,5 +1,6 @@
 """Right and never stuck on a shared GPU: the long-row operators (softmax forward and backward,
-layer_norm forward and backward: programs that share a row wait for each other) beside a kernel
+layer_norm forward and backward, rms_norm's backward: programs that share a row wait for each other)
+beside a kernel
 that holds every SM but one, in a green context of a few SMs, on four streams at once and in two
 CUDA graphs replayed at once.
 
@@ -34,7 +35,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
 
 SHAPES = [(8, 262144), (33, 262144), (4096, 12288), (4096, 16384)]
 DTYPES = [torch.bfloat16, torch.float32]
-LONG_ROW_OPS = ["softmax", "softmax_backward", "layer_norm", "layer_norm_backward"]
+LONG_ROW_OPS = ["softmax", "softmax_backward", "layer_norm", "layer_norm_backward", "rms_norm_backward"]
 CASE_TIMEOUT = 120  # seconds for one case on one SM (the largest reads ~0.8 GB)
 START_TIMEOUT = 120  # seconds for the subprocess to import torch and tjit
 
@@ -174,6 +175,15 @@ def make_case(name, rows, cols, dtype):
         return (lambda: ops.softmax_backward(g, y, -1, dtype)), (lambda out: want, )
     w = torch.randn(cols, dtype=dtype, device="cuda")
     b = torch.randn(cols, dtype=dtype, device="cuda")
+    if name == "rms_norm_backward":
+        dy = torch.randn(rows, cols, dtype=dtype, device="cuda")
+        ds = torch.randn(rows, cols, dtype=dtype, device="cuda")
+        _, rstd = ops.rms_norm_forward(x, [cols], w, 1e-5)
+        xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+        dx, dw = torch.autograd.grad((torch.nn.functional.rms_norm(xd, [cols], wd, 1e-5) * dy.double()).sum(), (xd, wd))
+        dx += ds.double()
+        return ((lambda: ops.rms_norm_backward(dy, x, [cols], rstd, w, [True, True], ds)),
+                (lambda out: dx, lambda out: dw))
     if name == "layer_norm":
         want = torch.ops.aten.native_layer_norm(x.double(), [cols], w.double(), b.double(), 1e-5)[0]
         return (lambda: ops.layer_norm_forward(x, [cols], w, b, 1e-5)[0]), (lambda out: want, )

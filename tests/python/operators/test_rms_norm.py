@@ -192,6 +192,21 @@ def test_backward_covers_every_plan_kind():
             kinds.add(plans.plan("rms_norm_backward", rows=rows, cols=cols, dtype=dt)["kind"])
     kinds.add(plans.plan("rms_norm_backward", rows=3, cols=8, want_dx=0, want_dw=0, dtype=torch.float32)["kind"])
     assert kinds == {"none", "fused", "dx_dw"}
+    # On CUDA, rows past 8192 columns that want dx go to teams (test_llm_shapes_cuda, and the masks
+    # test at 16385 columns, run them on the GPU); not float64, not without dx, not a team larger
+    # than the GPU holds.
+    cuda = plans.device_facts(is_cuda=True, multiprocessors=132, memory_gbps=4800)
+    team = plans.plan("rms_norm_backward", rows=1000, cols=12288, dtype=torch.bfloat16, device=cuda)
+    assert team["kind"] == "team" and team["needs_occupancy"]
+    assert [launch["kernel"] for launch in team["launches"]] == ["rms_norm_bwd_team_kernel",
+                                                                 "rms_norm_bwd_team_rescue_kernel",
+                                                                 "rms_norm_bwd_dw_finalize_kernel"]
+    for dtype, cols, inputs, facts in [(torch.float64, 12288, {}, cuda), (torch.float32, 8192, {}, cuda),
+                                       (torch.float32, 12288, {"want_dx": 0}, cuda),
+                                       (torch.float32, 12288, {"resident_programs_per_sm": 1},
+                                        dict(cuda, multiprocessors=2))]:
+        plan = plans.plan("rms_norm_backward", rows=1000, cols=cols, dtype=dtype, device=facts, **inputs)
+        assert plan["kind"] != "team", (dtype, cols, inputs)
     # Many rows of few columns: dw from several programs' partial sums and the finalize.
     fused = plans.plan("rms_norm_backward", rows=2000, cols=8, dtype=torch.float32)
     assert [launch["kernel"] for launch in fused["launches"]] == ["rms_norm_bwd_fused_kernel",

@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include <tjit/kit/grid.h>
+#include <tjit/kit/rows.h>
 
 #include <algorithm>
 
@@ -23,6 +24,12 @@ constexpr int64_t kLoopBlock = 4096;
 // load the next tile before this one's sums, and to hold w across its rows (sm_90 binaries: no
 // spills at the plan's warps; past it 32 warps leave 64 registers a thread).
 constexpr int64_t kFusedRegisterRoom = 8192;
+// Past that room on CUDA, rows that want dx go to teams of programs, one kTeamBlock chunk of the
+// row each (4 warps, no spills), sharing each row's sum through the row exchange, the row loop
+// kTeamStages deep (H200, 12288-16384 columns: bf16 1.22-1.28x the fused pass, fp32 1.00-1.16x).
+constexpr int64_t kTeamBlock = 4096;
+constexpr int64_t kTeamMaxChunks = 32;
+constexpr int kTeamStages = 3;
 
 }  // namespace
 
@@ -84,6 +91,29 @@ RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, cons
       plan.finalize_programs = kit::blocks_for(cols, plan.finalize_block_n, kBackwardOp);
     }
   };
+  const int64_t team_chunks = kit::ceil_div(cols, kTeamBlock);
+  // A team must fit the GPU at once (else it gives up and one program does its rows): with the
+  // occupancy known, fewer programs than a team go to the other plans.
+  if (device.is_cuda && element_size != 8 && in.want_dx && cols > kFusedRegisterRoom &&
+      team_chunks <= kTeamMaxChunks && rows * team_chunks * 2 < kit::kInt32Limit &&
+      int64_t{std::max(in.resident_programs_per_sm, 1)} * sms >= team_chunks) {
+    plan.kind = RmsNormBackwardPlan::Kind::Team;
+    plan.block_n = kTeamBlock;
+    plan.num_warps = 4;
+    plan.chunks = team_chunks;
+    plan.s_pow2 = kit::next_power_of_2(team_chunks);
+    plan.stages = kTeamStages;
+    plan.needs_occupancy = in.resident_programs_per_sm == 0;
+    // Rows split evenly over as many teams as run at once.
+    const int64_t capacity =
+        std::max<int64_t>(1, int64_t{std::max(in.resident_programs_per_sm, 1)} * sms / team_chunks);
+    plan.rows_per_program = kit::ceil_div(rows, std::min(capacity, rows));
+    const int64_t teams = kit::ceil_div(rows, plan.rows_per_program);
+    plan.programs = kit::blocks_for(teams * team_chunks, 1, kBackwardOp);
+    plan.rescue_block_n = kTeamBlock;
+    sum_groups(teams);
+    return plan;
+  }
   if (cols <= (element_size == 8 ? kFusedBackwardLimit / 2 : kFusedBackwardLimit)) {
     // [block_m, block_n] tiles of about `tile` elements; programs a few per SM, each a run of rows.
     const int64_t block_n = kit::next_power_of_2(cols);
@@ -180,10 +210,34 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
   in.want_dw = q.get("want_dw", 1) != 0 && q.get("has_weight", 1) != 0;
   in.index64 = q.get("index64", 0) != 0;
   in.with_grad_sum = q.get("has_grad_sum", 0) != 0;
+  in.resident_programs_per_sm = static_cast<int>(q.get("resident_programs_per_sm", 0));
   const bool has_weight = q.get("has_weight", 1) != 0;
   const RmsNormBackwardPlan p = plan_rms_norm_backward(in, q.device);
-  static const char* const kinds[] = {"none", "fused", "dx_dw"};
+  static const char* const kinds[] = {"none", "fused", "dx_dw", "team"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
+  if (p.kind == RmsNormBackwardPlan::Kind::Team) {
+    // The row words, then one mode word a team; dw's partial rows, one a team.
+    w.workspace("row_exchange_words", {2 + in.rows * p.chunks + p.groups});
+    w.launch(kRmsNormBwdTeamKernel, {p.programs}, p.num_warps)
+        .constexpr_flag("HAS_WEIGHT", has_weight)
+        .constexpr_flag("COMPUTE_DW", in.want_dw)
+        .constexpr_value("BLOCK_N", p.block_n)
+        .constexpr_value("S_POW2", p.s_pow2)
+        .constexpr_value("STAGES", p.stages)
+        .constexpr_flag("INDEX_64", p.index64)
+        .arg("S", p.chunks)
+        .arg("rows_per_team", p.rows_per_program);
+    if (p.needs_occupancy) {
+      w.needs_occupancy();
+    }
+    w.launch(kRmsNormBwdTeamRescueKernel, {static_cast<uint32_t>(p.groups)}, 4)
+        .constexpr_flag("HAS_WEIGHT", has_weight)
+        .constexpr_flag("COMPUTE_DW", in.want_dw)
+        .constexpr_value("BLOCK_N", p.rescue_block_n)
+        .constexpr_flag("INDEX_64", p.index64)
+        .arg("S", p.chunks)
+        .arg("rows_per_team", p.rows_per_program);
+  }
   if (p.kind == RmsNormBackwardPlan::Kind::Fused) {
     w.launch(kRmsNormBwdFusedKernel, {p.programs}, p.num_warps)
         .constexpr_flag("HAS_WEIGHT", has_weight)

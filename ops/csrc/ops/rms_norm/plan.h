@@ -12,6 +12,8 @@ namespace tjit::ops {
 
 inline constexpr const char* kRmsNormFwdKernel = "rms_norm_fwd_kernel";
 inline constexpr const char* kRmsNormBwdFusedKernel = "rms_norm_bwd_fused_kernel";
+inline constexpr const char* kRmsNormBwdTeamKernel = "rms_norm_bwd_team_kernel";
+inline constexpr const char* kRmsNormBwdTeamRescueKernel = "rms_norm_bwd_team_rescue_kernel";
 inline constexpr const char* kRmsNormBwdDxKernel = "rms_norm_bwd_dx_kernel";
 inline constexpr const char* kRmsNormBwdDwPartialKernel = "rms_norm_bwd_dw_partial_kernel";
 inline constexpr const char* kRmsNormBwdDwFinalizeKernel = "rms_norm_bwd_dw_finalize_kernel";
@@ -46,18 +48,28 @@ struct RmsNormBackwardInputs {
   bool index64 = false;
   // add_rms_norm's backward: the gradient of input + residual is read too.
   bool with_grad_sum = false;
+  // Programs of the team kernel an SM holds at once (the driver's occupancy of its binary); 0: not
+  // asked yet. A Team plan says so (needs_occupancy) and is asked again with it.
+  int resident_programs_per_sm = 0;
 };
 
 struct RmsNormBackwardPlan {
-  enum class Kind { Nothing, Fused, DxThenColumns };
+  enum class Kind { Nothing, Fused, DxThenColumns, Team };
   Kind kind = Kind::Nothing;
   bool index64 = false;
-  // Fused: dx and per-program dw sums in one pass; DxThenColumns: the dx kernel's grid.
+  // Fused: dx and per-program dw sums in one pass; DxThenColumns: the dx kernel's grid; Team: teams
+  // of `chunks` programs, one block_n chunk of the row each, rows_per_program rows a team.
   uint32_t programs = 1;
   int num_warps = 4;
   int64_t block_m = 1;
   int64_t block_n = 1;
   int64_t rows_per_program = 0;
+  // Team: programs a team (S), its power of two, the row loop's depth; whether the occupancy is
+  // still to be asked. The row exchange's workspace: 2 + rows * chunks + groups words.
+  int64_t chunks = 1;
+  int64_t s_pow2 = 1;
+  int stages = 1;
+  bool needs_occupancy = false;
   // Fused: columns past block_n in a tile beside each (0: none); the next tile loaded before this
   // one's row sums; w held in registers across rows.
   int64_t block_tail = 0;
@@ -71,8 +83,10 @@ struct RmsNormBackwardPlan {
   int64_t columns_block_n = 1;
   int64_t rows_per_group = 0;
   // Rows of dw's partial sums: > 1 means a [groups, cols] buffer in the accumulator dtype and the
-  // finalize launch; 1 means the kernel stores into dw directly.
+  // finalize launch; 1 means the kernel stores into dw directly. Team: the teams (one row each).
   int64_t groups = 1;
+  // Team: the rescue kernel's columns a step (the rows of teams that gave up).
+  int64_t rescue_block_n = 1;
   uint32_t finalize_programs = 1;
   int64_t finalize_block_g = 1;
   int64_t finalize_block_n = 1;

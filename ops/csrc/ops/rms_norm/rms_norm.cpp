@@ -272,17 +272,49 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   inputs.want_dw = want_dw;
   inputs.with_grad_sum = ds.defined();
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(dy) || (ds.defined() && kit::needs_index64(ds));
-  const RmsNormBackwardPlan plan = plan_rms_norm_backward(inputs, kit::device_facts(input));
+  const kit::DeviceFacts device = kit::device_facts(input);
+  RmsNormBackwardPlan plan = plan_rms_norm_backward(inputs, device);
   const Stream stream = current_stream(input.device());
   const std::string& file = kernel_file();
+  const auto partial_options = input.options().dtype(kit::accumulator_type(input.scalar_type()));
+  static auto& team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamKernel);
+  const LaunchOptions team_options{plan.num_warps};
+  const auto team_arguments = [&](const at::Tensor& dw_partial, const at::Tensor& sync, int64_t per_team,
+                                  const auto& call) {
+    return call(dx, dw_partial, dy, x, w, rstd_c, ds, sync, rows, cols, plan.chunks, per_team, cols, dyv.row_stride,
+                xv.row_stride, dsv.row_stride, w.defined(), want_dw, plan.block_n, plan.s_pow2, plan.stages,
+                plan.index64);
+  };
+  if (plan.needs_occupancy) {
+    // The team count follows the occupancy, and the buffers the team count: the occupancy is asked
+    // of the same binary with stand-ins of their dtypes (rstd_c: fp32, like the partial sums); the
+    // kernel does not specialise on rows_per_team.
+    const at::Tensor long_stand_in = at::empty({1}, input.options().dtype(at::kLong));
+    inputs.resident_programs_per_sm =
+        team_arguments(want_dw ? rstd_c : at::Tensor(), long_stand_in, 1, [&](const auto&... args) {
+          return team_kernel.resident_programs_per_sm(team_options, args...);
+        });
+    plan = plan_rms_norm_backward(inputs, device);  // a team that does not fit the GPU: another kind
+  }
   // dw's partial sums: a [groups, cols] buffer in the accumulator dtype, or dw itself for one group.
   const at::Tensor dw_partial =
-      want_dw && plan.groups > 1
-          ? kit::empty_output({plan.groups, cols}, input.options().dtype(kit::accumulator_type(input.scalar_type())))
-          : dw;
+      want_dw && plan.groups > 1 ? kit::empty_output({plan.groups, cols}, partial_options) : dw;
   switch (plan.kind) {
     case RmsNormBackwardPlan::Kind::Nothing:
       return {dx, dw};
+    case RmsNormBackwardPlan::Kind::Team: {
+      const at::Tensor sync = kit::row_exchange_workspace(rows, plan.chunks, input, plan.groups);
+      team_arguments(dw_partial, sync, plan.rows_per_program, [&](const auto&... args) {
+        team_kernel(stream, Grid(plan.programs), team_options, args...);
+        return 0;
+      });
+      // Always: the rows of any team that gave up.
+      static auto& rescue = TritonJitFunction::get_instance(file, kRmsNormBwdTeamRescueKernel);
+      rescue(stream, Grid(static_cast<uint32_t>(plan.groups)), LaunchOptions{4}, dx, dw_partial, dy, x, w, rstd_c, ds,
+             sync, rows, cols, plan.chunks, plan.rows_per_program, cols, dyv.row_stride, xv.row_stride,
+             dsv.row_stride, w.defined(), want_dw, plan.rescue_block_n, plan.index64);
+      break;
+    }
     case RmsNormBackwardPlan::Kind::Fused: {
       static auto& fused = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
       fused(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dw_partial, dy, x, w, rstd_c, ds, rows,
