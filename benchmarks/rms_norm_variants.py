@@ -27,6 +27,9 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
                   half the warps (tiles of 2+ rows only)
     warps_half, warps_double        new at half / twice its num_warps
     team_s2       new's team backward with its row loop 2 stages deep (CUDA)
+    lag_2048      2-byte rows where new is the team backward: benchmarks/kernels/rms_norm_candidates.py's
+                  lag form of it (dx of a row one iteration after its sum) in 2048-column chunks capped
+                  at 128 registers, teams for four programs an SM, 2 stages (CUDA)
     aten, compile F.rms_norm (after x + r for add_rms_norm) eager / torch.compile'd; the backward
                   through autograd (graph recorded once, re-run)
     liger, flaggems   their RMSNorm (benchmarks/peers.py), where installed (CUDA)
@@ -151,6 +154,25 @@ def base_backward(m, n, element_size, sms):
     if programs > 1:
         launches.append(_finalize(programs, n))
     return dict(kind="fused", launches=launches)
+
+
+def lag_plan(team, m, n, sms, block_n=2048, per_sm=4, stages=2, maxnreg=128):
+    """The team plan `team` with rms_norm_candidates' lag kernel in `block_n`-column chunks, as many
+    teams as `per_sm` programs an SM make, its rescue and finalize re-sized."""
+    plan = _copy(team)
+    chunks = _cdiv(n, block_n)
+    rows_per_team = _cdiv(m, min(max(1, per_sm * sms // chunks), m))
+    teams = _cdiv(m, rows_per_team)
+    lag, rescue = plan["launches"][0], plan["launches"][1]
+    lag.update(kernel="rms_norm_bwd_team_lag_kernel", grid=[teams * chunks, 1, 1], maxnreg=maxnreg)
+    lag["constexprs"].update(BLOCK_N=block_n, S_POW2=_p2(chunks), STAGES=stages)
+    lag["args"].update(S=chunks, rows_per_team=rows_per_team)
+    rescue["grid"] = [teams, 1, 1]
+    rescue["args"].update(S=chunks, rows_per_team=rows_per_team)
+    dw = team["launches"][0]["constexprs"]["COMPUTE_DW"]
+    plan["launches"] = [lag, rescue] + ([_finalize(teams, n)] if dw and teams > 1 else [])
+    plan["workspace"] = dict(plan["workspace"], row_exchange_words=2 + m * chunks + teams)
+    return plan
 
 
 def _copy(plan):
@@ -308,7 +330,8 @@ def backward_args_of(torch, t, plan, residual):
         if launch["kernel"] == "rms_norm_bwd_fused_kernel":
             return (dx, partial, dy, v, w, rstd, ds if residual else None, m, n, dx.stride(0), dy.stride(0),
                     v.stride(0), ds.stride(0) if residual else 0, launch["args"]["rows_per_program"])
-        if launch["kernel"] in ("rms_norm_bwd_team_kernel", "rms_norm_bwd_team_rescue_kernel"):
+        if launch["kernel"] in ("rms_norm_bwd_team_kernel", "rms_norm_bwd_team_lag_kernel",
+                                "rms_norm_bwd_team_rescue_kernel"):
             return (dx, partial, dy, v, w, rstd, ds if residual else None, sync, m, n, launch["args"]["S"],
                     launch["args"]["rows_per_team"], dx.stride(0), dy.stride(0), v.stride(0), ds_stride)
         if launch["kernel"] == "rms_norm_bwd_dw_finalize_kernel":
@@ -382,7 +405,8 @@ def sm90_annotate(module, plan, dtype, residual, pas):
             if not residual:
                 sig["ds_ptr"] = "constexpr"
                 c["ds_ptr"] = None
-        elif launch["kernel"] == "rms_norm_bwd_team_kernel":
+        elif launch["kernel"] in ("rms_norm_bwd_team_kernel", "rms_norm_bwd_team_lag_kernel",
+                                  "rms_norm_bwd_team_rescue_kernel"):
             sig = dict(dx_ptr=f"*{d}", dw_partial_ptr="*fp32", dy_ptr=f"*{d}", v_ptr=f"*{d}", w_ptr=f"*{d}",
                        rstd_ptr="*fp32", ds_ptr=f"*{d}", sync_ptr="*i64", M="i32", N="i32", S="i32",
                        rows_per_team="i32", stride_dx_row="i32", stride_dy_row="i32", stride_v_row="i32",
@@ -439,6 +463,8 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
             team_s2 = _copy(new)
             team_s2["launches"][0]["constexprs"]["STAGES"] = 2
             out["team_s2"] = ("new", team_s2)
+            if e == 2 and kernels.get("candidates") is not None:
+                out["lag_2048"] = ("candidates", lag_plan(new, m, n, facts["multiprocessors"]))
         elif n > 8192 and e != 8 and not facts["is_cuda"]:
             notes["team"] = "CUDA only: the team backward's programs wait for each other"
         out.update({k: ("new", p) for k, p in backward_variants(fused, m, n, e, facts["multiprocessors"]).items()})
@@ -453,6 +479,9 @@ def run_sm90(args):
     sys.path.insert(0, HERE)
     import triton_wrappers as tw
     kernels = {"new": tw.rms_norm_k}  # the kernels package's module: rms_norm.py imports row_exchange
+    sys.path.insert(0, os.path.join(HERE, "kernels"))
+    import rms_norm_candidates
+    kernels["candidates"] = rms_norm_candidates
     tmp = tempfile.mkdtemp(prefix="rms-variants-")
     try:
         kernels["main"], note = base_kernels(tmp, args.base, args.base_kernel)
@@ -517,6 +546,9 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="rms-variants-")
     try:
         kernels = {"new": tw.rms_norm_k}  # the kernels package's module: rms_norm.py imports row_exchange
+        sys.path.insert(0, os.path.join(HERE, "kernels"))
+        import rms_norm_candidates
+        kernels["candidates"] = rms_norm_candidates
         kernels["main"], base_note = base_kernels(tmp, args.base, args.base_kernel)
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)

@@ -55,7 +55,7 @@ def test_sm90_report_without_gpu(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (case, ) = json.loads(out.read_text())["results"]
     plans = {v["variant"]: v["plan"] for v in case["variants"]}
-    assert {"new", "fused", "team_s2", "prefetch_flip", "no_tail"} <= set(plans), sorted(plans)
+    assert {"new", "fused", "team_s2", "lag_2048", "prefetch_flip", "no_tail"} <= set(plans), sorted(plans)
     for name, plan in plans.items():
         first = plan["launches"][0]
         assert first["n_regs"] > 0 and first["n_spills"] >= 0 and first["resident_programs_per_sm"] >= 1, (name, first)
