@@ -25,8 +25,8 @@ constexpr int64_t kLoopBlock = 4096;
 // spills at the plan's warps; past it 32 warps leave 64 registers a thread).
 constexpr int64_t kFusedRegisterRoom = 8192;
 // Past that room on CUDA, rows that want dx go to teams of programs, one kTeamBlock chunk of the
-// row each (4 warps, no spills), sharing each row's sum through the row exchange, the row loop
-// kTeamStages deep (H200, 12288-16384 columns: bf16 1.22-1.28x the fused pass, fp32 1.00-1.16x).
+// row each (4 warps, no spills, two an SM where the fused pass holds one), sharing each row's sum
+// through the row exchange, the row loop kTeamStages deep (2 stages leave loads idle).
 constexpr int64_t kTeamBlock = 4096;
 constexpr int64_t kTeamMaxChunks = 32;
 constexpr int kTeamStages = 3;
