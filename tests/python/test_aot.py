@@ -47,6 +47,19 @@ ACTIVATION = {"x_ptr": "*fp32:16", "out_ptr": "*bf16:16", "n": "i32", "ACTIVATIO
               "OUT_DTYPE": {"dtype": "bf16"}, "BLOCK": 256}
 
 
+def test_the_operators_manifest_matches_todays_kernels():
+    # ops/kernels_py/operators.manifest.json is what a TJIT_EMBED_KERNELS build bundles: every entry
+    # must still name each parameter of its kernel (a constexpr added to a kernel leaves older entries
+    # unbuildable) and each kernel file must still define its function.
+    path = os.path.join(OPS, "kernels_py", "operators.manifest.json")
+    specs = aot.read_manifest(path)
+    with open(path) as f:
+        functions = {(e["file"], e["function"]) for e in json.load(f)["entries"]}
+    assert len(specs) > 0
+    assert {"add_kernel", "sum_partial_kernel", "softmax_fwd_kernel", "layer_norm_fwd_kernel", "rms_norm_fwd_kernel"} <= \
+        {function for _, function in functions}
+
+
 def _entry(file, function, args, options=None):
     entry = {"file": file, "function": function, "args": args}
     if options is not None:
