@@ -20,6 +20,10 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
                   both negated
     no_tail       new with a head + tail backward tile padded to one power-of-two block again
     maxnreg_flip  (forward) new's 32-warp launch with its register cap (32: two programs an SM) off, or on
+    gate_shut     (forward) new as planned for memory that wants no more bytes in flight an SM (an H100's
+                  plan; kit::memory_wants_more_in_flight), where it differs
+    loop_<B>w<W>  (forward) new's one-row program reading the row twice in B-column blocks at W warps
+                  (SINGLE_PASS off: the sum of squares, then y from the row again from its end, mostly from L2)
     tail          (forward) new's one-row block split into a head and a tail block (5120: 4096 +
                   1024, 12288: 8192 + 4096) rather than padded to the next power of two
     programs_x2, programs_half      new's fused backward with twice / half the programs
@@ -67,6 +71,7 @@ KERNEL_FILE = "ops/kernels_py/rms_norm.py"
 ALL_HIDDEN = (2048, 4096, 5120, 7168, 8192, 12288, 16384)
 DEFAULT_HIDDEN = (2048, 5120, 8192, 12288, 16384)
 SMOKE_SHAPES = [("bfloat16", 5, 2000), ("float32", 5, 4100), ("bfloat16", 2, 12000)]
+LOOP_CONFIGS = ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16))  # the forward's two-pass variants: (BLOCK_N, num_warps)
 SMOKE_SMS = 4  # the interpreter's device facts
 EPS = 1e-6
 
@@ -246,6 +251,15 @@ def forward_variants(new, n):
         plan = _copy(new)
         plan["launches"][0]["constexprs"].update(BLOCK_N=head, BLOCK_TAIL=tail)
         out["tail"] = plan
+    if c["SINGLE_PASS"] and c["BLOCK_M"] == 1:
+        # The row read twice, the second time from L2 (a row is <= 64 KiB): small blocks, few
+        # registers, many rows in flight an SM, where the one-pass block holds the whole row.
+        for block, warps in LOOP_CONFIGS:
+            if block < n:
+                plan = _copy(new)
+                plan["launches"][0]["constexprs"].update(BLOCK_N=block, SINGLE_PASS=False, BLOCK_TAIL=0)
+                plan["launches"][0].update(num_warps=warps, maxnreg=0)
+                out[f"loop_{block}w{warps}"] = plan
     out.update(warps_variants(new))
     if new["launches"][0]["num_warps"] == 32:
         # 32 warps a program: two fit an SM only at <= 32 registers a thread (fp32 rows of 8193..16384
@@ -443,7 +457,12 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
         if kernels["main"] is not None:
             out["main"] = ("main", base_forward(new))
         out["new"] = ("new", new)
-        out.update({k: ("new", p) for k, p in forward_variants(new, n).items()})
+        # The plan on memory that wants no more bytes in flight (kit::memory_wants_more_in_flight shut).
+        shut = plans.plan("rms_norm_forward", rows=m, cols=n, dtype=dtype, device=dict(facts, memory_gbps=0),
+                          has_residual=int(residual))
+        if facts["is_cuda"] and shut != new:
+            out["gate_shut"] = ("new", shut)
+        out.update({k: ("new", p) for k, p in forward_variants(shut, n).items()})
     else:
         query = dict(rows=m, cols=n, dtype=dtype, has_grad_sum=int(residual))
         new = plans.plan("rms_norm_backward", device=facts, resident_programs_per_sm=args.team_per_sm, **query)

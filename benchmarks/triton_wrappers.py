@@ -24,13 +24,14 @@ import triton
 from tjit import plans
 
 _KERNEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "ops", "kernels_py")
+KERNEL_PACKAGE = "_tjit_kernels_py"
 
 
 def _load(name):
     # The kernels package loaded by path under a private name (importing tjit would load its C++
     # libraries), so the kernel modules' relative imports work; name is a module of the package
     # ("softmax", "layer_norm.forward").
-    package = "_tjit_kernels_py"
+    package = KERNEL_PACKAGE
     if package not in sys.modules:
         spec = importlib.util.spec_from_file_location(package, os.path.join(_KERNEL_DIR, "__init__.py"),
                                                       submodule_search_locations=[_KERNEL_DIR])

@@ -52,10 +52,13 @@ def parse_shapes(text, with_dtype=True):
     return out
 
 
-def load_kernels(name, path):
+def load_kernels(name, path, package=None):
     """The Python file at `path` as module `name`, registered in sys.modules (Triton's JIT looks a
     kernel's globals up through its module), so a second copy of a kernel file can run beside the
-    installed one."""
+    installed one. With `package` (a loaded package's name) it is that package's submodule, so its
+    relative imports (`from .row_exchange import ...`) find the package's modules."""
+    if package:
+        name = f"{package}.{name}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -78,7 +81,11 @@ def kernels_at(commit, file, tmp, name, option, path=None):
         path = os.path.join(tmp, f"{os.path.splitext(os.path.basename(file))[0]}_{commit}.py")
         with open(path, "w") as f:
             f.write(source)
-    return load_kernels(name, path), None
+    package = None
+    if file.startswith("ops/kernels_py/"):
+        import triton_wrappers  # loads this tree's kernel package under its private name
+        package = triton_wrappers.KERNEL_PACKAGE
+    return load_kernels(name, path, package), None
 
 
 def _first_error_line(exc):

@@ -21,8 +21,9 @@ rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_
     y = v * rstd * w; rstd[m] stored unless rstd_ptr is None. Program p takes rows
     [p * BLOCK_M, (p + 1) * BLOCK_M). SINGLE_PASS: N <= BLOCK_N + BLOCK_TAIL, the rows in registers
     (BLOCK_TAIL: columns past BLOCK_N in a tile beside the block; 0: none); otherwise
-    (any N >= 1) the columns in BLOCK_N steps, twice (the second pass adds x and r again rather
-    than reading back s). grid: (cdiv(M, BLOCK_M),).
+    (any N >= 1) the columns in BLOCK_N steps, twice: the second pass from the last block back
+    (those the first read last, most likely still in L2), reading v again (s with HAS_RESIDUAL,
+    as stored) with evict_first. grid: (cdiv(M, BLOCK_M),).
 
 rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N,
                           stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row, rows_per_program,
@@ -140,11 +141,20 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
             v = v.to(ACC)
             squares += v * v
         rstd = 1.0 / tl.sqrt(tl.sum(squares, axis=1) / N + eps)
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
+        # The second pass goes from the row's end, the blocks the first pass read last and L2 most
+        # likely still holds; those reads are the row's last use. The sum, where there is one, is
+        # read back as stored rather than x and r again.
+        last = tl.cdiv(N, BLOCK_N) - 1
+        for step in range(0, last + 1):
+            c = (last - step) * BLOCK_N + cols
             col_mask = c < N
             mask = row_mask[:, None] & col_mask[None, :]
-            v = _rows_tile(x_ptr, r_ptr, rows, c, mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC).to(ACC)
+            if HAS_RESIDUAL:
+                v = tl.load(s_ptr + rows[:, None] * stride_s_row + c[None, :], mask=mask, other=0.0,
+                            eviction_policy="evict_first").to(ACC)
+            else:
+                v = tl.load(x_ptr + rows[:, None] * stride_x_row + c[None, :], mask=mask, other=0.0,
+                            eviction_policy="evict_first").to(ACC)
             y = v * rstd[:, None]
             if HAS_WEIGHT:
                 y = y * tl.load(w_ptr + c, mask=col_mask, other=0.0).to(ACC)[None, :]

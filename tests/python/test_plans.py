@@ -352,6 +352,15 @@ CASES = [
     ('rms_norm_forward', 'H200-like', 'float32', {'rows': 10944, 'cols': 12288}, {'kind': 'row', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [10944, 1, 1], 'num_warps': 32, 'maxnreg': 32, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 16384, 'SINGLE_PASS': True, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
     ('rms_norm_forward', 'H200-like', 'float32', {'rows': 4096, 'cols': 32768}, {'kind': 'row', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [4096, 1, 1], 'num_warps': 32, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 32768, 'SINGLE_PASS': True, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
     ('rms_norm_forward', 'H200-like', 'bfloat16', {'rows': 8192, 'cols': 16384}, {'kind': 'row', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [8192, 1, 1], 'num_warps': 8, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 16384, 'SINGLE_PASS': True, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'H200-like', 'bfloat16', {'rows': 10944, 'cols': 12288}, {'kind': 'looped', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [10944, 1, 1], 'num_warps': 16, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 4096, 'SINGLE_PASS': False, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'H200-like', 'bfloat16', {'rows': 10944, 'cols': 12288, 'has_residual': 1}, {'kind': 'row', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [10944, 1, 1], 'num_warps': 8, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': True, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 16384, 'SINGLE_PASS': True, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'H100-like', 'bfloat16', {'rows': 10944, 'cols': 12288}, {'kind': 'row', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [10944, 1, 1], 'num_warps': 8, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 16384, 'SINGLE_PASS': True, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'H200-like', 'bfloat16', {'rows': 14564, 'cols': 9216}, {'kind': 'looped', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [14564, 1, 1], 'num_warps': 8, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 2048, 'SINGLE_PASS': False, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'H200-like', 'bfloat16', {'rows': 26240, 'cols': 5120}, {'kind': 'looped', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [26240, 1, 1], 'num_warps': 8, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 2048, 'SINGLE_PASS': False, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'H200-like', 'float16', {'rows': 26240, 'cols': 5120}, {'kind': 'looped', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [26240, 1, 1], 'num_warps': 8, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 2048, 'SINGLE_PASS': False, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'H200-like', 'bfloat16', {'rows': 18752, 'cols': 7168}, {'kind': 'row', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [18752, 1, 1], 'num_warps': 8, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 8192, 'SINGLE_PASS': True, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'H200-like', 'float32', {'rows': 26240, 'cols': 5120}, {'kind': 'row', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [26240, 1, 1], 'num_warps': 16, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 8192, 'SINGLE_PASS': True, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
+    ('rms_norm_forward', 'cpu', 'bfloat16', {'rows': 3, 'cols': 5120}, {'kind': 'looped', 'launches': [{'kernel': 'rms_norm_fwd_kernel', 'grid': [3, 1, 1], 'num_warps': 8, 'maxnreg': 0, 'launch_pdl': False, 'constexprs': {'HAS_RESIDUAL': False, 'HAS_WEIGHT': True, 'BLOCK_M': 1, 'BLOCK_N': 2048, 'SINGLE_PASS': False, 'INDEX_64': False}, 'args': {}}], 'workspace': {}}),
 ]
 
 
@@ -425,3 +434,33 @@ def test_rms_norm_backward_launches_the_plan_its_inputs_describe(op, tmp_path):
         assert launched[0]["args"][name] == value, (name, launched[0]["args"])
     assert fused["constexprs"]["PRELOAD_W"] == (op == "rms_norm")  # 4-byte rows with a grad_sum reload w
     assert (launched[0]["args"]["ds_ptr"] is not None) == (op == "add_rms_norm")
+
+
+# One forward of rms_norm or add_rms_norm on the CPU, bf16 rows of 5120 columns: rms_norm's plan reads
+# the row twice in 2048-column blocks there, add_rms_norm's holds it in one pass.
+_RMS_FORWARD = textwrap.dedent("""\
+    import sys, torch, tjit
+    x = torch.randn(3, 5120, dtype=torch.bfloat16)
+    w = torch.randn(5120, dtype=torch.bfloat16)
+    if sys.argv[1] == "add_rms_norm":
+        torch.ops.tjit.add_rms_norm(x, torch.randn_like(x), [5120], w, 1e-6)
+    else:
+        torch.ops.tjit.rms_norm(x, [5120], w, 1e-6)
+    """)
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "add_rms_norm"])
+def test_rms_norm_forward_launches_the_plan_its_inputs_describe(op, tmp_path):
+    # The operator tells the plan whether a residual is added (has_residual), which picks the pass.
+    manifest = tmp_path / "m.json"
+    env = dict(os.environ, TJIT_RECORD=str(manifest), TJIT_CACHE="0", TJIT_LOG_COMPILES="0")
+    proc = subprocess.run([sys.executable, "-c", _RMS_FORWARD, op], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    launched = [e for e in json.loads(manifest.read_text())["entries"] if e["function"] == "rms_norm_fwd_kernel"]
+    assert len(launched) == 1, launched
+    plan = plans.plan("rms_norm_forward", rows=3, cols=5120, dtype=torch.bfloat16, device=plans.CPU,
+                      has_residual=int(op == "add_rms_norm"))
+    for name, value in plan["launches"][0]["constexprs"].items():
+        assert launched[0]["args"][name] == value, (name, launched[0]["args"])
+    assert launched[0]["args"]["SINGLE_PASS"] == (op == "add_rms_norm")

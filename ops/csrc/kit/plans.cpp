@@ -24,6 +24,11 @@ DeviceFacts device_facts(const c10::Device& device) {
 
 DeviceFacts device_facts(const at::Tensor& t) { return device_facts(t.device()); }
 
+bool memory_wants_more_in_flight(const DeviceFacts& device) {
+  constexpr int64_t kMinGbpsPerSm = 30;
+  return int64_t{device.memory_gbps} >= kMinGbpsPerSm * device.multiprocessors;
+}
+
 int64_t PlanQuery::get(const char* key, int64_t fallback) const {
   const auto it = values.find(key);
   return it == values.end() || it->second.empty() ? fallback : it->second.front();

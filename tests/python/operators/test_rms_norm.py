@@ -101,8 +101,9 @@ def check_backward(ops, x, normalized, w, eps=None, residual=None):
 
 # Columns for each forward plan kind (plan.cpp): several rows a program up to 1024, one row a
 # program in registers up to 32768 (float64: 16384; 10000: float32's 32 warps capped at 32
-# registers), then looped in 4096-column steps.
-FORWARD_COLS = [1, 5, 100, 1000, 1025, 3000, 10000, 16385, 32769]
+# registers), then looped in 4096-column steps. 2-byte rows filling <= 3/4 of an 8192- or
+# 16384-column block (5000, 10000; 12288 in 4096-column blocks) are looped on CPU and high-bandwidth GPUs.
+FORWARD_COLS = [1, 5, 100, 1000, 1025, 3000, 5000, 10000, 12288, 16385, 32769]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

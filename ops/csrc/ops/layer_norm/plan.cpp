@@ -20,15 +20,6 @@ constexpr int64_t kForwardSinglePassLimit = 32768;
 constexpr int64_t kShortRowLimit = 1024;
 // Up to here the backward is one fused pass (dx plus per-program dw/db partials).
 constexpr int64_t kFusedBackwardLimit = 8192;
-// Where the memory wants more bytes in flight per SM than one program a row keeps: from this peak
-// DRAM bandwidth per SM (memory_gbps / multiprocessors) on. There 2-byte rows take the persistent
-// forward, and the forward spends no registers on loading weight and bias early (PRELOAD), which
-// would cost resident programs (fp32 5120 columns: 3 -> 2 an SM).
-constexpr int kHighBandwidthMinGbpsPerSm = 30;
-
-bool memory_wants_more_in_flight(const kit::DeviceFacts& device) {
-  return int64_t{device.memory_gbps} >= int64_t{kHighBandwidthMinGbpsPerSm} * device.multiprocessors;
-}
 
 struct RowBlocks {
   int64_t block_n;
@@ -80,7 +71,7 @@ std::optional<PersistentBlocks> plan_persistent_forward(int64_t cols, int64_t el
   if (element_size != 2) {
     return std::nullopt;
   }
-  const bool memory_wants_it = !device.is_cuda || memory_wants_more_in_flight(device);
+  const bool memory_wants_it = !device.is_cuda || kit::memory_wants_more_in_flight(device);
   for (const int64_t head : {int64_t{4096}, int64_t{8192}}) {
     const int64_t tail_limit = head == 8192 ? head / 2 : head / 4;
     if (cols > head && cols <= head + tail_limit && memory_wants_it) {
@@ -227,7 +218,7 @@ LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, c
   // columns, not the tail blocks' 4-warp programs), on memory that needs no extra programs resident.
   // The interpreter (CPU) takes it too, so both forms are tested there.
   plan.preload_affine = blocks.single_pass && blocks.block_tail == 0 && blocks.block_n <= 8192 &&
-                        !(device.is_cuda && memory_wants_more_in_flight(device));
+                        !(device.is_cuda && kit::memory_wants_more_in_flight(device));
   plan.programs = kit::blocks_for(rows, 1, kOp);
   return plan;
 }
@@ -251,7 +242,7 @@ LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in
   };
   if (cols <= kFusedBackwardLimit) {
     const FusedBlocks blocks =
-        plan_fused_backward(cols, element_size, device.is_cuda && memory_wants_more_in_flight(device));
+        plan_fused_backward(cols, element_size, device.is_cuda && kit::memory_wants_more_in_flight(device));
     int64_t programs = std::min<int64_t>(int64_t{blocks.programs_per_sm} * sms, kit::ceil_div(rows, blocks.block_m));
     const int64_t rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), blocks.block_m) * blocks.block_m;
     programs = kit::ceil_div(rows, rows_per_program);

@@ -23,6 +23,7 @@ struct RmsNormForwardInputs {
   int64_t cols = 0;
   c10::ScalarType dtype = c10::kFloat;
   bool index64 = false;
+  bool has_residual = false;  // add_rms_norm: input + residual is normalised (and written)
 };
 
 struct RmsNormForwardPlan {

@@ -134,6 +134,7 @@ Tensor3 forward(const at::Tensor& input, const at::Tensor* residual, at::IntArra
   inputs.cols = cols;
   inputs.dtype = x.scalar_type();
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(out) || (r.defined() && kit::needs_index64(r));
+  inputs.has_residual = r.defined();
   const RmsNormForwardPlan plan = plan_rms_norm_forward(inputs, kit::device_facts(x));
   static auto& kernel = TritonJitFunction::get_instance(kernel_file(), kRmsNormFwdKernel);
   LaunchOptions options{plan.num_warps};
