@@ -401,6 +401,22 @@ def test_unknown_plan_and_missing_input():
         plans.plan("softmax", rows=3, dtype=torch.float32)
 
 
+def _launched(script, op, function, tmp_path):
+    """The manifest entries of `function` that `script` (run with argument `op` in a fresh process on the
+    CPU, Triton's interpreter) launched, recorded with TJIT_RECORD."""
+    manifest = tmp_path / "m.json"
+    env = dict(os.environ, TJIT_RECORD=str(manifest), TJIT_CACHE="0", TJIT_LOG_COMPILES="0")
+    proc = subprocess.run([sys.executable, "-c", script, op], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return [e for e in json.loads(manifest.read_text())["entries"] if e["function"] == function]
+
+
+def _assert_launched_as_planned(launched, plan):
+    assert len(launched) == 1, launched
+    for name, value in plan["launches"][0]["constexprs"].items():
+        assert launched[0]["args"][name] == value, (name, launched[0]["args"])
+
+
 # One backward of rms_norm or add_rms_norm on the CPU (Triton's interpreter), its launches recorded.
 _RMS_BACKWARD = textwrap.dedent("""\
     import sys, torch, tjit
@@ -419,20 +435,12 @@ _RMS_BACKWARD = textwrap.dedent("""\
 def test_rms_norm_backward_launches_the_plan_its_inputs_describe(op, tmp_path):
     # The operator maps its call to the plan's inputs (add_rms_norm's: has_grad_sum); a mapping that
     # drifted from tjit.plans' would launch another kernel than the one the table above pins.
-    manifest = tmp_path / "m.json"
-    env = dict(os.environ, TJIT_RECORD=str(manifest), TJIT_CACHE="0", TJIT_LOG_COMPILES="0")
-    proc = subprocess.run([sys.executable, "-c", _RMS_BACKWARD, op], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    launched = [e for e in json.loads(manifest.read_text())["entries"] if e["function"] == "rms_norm_bwd_fused_kernel"]
-    assert len(launched) == 1, launched
+    launched = _launched(_RMS_BACKWARD, op, "rms_norm_bwd_fused_kernel", tmp_path)
     plan = plans.plan("rms_norm_backward", rows=3, cols=5120, dtype=torch.float32, device=plans.CPU,
                       has_grad_sum=int(op == "add_rms_norm"))
-    fused = plan["launches"][0]
-    assert fused["kernel"] == "rms_norm_bwd_fused_kernel"
-    for name, value in fused["constexprs"].items():
-        assert launched[0]["args"][name] == value, (name, launched[0]["args"])
-    assert fused["constexprs"]["PRELOAD_W"] == (op == "rms_norm")  # 4-byte rows with a grad_sum reload w
+    assert plan["launches"][0]["kernel"] == "rms_norm_bwd_fused_kernel"
+    _assert_launched_as_planned(launched, plan)
+    assert plan["launches"][0]["constexprs"]["PRELOAD_W"] == (op == "rms_norm")  # 4-byte rows with a grad_sum reload w
     assert (launched[0]["args"]["ds_ptr"] is not None) == (op == "add_rms_norm")
 
 
@@ -452,15 +460,8 @@ _RMS_FORWARD = textwrap.dedent("""\
 @pytest.mark.parametrize("op", ["rms_norm", "add_rms_norm"])
 def test_rms_norm_forward_launches_the_plan_its_inputs_describe(op, tmp_path):
     # The operator tells the plan whether a residual is added (has_residual), which picks the pass.
-    manifest = tmp_path / "m.json"
-    env = dict(os.environ, TJIT_RECORD=str(manifest), TJIT_CACHE="0", TJIT_LOG_COMPILES="0")
-    proc = subprocess.run([sys.executable, "-c", _RMS_FORWARD, op], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    launched = [e for e in json.loads(manifest.read_text())["entries"] if e["function"] == "rms_norm_fwd_kernel"]
-    assert len(launched) == 1, launched
+    launched = _launched(_RMS_FORWARD, op, "rms_norm_fwd_kernel", tmp_path)
     plan = plans.plan("rms_norm_forward", rows=3, cols=5120, dtype=torch.bfloat16, device=plans.CPU,
                       has_residual=int(op == "add_rms_norm"))
-    for name, value in plan["launches"][0]["constexprs"].items():
-        assert launched[0]["args"][name] == value, (name, launched[0]["args"])
+    _assert_launched_as_planned(launched, plan)
     assert launched[0]["args"]["SINGLE_PASS"] == (op == "add_rms_norm")
