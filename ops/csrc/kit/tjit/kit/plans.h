@@ -38,8 +38,8 @@ DeviceFacts device_facts(const c10::Device& device);
 DeviceFacts device_facts(const at::Tensor& t);
 
 // Whether the memory wants more bytes in flight an SM than one program a row of registers keeps:
-// peak DRAM bandwidth of at least 30 GB/s an SM (an H200's 4.8 TB/s over 132; an H100's 25 falls
-// short). Plans measured only where it holds are gated by it, so other cards keep theirs.
+// peak DRAM bandwidth of at least 30 GB/s an SM. Plans measured only where it holds are gated by
+// it, so cards below it keep the plans they were measured with.
 bool memory_wants_more_in_flight(const DeviceFacts& device);
 
 // Whether an autotuned kernel may serve the call: Available unless the stream is being captured
