@@ -13,7 +13,7 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
                   base_backward
     new           this tree's plan (tjit.plans with this device's facts) and kernel file, launched
                   from Python: what tjit runs (past 8192 columns on CUDA, the team backward; its
-                  teams sized for the programs an SM holds, --team-per-sm)
+                  teams sized for the programs an SM holds, --team-per-sm, else TEAM_PER_SM)
     fused         where new is the team backward: the fused pass the plan takes without teams (the
                   plan for the same facts but is_cuda), and the flips below derived from it
     prefetch_flip, preload_w_flip, both_flip   new with the fused backward's PREFETCH / PRELOAD_W /
@@ -30,10 +30,9 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
     split_sm      new's fused backward with twice the programs, each half the rows a tile and
                   half the warps (tiles of 2+ rows only)
     warps_half, warps_double        new at half / twice its num_warps
-    team_s2       new's team backward with its row loop 2 stages deep (CUDA)
-    lag_2048      2-byte rows where new is the team backward: benchmarks/kernels/rms_norm_candidates.py's
-                  lag form of it (dx of a row one iteration after its sum) in 2048-column chunks capped
-                  at 128 registers, teams for four programs an SM, 2 stages (CUDA)
+    team_stages   new's team backward with its row loop 2 stages deep, or 3 where it is 2 (CUDA)
+    team_held     where new is the team backward's lag form: the held form (the plan for memory that
+                  wants no more bytes in flight an SM, kit::memory_wants_more_in_flight; CUDA)
     aten, compile F.rms_norm (after x + r for add_rms_norm) eager / torch.compile'd; the backward
                   through autograd (graph recorded once, re-run)
     liger, flaggems   their RMSNorm (benchmarks/peers.py), where installed (CUDA)
@@ -73,6 +72,9 @@ DEFAULT_HIDDEN = (2048, 5120, 8192, 12288, 16384)
 SMOKE_SHAPES = [("bfloat16", 5, 2000), ("float32", 5, 4100), ("bfloat16", 2, 12000)]
 LOOP_CONFIGS = ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16))  # the forward's two-pass variants: (BLOCK_N, num_warps)
 SMOKE_SMS = 4  # the interpreter's device facts
+# Programs of the team backward's binaries an SM holds on an H100/H200 (sm_90, --sm90 reads them back):
+# the held form 222 registers a thread, the lag form capped at 128.
+TEAM_PER_SM = {"rms_norm_bwd_team_kernel": 2, "rms_norm_bwd_team_lag_kernel": 4}
 EPS = 1e-6
 
 
@@ -92,8 +94,9 @@ def parse_args(argv):
     p.add_argument("--base", default=BASE, help="the commit whose kernel file 'main' runs")
     p.add_argument("--base-kernel", help=f"the base's {KERNEL_FILE}, where git cannot show it")
     p.add_argument("--sms", type=int, default=132, help="--sm90: the device's multiprocessors")
-    p.add_argument("--team-per-sm", type=int, default=2, help="programs of the team backward an SM holds, for its "
-                   "plan (the C++ operator asks the driver; each CUDA launch prints what its binary holds)")
+    p.add_argument("--team-per-sm", type=int, default=0, help="programs of the team backward an SM holds, for its "
+                   "plan (0: TEAM_PER_SM's for its kernel; the C++ operator asks the driver; each CUDA launch "
+                   "prints what its binary holds)")
     p.add_argument("--skip", default="", help="variants not to run, e.g. compile,warps_double")
     p.add_argument("--budget-s", type=float, default=0, help="start no case after this many seconds (0: no limit); "
                    "the cases not run are listed")
@@ -159,25 +162,6 @@ def base_backward(m, n, element_size, sms):
     if programs > 1:
         launches.append(_finalize(programs, n))
     return dict(kind="fused", launches=launches)
-
-
-def lag_plan(team, m, n, sms, block_n=2048, per_sm=4, stages=2, maxnreg=128):
-    """The team plan `team` with rms_norm_candidates' lag kernel in `block_n`-column chunks, as many
-    teams as `per_sm` programs an SM make, its rescue and finalize re-sized."""
-    plan = _copy(team)
-    chunks = _cdiv(n, block_n)
-    rows_per_team = _cdiv(m, min(max(1, per_sm * sms // chunks), m))
-    teams = _cdiv(m, rows_per_team)
-    lag, rescue = plan["launches"][0], plan["launches"][1]
-    lag.update(kernel="rms_norm_bwd_team_lag_kernel", grid=[teams * chunks, 1, 1], maxnreg=maxnreg)
-    lag["constexprs"].update(BLOCK_N=block_n, S_POW2=_p2(chunks), STAGES=stages)
-    lag["args"].update(S=chunks, rows_per_team=rows_per_team)
-    rescue["grid"] = [teams, 1, 1]
-    rescue["args"].update(S=chunks, rows_per_team=rows_per_team)
-    dw = team["launches"][0]["constexprs"]["COMPUTE_DW"]
-    plan["launches"] = [lag, rescue] + ([_finalize(teams, n)] if dw and teams > 1 else [])
-    plan["workspace"] = dict(plan["workspace"], row_exchange_words=2 + m * chunks + teams)
-    return plan
 
 
 def _copy(plan):
@@ -465,7 +449,7 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
         out.update({k: ("new", p) for k, p in forward_variants(shut, n).items()})
     else:
         query = dict(rows=m, cols=n, dtype=dtype, has_grad_sum=int(residual))
-        new = plans.plan("rms_norm_backward", device=facts, resident_programs_per_sm=args.team_per_sm, **query)
+        new = backward_plan(plans, facts, query, args.team_per_sm)
         try:
             if kernels["main"] is not None:
                 out["main"] = ("main", base_backward(m, n, e, facts["multiprocessors"]))
@@ -479,11 +463,12 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
                 out["fused"] = ("new", fused)
             else:  # past 16384 columns: dx, then dw by column blocks
                 notes["fused"] = f"the plan without teams is {fused['kind']}, which this script does not launch"
-            team_s2 = _copy(new)
-            team_s2["launches"][0]["constexprs"]["STAGES"] = 2
-            out["team_s2"] = ("new", team_s2)
-            if e == 2 and kernels.get("candidates") is not None:
-                out["lag_2048"] = ("candidates", lag_plan(new, m, n, facts["multiprocessors"]))
+            stages = _copy(new)
+            stages["launches"][0]["constexprs"]["STAGES"] = 2 if new["launches"][0]["constexprs"]["STAGES"] > 2 else 3
+            out["team_stages"] = ("new", stages)
+            held = backward_plan(plans, dict(facts, memory_gbps=0), query, args.team_per_sm)
+            if held["kind"] == "team" and held != new:
+                out["team_held"] = ("new", held)
         elif n > 8192 and e != 8 and not facts["is_cuda"]:
             notes["team"] = "CUDA only: the team backward's programs wait for each other"
         out.update({k: ("new", p) for k, p in backward_variants(fused, m, n, e, facts["multiprocessors"]).items()})
@@ -492,15 +477,23 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
     return out, notes
 
 
+def backward_plan(plans, facts, query, per_sm=0):
+    """The backward plan as the operator makes it: a team plan asked again with the programs an SM
+    holds of the kernel it names (per_sm, else TEAM_PER_SM's)."""
+    plan = plans.plan("rms_norm_backward", device=facts, **query)
+    if plan.pop("needs_occupancy", False):
+        per_sm = per_sm or TEAM_PER_SM[plan["launches"][0]["kernel"]]
+        plan = plans.plan("rms_norm_backward", device=facts, resident_programs_per_sm=per_sm, **query)
+        plan.pop("needs_occupancy", None)
+    return plan
+
+
 def run_sm90(args):
     os.environ.pop("TRITON_INTERPRET", None)
     from tjit import plans
     sys.path.insert(0, HERE)
     import triton_wrappers as tw
     kernels = {"new": tw.rms_norm_k}  # the kernels package's module: rms_norm.py imports row_exchange
-    sys.path.insert(0, os.path.join(HERE, "kernels"))
-    import rms_norm_candidates
-    kernels["candidates"] = rms_norm_candidates
     tmp = tempfile.mkdtemp(prefix="rms-variants-")
     try:
         kernels["main"], note = base_kernels(tmp, args.base, args.base_kernel)
@@ -565,9 +558,6 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="rms-variants-")
     try:
         kernels = {"new": tw.rms_norm_k}  # the kernels package's module: rms_norm.py imports row_exchange
-        sys.path.insert(0, os.path.join(HERE, "kernels"))
-        import rms_norm_candidates
-        kernels["candidates"] = rms_norm_candidates
         kernels["main"], base_note = base_kernels(tmp, args.base, args.base_kernel)
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)

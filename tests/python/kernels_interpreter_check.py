@@ -294,6 +294,10 @@ def compile_check():
     import importlib
     K = importlib.import_module("tjit.kernels_py.rms_norm")
 
+    # rms_norm's team kernels (both forms, and the rescue) share their arguments.
+    rms_team_ptrs = dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc",
+                         ds_ptr="in", sync_ptr="i64")
+    rms_team_ints = ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row"]
     # (kernel, pointer args -> "in"/"acc" (element type of the tested pointer or the accumulator) or a
     #  fixed element type ("i64"),
     #  int args, float args, fixed constexprs, has SINGLE_PASS, optional pointers (None in the spec-1 variant))
@@ -386,6 +390,18 @@ def compile_check():
          ["M", "N", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row", "rows_per_program"], [],
          dict(COMPUTE_DX=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=1024, PREFETCH=True, PRELOAD_W=False), False,
          ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
+        (K.rms_norm_bwd_team_kernel,
+         rms_team_ptrs, rms_team_ints, [],
+         dict(BLOCK_N=4096, S_POW2=4, STAGES=3), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
+        (K.rms_norm_bwd_team_lag_kernel,
+         rms_team_ptrs, rms_team_ints, [],
+         dict(BLOCK_N=2048, S_POW2=8, STAGES=2), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
+        (K.rms_norm_bwd_team_lag_kernel,  # STAGES=1: no pipelining, wait instead of the peeked words
+         rms_team_ptrs, rms_team_ints, [],
+         dict(BLOCK_N=2048, S_POW2=8, STAGES=1), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
+        (K.rms_norm_bwd_team_rescue_kernel,
+         rms_team_ptrs, rms_team_ints, [],
+         dict(BLOCK_N=4096), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
         (K.rms_norm_bwd_dx_kernel,
          dict(dx_ptr="in", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in"),
          ["M", "N", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row"], [], dict(BLOCK_N=4096), False,

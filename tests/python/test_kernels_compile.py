@@ -40,53 +40,67 @@ def test_kernels_are_an_importable_package():
                                    "layer_norm_bwd_team_lag_kernel"]
 
 
-# The lag team backward's pipelined row loop: no local memory inside it at 128 registers (help code
-# in that loop once made ptxas spill there, reloaded every row: 0.76-0.79x on an H200), its copies
-# ahead (LDGSTS) still in it. Run in a subprocess with the interpreter off, like the check above.
+# The lag team backwards' pipelined row loops (layer_norm's and rms_norm's): no local memory inside
+# them at 128 registers (help code in that loop once made ptxas spill there, reloaded every row:
+# 0.76-0.79x on an H200), their copies ahead (LDGSTS) still in them. Run in a subprocess with the
+# interpreter off, like the check above.
 SPILL_CHECK = r"""
 import os, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 import tjit.kernels_py.layer_norm.backward as b
-fn = b.layer_norm_bwd_team_lag_kernel
-for dt in ("bf16", "fp16"):
-    types = dict(dx_ptr=dt, dw_partial_ptr="fp32", db_partial_ptr="fp32", dy_ptr=dt, x_ptr=dt, w_ptr=dt,
-                 mean_ptr="fp32", rstd_ptr="fp32", sync_ptr="i64")
-    sig, attrs = {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in types:
-            sig[name], attrs[(i, )] = "*" + types[name], [["tt.divisibility", 16]]
-        elif name in ("M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"):
-            sig[name] = "i32"
-            if name not in ("S", "rows_per_team"):
-                attrs[(i, )] = [["tt.divisibility", 16]]
-        else:
-            sig[name] = "constexpr"
-    # the bf16 10944 x 12288 and 8192 x 16384 plans' kernel (tests/python/test_plans.py)
-    consts = dict(HAS_WEIGHT=True, COMPUTE_DW=True, COMPUTE_DB=True, BLOCK_N=2048, S_POW2=8, STAGES=2, INDEX_64=False)
-    compiled = triton.compile(ASTSource(fn, signature=sig, constexprs=consts, attrs=attrs),
-                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, maxnreg=128))
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(compiled.asm["cubin"])
-    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    sass = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", f.name], capture_output=True, text=True,
-                          check=True).stdout
-    os.unlink(f.name)
-    code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
-    # loops: a branch back to an earlier address; the pipelined one holds the copies ahead
-    pipelined = []
-    for address, text in code:
-        back = re.search(r"\bBRA(?:\.U)?\s+(?:!?U?P\w+,\s*)?0x([0-9a-f]+)", text)
-        if back and int(back.group(1), 16) < address:
-            body = [t for a, t in code if int(back.group(1), 16) <= a <= address]
-            if any("LDGSTS" in t for t in body):
-                pipelined.append(body)
-    assert len(pipelined) == 1, (dt, len(pipelined))
-    local = [t for t in pipelined[0] if re.search(r"\b(STL|LDL)\b", t)]
-    assert not local, (dt, local)
-    assert sum("LDGSTS" in t for t in pipelined[0]) >= 8, dt
-    print(dt, "pipelined loop:", len(pipelined[0]), "instructions, no local memory")
+import tjit.kernels_py.rms_norm as r
+# (kernel, pointers and their element types ("in": the rows'), int32 arguments, constexprs): the bf16 10944 x 12288
+# and 8192 x 16384 plans' kernels (tests/python/test_plans.py)
+KERNELS = [
+    (b.layer_norm_bwd_team_lag_kernel,
+     dict(dx_ptr="in", dw_partial_ptr="fp32", db_partial_ptr="fp32", dy_ptr="in", x_ptr="in", w_ptr="in",
+          mean_ptr="fp32", rstd_ptr="fp32", sync_ptr="i64"),
+     ("M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"),
+     dict(HAS_WEIGHT=True, COMPUTE_DW=True, COMPUTE_DB=True, BLOCK_N=2048, S_POW2=8, STAGES=2, INDEX_64=False)),
+    (r.rms_norm_bwd_team_lag_kernel,
+     dict(dx_ptr="in", dw_partial_ptr="fp32", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="fp32",
+          sync_ptr="i64"),
+     ("M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row"),
+     dict(ds_ptr=None, HAS_WEIGHT=True, COMPUTE_DW=True, BLOCK_N=2048, S_POW2=8, STAGES=2,
+          INDEX_64=False)),
+]
+for fn, pointers, ints, consts in KERNELS:
+    for dt in ("bf16", "fp16"):
+        sig, attrs = {}, {}
+        for i, name in enumerate(fn.arg_names):
+            if name in pointers:
+                sig[name], attrs[(i, )] = "*" + pointers[name].replace("in", dt), [["tt.divisibility", 16]]
+            elif name in ints:
+                sig[name] = "i32"
+                if name not in ("S", "rows_per_team"):
+                    attrs[(i, )] = [["tt.divisibility", 16]]
+            else:
+                sig[name] = "constexpr"
+        compiled = triton.compile(ASTSource(fn, signature=sig, constexprs=consts, attrs=attrs),
+                                  target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, maxnreg=128))
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(compiled.asm["cubin"])
+        tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+        sass = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+        os.unlink(f.name)
+        code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+        # loops: a branch back to an earlier address; the pipelined one holds the copies ahead
+        pipelined = []
+        for address, text in code:
+            back = re.search(r"\bBRA(?:\.U)?\s+(?:!?U?P\w+,\s*)?0x([0-9a-f]+)", text)
+            if back and int(back.group(1), 16) < address:
+                body = [t for a, t in code if int(back.group(1), 16) <= a <= address]
+                if any("LDGSTS" in t for t in body):
+                    pipelined.append(body)
+        case = (fn.__name__, dt)
+        assert len(pipelined) == 1, (case, len(pipelined))
+        local = [t for t in pipelined[0] if re.search(r"\b(STL|LDL)\b", t)]
+        assert not local, (case, local)
+        assert sum("LDGSTS" in t for t in pipelined[0]) >= 8, case
+        print(*case, "pipelined loop:", len(pipelined[0]), "instructions, no local memory")
 """
 
 

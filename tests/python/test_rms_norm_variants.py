@@ -55,12 +55,17 @@ def test_sm90_report_without_gpu(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (case, ) = json.loads(out.read_text())["results"]
     plans = {v["variant"]: v["plan"] for v in case["variants"]}
-    assert {"new", "fused", "team_s2", "lag_2048", "prefetch_flip", "no_tail"} <= set(plans), sorted(plans)
+    assert {"new", "fused", "team_held", "prefetch_flip", "no_tail"} <= set(plans), sorted(plans)
     for name, plan in plans.items():
         first = plan["launches"][0]
         assert first["n_regs"] > 0 and first["n_spills"] >= 0 and first["resident_programs_per_sm"] >= 1, (name, first)
-    # A GPU's 12288 columns go to the team backward (4096-column chunks, no spills); the flips derive
-    # from the fused pass it replaced (8192 + 4096 columns).
-    team = plans["new"]["launches"][0]
-    assert team["kernel"] == "rms_norm_bwd_team_kernel" and team["n_spills"] == 0, team
+    # A GPU's 12288 columns go to the team backward, where memory wants more bytes in flight in its
+    # lag form (2048-column chunks at 128 registers: four programs an SM), else held (4096-column
+    # chunks, two an SM); neither spills. The flips derive from the fused pass it replaced (8192 +
+    # 4096 columns).
+    lag, held = plans["new"]["launches"][0], plans["team_held"]["launches"][0]
+    assert lag["kernel"] == "rms_norm_bwd_team_lag_kernel" and lag["n_spills"] == 0, lag
+    assert lag["resident_programs_per_sm"] == 4 and lag["n_regs"] <= 128, lag
+    assert held["kernel"] == "rms_norm_bwd_team_kernel" and held["n_spills"] == 0, held
+    assert held["resident_programs_per_sm"] == 2, held
     assert plans["fused"]["launches"][0]["constexprs"]["BLOCK_TAIL"] == 4096

@@ -362,10 +362,11 @@ def _layer_norm_lag_plan_cases(torch, ln):
 
 
 def _rms_norm_team_cases(torch, rms):
-    # rms_norm's team backward and its rescue kernel, as the operator launches them: teams of one
-    # program run (S = 1: the team is whole at its first ticket), teams of 3 give up here (their
-    # programs run one after another; team_runs waits HELP_AFTER = 2 polls) and the rescue kernel
-    # does their rows. Three rows a team, v with a row stride, with and without weight and ds.
+    # rms_norm's team backward in both forms (held and lag) and its rescue kernel, as the operator
+    # launches them: teams of one program run (S = 1: the team is whole at its first ticket), teams
+    # of 3 give up here (their programs run one after another; team_runs waits HELP_AFTER = 2 polls)
+    # and the rescue kernel does their rows. Three rows a team, v with a row stride, with and
+    # without weight and ds.
     import triton.language as tl
     module = sys.modules[rms.rms_norm_bwd_team_kernel.fn.__module__]
     help_after = module.HELP_AFTER
@@ -374,32 +375,33 @@ def _rms_norm_team_cases(torch, rms):
     try:
         rows, per_team = 7, 3
         teams = -(-rows // per_team)
-        for block, chunks in ((512, 1), (128, 3)):
-            n = 300
-            for dtype in (torch.float32, torch.bfloat16):
-                v = (torch.randn(rows, n + 5, dtype=dtype) + 0.5)[:, 2:n + 2]
-                dy = torch.randn(rows, n, dtype=dtype)
-                rstd = torch.rsqrt(v.float().pow(2).mean(-1) + 1e-6)
-                for weight, ds in ((torch.randn(n, dtype=dtype), torch.randn(rows, n, dtype=dtype)), (None, None)):
-                    vd = v.double().requires_grad_()
-                    wd = None if weight is None else weight.double().requires_grad_()
-                    out = torch.nn.functional.rms_norm(vd, [n], wd, 1e-6)
-                    want = torch.autograd.grad((out * dy.double()).sum(), [t for t in (vd, wd) if t is not None])
-                    want_dx = want[0] + (0 if ds is None else ds.double())
-                    dx = torch.full((rows, n), float("nan"), dtype=dtype)
-                    partial = torch.full((teams, n), float("nan"))
-                    sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64)
-                    common = (dx, partial, dy, v, weight, rstd, ds, sync, rows, n, chunks, per_team, n, n, v.stride(0),
-                              n if ds is not None else 0, weight is not None, weight is not None)
-                    rms.rms_norm_bwd_team_kernel[(teams * chunks, )](*common, block, max(chunks, 1), 1, False)
-                    mode = "ran" if chunks == 1 else "gave up"
-                    modes = sync[2 + rows * chunks:].tolist()
-                    case = f"rms_norm bwd team {mode} S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
-                    errors[f"{case} modes"] = float(modes != [1 if chunks == 1 else 2] * teams)
-                    rms.rms_norm_bwd_team_rescue_kernel[(teams, )](*common, 64, False)
-                    errors[f"{case} dx"] = _error(dx, want_dx)
-                    if weight is not None:
-                        errors[f"{case} dw"] = _error(partial.sum(0), want[1])
+        for kernel in (rms.rms_norm_bwd_team_kernel, rms.rms_norm_bwd_team_lag_kernel):
+            for block, chunks in ((512, 1), (128, 3)):
+                n = 300
+                for dtype in (torch.float32, torch.bfloat16):
+                    v = (torch.randn(rows, n + 5, dtype=dtype) + 0.5)[:, 2:n + 2]
+                    dy = torch.randn(rows, n, dtype=dtype)
+                    rstd = torch.rsqrt(v.float().pow(2).mean(-1) + 1e-6)
+                    for weight, ds in ((torch.randn(n, dtype=dtype), torch.randn(rows, n, dtype=dtype)), (None, None)):
+                        vd = v.double().requires_grad_()
+                        wd = None if weight is None else weight.double().requires_grad_()
+                        out = torch.nn.functional.rms_norm(vd, [n], wd, 1e-6)
+                        want = torch.autograd.grad((out * dy.double()).sum(), [t for t in (vd, wd) if t is not None])
+                        want_dx = want[0] + (0 if ds is None else ds.double())
+                        dx = torch.full((rows, n), float("nan"), dtype=dtype)
+                        partial = torch.full((teams, n), float("nan"))
+                        sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64)
+                        common = (dx, partial, dy, v, weight, rstd, ds, sync, rows, n, chunks, per_team, n, n, v.stride(0),
+                                  n if ds is not None else 0, weight is not None, weight is not None)
+                        kernel[(teams * chunks, )](*common, block, max(chunks, 1), 1, False)
+                        mode = "ran" if chunks == 1 else "gave up"
+                        modes = sync[2 + rows * chunks:].tolist()
+                        case = f"{kernel.fn.__name__} {mode} S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
+                        errors[f"{case} modes"] = float(modes != [1 if chunks == 1 else 2] * teams)
+                        rms.rms_norm_bwd_team_rescue_kernel[(teams, )](*common, 64, False)
+                        errors[f"{case} dx"] = _error(dx, want_dx)
+                        if weight is not None:
+                            errors[f"{case} dw"] = _error(partial.sum(0), want[1])
     finally:
         module.HELP_AFTER = help_after
     return errors
@@ -427,8 +429,9 @@ def test_row_sharing_kernels_under_the_interpreter():
     from conftest import run_script_under_interpreter  # here, not at the top: the script itself needs no tjit
 
     errors = run_script_under_interpreter(__file__, 600, "a program waited forever: a published word read as not yet written")
-    # the last two: lag teams that ran, and gave up whole; rms_norm's teams that ran, and gave up
-    assert len(errors) == 61 + 72 + 6 + 3 + 12 + 20, sorted(errors)
+    # the last three: lag teams that ran, and gave up whole; rms_norm's teams (held and lag forms)
+    # that ran, and gave up
+    assert len(errors) == 61 + 72 + 6 + 3 + 12 + 2 * 20, sorted(errors)
     for case, error in errors.items():
         # 2-byte outputs round to 8 (bf16) or 11 (fp16) bits; dw/db sum 9 rows of them
         limit = 2e-2 if ("bfloat16" in case or "float16" in case) else 1e-5

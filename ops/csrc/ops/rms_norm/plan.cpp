@@ -30,6 +30,12 @@ constexpr int64_t kFusedRegisterRoom = 8192;
 constexpr int64_t kTeamBlock = 4096;
 constexpr int64_t kTeamMaxChunks = 32;
 constexpr int kTeamStages = 3;
+// 2-byte rms_norm rows, where memory wants more bytes in flight, take the lag kernel: 2048-column
+// chunks capped at 128 registers hold four programs an SM where 4096-column ones hold two (bf16
+// 9216-16384 columns: +2-9%). add_rms_norm's extra row of ds loses with it (-10%): the team kernel.
+constexpr int64_t kTeamLagBlock = 2048;
+constexpr int kTeamLagMaxRegisters = 128;
+constexpr int kTeamLagStages = 2;
 
 }  // namespace
 
@@ -107,18 +113,22 @@ RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, cons
       plan.finalize_programs = kit::blocks_for(cols, plan.finalize_block_n, kBackwardOp);
     }
   };
-  const int64_t team_chunks = kit::ceil_div(cols, kTeamBlock);
+  const bool lag = element_size == 2 && !in.with_grad_sum && kit::memory_wants_more_in_flight(device);
+  const int64_t team_block = lag ? kTeamLagBlock : kTeamBlock;
+  const int64_t team_chunks = kit::ceil_div(cols, team_block);
   // A team must fit the GPU at once (else it gives up and one program does its rows): with the
   // occupancy known, fewer programs than a team go to the other plans.
   if (device.is_cuda && element_size != 8 && in.want_dx && cols > kFusedRegisterRoom &&
       team_chunks <= kTeamMaxChunks && rows * team_chunks * 2 < kit::kInt32Limit &&
       int64_t{std::max(in.resident_programs_per_sm, 1)} * sms >= team_chunks) {
     plan.kind = RmsNormBackwardPlan::Kind::Team;
-    plan.block_n = kTeamBlock;
+    plan.block_n = team_block;
     plan.num_warps = 4;
     plan.chunks = team_chunks;
     plan.s_pow2 = kit::next_power_of_2(team_chunks);
-    plan.stages = kTeamStages;
+    plan.stages = lag ? kTeamLagStages : kTeamStages;
+    plan.lag = lag;
+    plan.maxnreg = lag ? kTeamLagMaxRegisters : 0;
     plan.needs_occupancy = in.resident_programs_per_sm == 0;
     // Rows split evenly over as many teams as run at once.
     const int64_t capacity =
@@ -235,7 +245,7 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
   if (p.kind == RmsNormBackwardPlan::Kind::Team) {
     // The row words, then one mode word a team; dw's partial rows, one a team.
     w.workspace("row_exchange_words", {2 + in.rows * p.chunks + p.groups});
-    w.launch(kRmsNormBwdTeamKernel, {p.programs}, p.num_warps)
+    w.launch(p.lag ? kRmsNormBwdTeamLagKernel : kRmsNormBwdTeamKernel, {p.programs}, p.num_warps, p.maxnreg)
         .constexpr_flag("HAS_WEIGHT", has_weight)
         .constexpr_flag("COMPUTE_DW", in.want_dw)
         .constexpr_value("BLOCK_N", p.block_n)

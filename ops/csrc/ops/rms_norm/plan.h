@@ -13,6 +13,7 @@ namespace tjit::ops {
 inline constexpr const char* kRmsNormFwdKernel = "rms_norm_fwd_kernel";
 inline constexpr const char* kRmsNormBwdFusedKernel = "rms_norm_bwd_fused_kernel";
 inline constexpr const char* kRmsNormBwdTeamKernel = "rms_norm_bwd_team_kernel";
+inline constexpr const char* kRmsNormBwdTeamLagKernel = "rms_norm_bwd_team_lag_kernel";
 inline constexpr const char* kRmsNormBwdTeamRescueKernel = "rms_norm_bwd_team_rescue_kernel";
 inline constexpr const char* kRmsNormBwdDxKernel = "rms_norm_bwd_dx_kernel";
 inline constexpr const char* kRmsNormBwdDwPartialKernel = "rms_norm_bwd_dw_partial_kernel";
@@ -71,6 +72,10 @@ struct RmsNormBackwardPlan {
   int64_t s_pow2 = 1;
   int stages = 1;
   bool needs_occupancy = false;
+  // Team: the lag kernel (a row's dx one iteration after its sum), capped at maxnreg registers a
+  // thread (0: the compiler's choice).
+  bool lag = false;
+  int maxnreg = 0;
   // Fused: columns past block_n in a tile beside each (0: none); the next tile loaded before this
   // one's row sums; w held in registers across rows.
   int64_t block_tail = 0;

@@ -278,8 +278,13 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   const Stream stream = current_stream(input.device());
   const std::string& file = kernel_file();
   const auto partial_options = input.options().dtype(kit::accumulator_type(input.scalar_type()));
-  static auto& team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamKernel);
-  const LaunchOptions team_options{plan.num_warps};
+  static auto& held_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamKernel);
+  static auto& lag_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamLagKernel);
+  // Whether a team lags is fixed before the occupancy is asked (it depends on the dtype and the
+  // device only), so the occupancy is the binary's that runs.
+  TritonJitFunction& team_kernel = plan.lag ? lag_team_kernel : held_team_kernel;
+  LaunchOptions team_options{plan.num_warps};
+  team_options.maxnreg = plan.maxnreg;
   const auto team_arguments = [&](const at::Tensor& dw_partial, const at::Tensor& sync, int64_t per_team,
                                   const auto& call) {
     return call(dx, dw_partial, dy, x, w, rstd_c, ds, sync, rows, cols, plan.chunks, per_team, cols, dyv.row_stride,
