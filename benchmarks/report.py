@@ -177,11 +177,10 @@ MISS_NOTES = {
                           "4097..6144 and 8193..12288 columns read the row twice from L2 (+4-17%, level with "
                           "FlagGems); add_rms_norm fwd 0.98-0.99x Liger-Kernel; add_rms_norm fp32 bwd at "
                           "2048 and 5120 0.995-0.998x torch.compile",
-    "llm_rms_norm_bwd_copy": "bf16 16384 (0.77-0.78x copy; 12288 0.82): teams of 4096-column programs, two an SM "
-                             "(222 registers), exchange each row's sum; the loop 3 rows deep. Measured next: "
-                             "layer_norm's lag form in 2048-column chunks at 128 registers, 4 an SM "
-                             "(benchmarks/kernels/rms_norm_candidates.py): +2-4% at 12288/16384, +9% at 9216 "
-                             "for rms_norm, -10% for add_rms_norm",
+    "llm_rms_norm_bwd_copy": "bf16 16384 (0.78-0.79x copy; 12288 0.81-0.83): teams in the lag form, 2048-column "
+                             "programs at 128 registers, four an SM, exchange each row's sum, a row's dx one "
+                             "iteration later (+2-3% over the held 4096-column form at 12288/16384, +9% at 9216); "
+                             "the loop 3 stages deep loses 2%. add_rms_norm keeps the held form (-10% with lag)",
 }
 
 
