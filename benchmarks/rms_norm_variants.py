@@ -33,6 +33,7 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
     team_stages   new's team backward with its row loop 2 stages deep, or 3 where it is 2 (CUDA)
     team_held     where new is the team backward's lag form: the held form (the plan for memory that
                   wants no more bytes in flight an SM, kit::memory_wants_more_in_flight; CUDA)
+    team_lag      where new is the held form: the lag form, as planned where memory wants more (CUDA)
     aten, compile F.rms_norm (after x + r for add_rms_norm) eager / torch.compile'd; the backward
                   through autograd (graph recorded once, re-run)
     liger, flaggems   their RMSNorm (benchmarks/peers.py), where installed (CUDA)
@@ -466,9 +467,12 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
             stages = _copy(new)
             stages["launches"][0]["constexprs"]["STAGES"] = 2 if new["launches"][0]["constexprs"]["STAGES"] > 2 else 3
             out["team_stages"] = ("new", stages)
-            held = backward_plan(plans, dict(facts, memory_gbps=0), query, args.team_per_sm)
-            if held["kind"] == "team" and held != new:
-                out["team_held"] = ("new", held)
+            # The team's other form: as planned where memory wants no more bytes in flight an SM, or
+            # where it wants more (kit::memory_wants_more_in_flight shut or open).
+            for name, gbps in (("team_held", 0), ("team_lag", 10**6)):
+                other = backward_plan(plans, dict(facts, memory_gbps=gbps), query, args.team_per_sm)
+                if other["kind"] == "team" and other != new:
+                    out[name] = ("new", other)
         elif n > 8192 and e != 8 and not facts["is_cuda"]:
             notes["team"] = "CUDA only: the team backward's programs wait for each other"
         out.update({k: ("new", p) for k, p in backward_variants(fused, m, n, e, facts["multiprocessors"]).items()})
