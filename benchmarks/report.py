@@ -179,8 +179,9 @@ MISS_NOTES = {
                           "2048 and 5120 0.995-0.998x torch.compile",
     "llm_rms_norm_bwd_copy": "bf16 16384 (0.78-0.79x copy; 12288 0.81-0.83): teams in the lag form, 2048-column "
                              "programs at 128 registers, four an SM, exchange each row's sum, a row's dx one "
-                             "iteration later (+2-3% over the held 4096-column form at 12288/16384, +9% at 9216); "
-                             "the loop 3 stages deep loses 2%. add_rms_norm keeps the held form (-10% with lag)",
+                             "iteration later (+2-3% over the held 4096-column form at 12288/16384, +9% at 9216, on "
+                             "this card and an H100); the loop 3 stages deep loses 2%. add_rms_norm keeps the held "
+                             "form (-6 to -10% with lag)",
 }
 
 

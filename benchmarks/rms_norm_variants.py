@@ -31,9 +31,9 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
                   half the warps (tiles of 2+ rows only)
     warps_half, warps_double        new at half / twice its num_warps
     team_stages   new's team backward with its row loop 2 stages deep, or 3 where it is 2 (CUDA)
-    team_held     where new is the team backward's lag form: the held form (the plan for memory that
-                  wants no more bytes in flight an SM, kit::memory_wants_more_in_flight; CUDA)
-    team_lag      where new is the held form: the lag form, as planned where memory wants more (CUDA)
+    team_held     where new is the team backward's lag form (rms_norm's 2-byte rows): the held form,
+                  as add_rms_norm's plan has it (CUDA)
+    team_lag      where new is the held form (add_rms_norm's 2-byte rows): the lag form (CUDA)
     aten, compile F.rms_norm (after x + r for add_rms_norm) eager / torch.compile'd; the backward
                   through autograd (graph recorded once, re-run)
     liger, flaggems   their RMSNorm (benchmarks/peers.py), where installed (CUDA)
@@ -467,12 +467,11 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
             stages = _copy(new)
             stages["launches"][0]["constexprs"]["STAGES"] = 2 if new["launches"][0]["constexprs"]["STAGES"] > 2 else 3
             out["team_stages"] = ("new", stages)
-            # The team's other form: as planned where memory wants no more bytes in flight an SM, or
-            # where it wants more (kit::memory_wants_more_in_flight shut or open).
-            for name, gbps in (("team_held", 0), ("team_lag", 10**6)):
-                other = backward_plan(plans, dict(facts, memory_gbps=gbps), query, args.team_per_sm)
-                if other["kind"] == "team" and other != new:
-                    out[name] = ("new", other)
+            # The team's other form: the one the plan gives the other operator (rms_norm's 2-byte rows
+            # lag, add_rms_norm's are held); the launches differ in that form only.
+            other = backward_plan(plans, facts, dict(query, has_grad_sum=1 - query["has_grad_sum"]), args.team_per_sm)
+            if other["kind"] == "team" and other != new:
+                out["team_lag" if "lag" in other["launches"][0]["kernel"] else "team_held"] = ("new", other)
         elif n > 8192 and e != 8 and not facts["is_cuda"]:
             notes["team"] = "CUDA only: the team backward's programs wait for each other"
         out.update({k: ("new", p) for k, p in backward_variants(fused, m, n, e, facts["multiprocessors"]).items()})

@@ -59,8 +59,8 @@ def test_sm90_report_without_gpu(tmp_path):
     for name, plan in plans.items():
         first = plan["launches"][0]
         assert first["n_regs"] > 0 and first["n_spills"] >= 0 and first["resident_programs_per_sm"] >= 1, (name, first)
-    # A GPU's 12288 columns go to the team backward, where memory wants more bytes in flight in its
-    # lag form (2048-column chunks at 128 registers: four programs an SM), else held (4096-column
+    # A GPU's 12288 columns go to the team backward, rms_norm's 2-byte rows in its lag form
+    # (2048-column chunks at 128 registers: four programs an SM), add_rms_norm's held (4096-column
     # chunks, two an SM); neither spills. The flips derive from the fused pass it replaced (8192 +
     # 4096 columns).
     lag, held = plans["new"]["launches"][0], plans["team_held"]["launches"][0]

@@ -30,9 +30,9 @@ constexpr int64_t kFusedRegisterRoom = 8192;
 constexpr int64_t kTeamBlock = 4096;
 constexpr int64_t kTeamMaxChunks = 32;
 constexpr int kTeamStages = 3;
-// 2-byte rms_norm rows, where memory wants more bytes in flight, take the lag kernel: 2048-column
-// chunks capped at 128 registers hold four programs an SM where 4096-column ones hold two (bf16
-// 9216-16384 columns: +2-9%). add_rms_norm's extra row of ds loses with it (-10%): the team kernel.
+// 2-byte rms_norm rows take the lag kernel: 2048-column chunks capped at 128 registers hold four
+// programs an SM where 4096-column ones hold two (bf16 9216-16384 columns: +2-9% on both an H100
+// and an H200). add_rms_norm's extra row of ds loses with it (-10%): the team kernel.
 constexpr int64_t kTeamLagBlock = 2048;
 constexpr int kTeamLagMaxRegisters = 128;
 constexpr int kTeamLagStages = 2;
@@ -113,7 +113,7 @@ RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, cons
       plan.finalize_programs = kit::blocks_for(cols, plan.finalize_block_n, kBackwardOp);
     }
   };
-  const bool lag = element_size == 2 && !in.with_grad_sum && kit::memory_wants_more_in_flight(device);
+  const bool lag = element_size == 2 && !in.with_grad_sum;
   const int64_t team_block = lag ? kTeamLagBlock : kTeamBlock;
   const int64_t team_chunks = kit::ceil_div(cols, team_block);
   // A team must fit the GPU at once (else it gives up and one program does its rows): with the
