@@ -18,6 +18,7 @@ Run in a subprocess, since the interpreter must be chosen before triton is impor
     TRITON_INTERPRET=1 python3 tests/python/test_row_sharing_interpreter.py
 prints one JSON line of {case: max relative error}."""
 
+import itertools
 import json
 import os
 import sys
@@ -375,33 +376,33 @@ def _rms_norm_team_cases(torch, rms):
     try:
         rows, per_team = 7, 3
         teams = -(-rows // per_team)
-        for kernel in (rms.rms_norm_bwd_team_kernel, rms.rms_norm_bwd_team_lag_kernel):
-            for block, chunks in ((512, 1), (128, 3)):
-                n = 300
-                for dtype in (torch.float32, torch.bfloat16):
-                    v = (torch.randn(rows, n + 5, dtype=dtype) + 0.5)[:, 2:n + 2]
-                    dy = torch.randn(rows, n, dtype=dtype)
-                    rstd = torch.rsqrt(v.float().pow(2).mean(-1) + 1e-6)
-                    for weight, ds in ((torch.randn(n, dtype=dtype), torch.randn(rows, n, dtype=dtype)), (None, None)):
-                        vd = v.double().requires_grad_()
-                        wd = None if weight is None else weight.double().requires_grad_()
-                        out = torch.nn.functional.rms_norm(vd, [n], wd, 1e-6)
-                        want = torch.autograd.grad((out * dy.double()).sum(), [t for t in (vd, wd) if t is not None])
-                        want_dx = want[0] + (0 if ds is None else ds.double())
-                        dx = torch.full((rows, n), float("nan"), dtype=dtype)
-                        partial = torch.full((teams, n), float("nan"))
-                        sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64)
-                        common = (dx, partial, dy, v, weight, rstd, ds, sync, rows, n, chunks, per_team, n, n, v.stride(0),
-                                  n if ds is not None else 0, weight is not None, weight is not None)
-                        kernel[(teams * chunks, )](*common, block, max(chunks, 1), 1, False)
-                        mode = "ran" if chunks == 1 else "gave up"
-                        modes = sync[2 + rows * chunks:].tolist()
-                        case = f"{kernel.fn.__name__} {mode} S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
-                        errors[f"{case} modes"] = float(modes != [1 if chunks == 1 else 2] * teams)
-                        rms.rms_norm_bwd_team_rescue_kernel[(teams, )](*common, 64, False)
-                        errors[f"{case} dx"] = _error(dx, want_dx)
-                        if weight is not None:
-                            errors[f"{case} dw"] = _error(partial.sum(0), want[1])
+        n = 300
+        for kernel, (block, chunks), dtype in itertools.product(
+                (rms.rms_norm_bwd_team_kernel, rms.rms_norm_bwd_team_lag_kernel), ((512, 1), (128, 3)),
+                (torch.float32, torch.bfloat16)):
+            v = (torch.randn(rows, n + 5, dtype=dtype) + 0.5)[:, 2:n + 2]
+            dy = torch.randn(rows, n, dtype=dtype)
+            rstd = torch.rsqrt(v.float().pow(2).mean(-1) + 1e-6)
+            for weight, ds in ((torch.randn(n, dtype=dtype), torch.randn(rows, n, dtype=dtype)), (None, None)):
+                vd = v.double().requires_grad_()
+                wd = None if weight is None else weight.double().requires_grad_()
+                out = torch.nn.functional.rms_norm(vd, [n], wd, 1e-6)
+                want = torch.autograd.grad((out * dy.double()).sum(), [t for t in (vd, wd) if t is not None])
+                want_dx = want[0] + (0 if ds is None else ds.double())
+                dx = torch.full((rows, n), float("nan"), dtype=dtype)
+                partial = torch.full((teams, n), float("nan"))
+                sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64)
+                common = (dx, partial, dy, v, weight, rstd, ds, sync, rows, n, chunks, per_team, n, n, v.stride(0),
+                          n if ds is not None else 0, weight is not None, weight is not None)
+                kernel[(teams * chunks, )](*common, block, max(chunks, 1), 1, False)
+                mode = "ran" if chunks == 1 else "gave up"
+                modes = sync[2 + rows * chunks:].tolist()
+                case = f"{kernel.fn.__name__} {mode} S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
+                errors[f"{case} modes"] = float(modes != [1 if chunks == 1 else 2] * teams)
+                rms.rms_norm_bwd_team_rescue_kernel[(teams, )](*common, 64, False)
+                errors[f"{case} dx"] = _error(dx, want_dx)
+                if weight is not None:
+                    errors[f"{case} dw"] = _error(partial.sum(0), want[1])
     finally:
         module.HELP_AFTER = help_after
     return errors

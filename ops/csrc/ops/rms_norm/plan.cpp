@@ -31,8 +31,8 @@ constexpr int64_t kTeamBlock = 4096;
 constexpr int64_t kTeamMaxChunks = 32;
 constexpr int kTeamStages = 3;
 // 2-byte rms_norm rows take the lag kernel: 2048-column chunks capped at 128 registers hold four
-// programs an SM where 4096-column ones hold two (bf16 9216-16384 columns: +2-9% on both an H100
-// and an H200). add_rms_norm's extra row of ds loses with it (-10%): the team kernel.
+// programs an SM where 4096-column ones hold two (bf16 9216-16384 columns: +2-9%). add_rms_norm's
+// extra row of ds loses with it: the team kernel.
 constexpr int64_t kTeamLagBlock = 2048;
 constexpr int kTeamLagMaxRegisters = 128;
 constexpr int kTeamLagStages = 2;

@@ -280,8 +280,8 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   const auto partial_options = input.options().dtype(kit::accumulator_type(input.scalar_type()));
   static auto& held_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamKernel);
   static auto& lag_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamLagKernel);
-  // Whether a team lags is fixed before the occupancy is asked (it depends on the dtype and the
-  // device only), so the occupancy is the binary's that runs.
+  // Whether a team lags is fixed before the occupancy is asked (it depends on the dtype and on
+  // grad_sum only), so the occupancy is the binary's that runs.
   TritonJitFunction& team_kernel = plan.lag ? lag_team_kernel : held_team_kernel;
   LaunchOptions team_options{plan.num_warps};
   team_options.maxnreg = plan.maxnreg;
