@@ -24,6 +24,12 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
                   plan; kit::memory_wants_more_in_flight), where it differs
     loop_<B>w<W>  (forward) new's one-row program reading the row twice in B-column blocks at W warps
                   (SINGLE_PASS off: the sum of squares, then y from the row again from its end, mostly from L2)
+    inductor_row, inductor_loop   (forward) new's kernel at the launch shapes of Inductor's two configs for
+                  an inner reduction: the whole row a block at block / 128 warps, max(4096 / block, 1) rows a
+                  program; the row read twice in 2048-column steps at 16 warps (2 rows a program up to
+                  2048), kept in L2 between the reads (KEEP_ROW), as Inductor's loads ask
+    two_pass_row  (forward) a one-pass plan's block read twice instead (SINGLE_PASS off), with KEEP_ROW
+    keep_row_flip (forward) new's two-pass plan with KEEP_ROW negated
     tail          (forward) new's one-row block split into a head and a tail block (5120: 4096 +
                   1024, 12288: 8192 + 4096) rather than padded to the next power of two
     programs_x2, programs_half      new's fused backward with twice / half the programs
@@ -212,6 +218,7 @@ def backward_variants(new, m, n, element_size, sms):
         plan = _copy(new)
         plan["launches"][0]["constexprs"].update(BLOCK_N=2 * c["BLOCK_N"], BLOCK_TAIL=0)
         out["no_tail"] = plan
+
     programs = new["launches"][0]["grid"][0]
     out["programs_x2"] = with_programs(new, m, n, 2 * programs)
     if programs >= 2 * sms:
@@ -245,6 +252,25 @@ def forward_variants(new, n):
                 plan["launches"][0]["constexprs"].update(BLOCK_N=block, SINGLE_PASS=False, BLOCK_TAIL=0)
                 plan["launches"][0].update(num_warps=warps, maxnreg=0)
                 out[f"loop_{block}w{warps}"] = plan
+    if c["BLOCK_M"] == 1 and not c.get("BLOCK_TAIL"):
+        # Inductor's two configs for an inner reduction (torch._inductor.runtime.triton_heuristics,
+        # default mode): the whole row a block, max(4096 // block, 1) rows a program, block / 128 warps
+        # (<= 16, 32 past 8192 columns); and the row read twice in 2048-column steps at 16 warps,
+        # two rows a program up to 2048 columns.
+        block = _p2(n)
+        plan = _copy(new)
+        plan["launches"][0]["constexprs"].update(BLOCK_M=max(4096 // block, 1), BLOCK_N=block, SINGLE_PASS=True)
+        plan["launches"][0].update(num_warps=min(max(block // 128, 2), 16 if block <= 8192 else 32), maxnreg=0,
+                                   grid=[_cdiv(new["launches"][0]["grid"][0], max(4096 // block, 1)), 1, 1])
+        out["inductor_row"] = plan
+        plan = _copy(new)
+        rows = 2 if block <= 2048 else 1
+        plan["launches"][0]["constexprs"].update(BLOCK_M=rows, BLOCK_N=min(block, 2048), SINGLE_PASS=False,
+                                                 KEEP_ROW=True)
+        plan["launches"][0].update(num_warps=16, maxnreg=0, grid=[_cdiv(new["launches"][0]["grid"][0], rows), 1, 1])
+        out["inductor_loop"] = plan
+        # Inductor's form at its one-block config: the block read twice, kept in L2 between the reads.
+        out["two_pass_row"] = _with_constexprs(new, SINGLE_PASS=False, KEEP_ROW=True)
     out.update(warps_variants(new))
     if new["launches"][0]["num_warps"] == 32:
         # 32 warps a program: two fit an SM only at <= 32 registers a thread (fp32 rows of 8193..16384
@@ -255,10 +281,19 @@ def forward_variants(new, n):
     return out
 
 
+def _with_constexprs(plan, **constexprs):
+    plan = _copy(plan)
+    plan["launches"][0]["constexprs"].update(constexprs)
+    return plan
+
+
 def base_forward(new):
-    """The base commit's forward plan: this tree's without the register cap (maxnreg) it added."""
+    """The base commit's forward plan: this tree's without the register cap (maxnreg) and the
+    constexprs (BLOCK_TAIL, KEEP_ROW) it added."""
     plan = _copy(new)
     plan["launches"][0]["maxnreg"] = 0
+    for name in ("BLOCK_TAIL", "KEEP_ROW"):
+        plan["launches"][0]["constexprs"].pop(name, None)
     return plan
 
 
@@ -447,6 +482,9 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
                           has_residual=int(residual))
         if facts["is_cuda"] and shut != new:
             out["gate_shut"] = ("new", shut)
+        if not new["launches"][0]["constexprs"]["SINGLE_PASS"]:
+            out["keep_row_flip"] = ("new", _with_constexprs(
+                new, KEEP_ROW=not new["launches"][0]["constexprs"]["KEEP_ROW"]))
         out.update({k: ("new", p) for k, p in forward_variants(shut, n).items()})
     else:
         query = dict(rows=m, cols=n, dtype=dtype, has_grad_sum=int(residual))
@@ -472,6 +510,7 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
             other = backward_plan(plans, facts, dict(query, has_grad_sum=1 - query["has_grad_sum"]), args.team_per_sm)
             if other["kind"] == "team" and other != new:
                 out["team_lag" if "lag" in other["launches"][0]["kernel"] else "team_held"] = ("new", other)
+
         elif n > 8192 and e != 8 and not facts["is_cuda"]:
             notes["team"] = "CUDA only: the team backward's programs wait for each other"
         out.update({k: ("new", p) for k, p in backward_variants(fused, m, n, e, facts["multiprocessors"]).items()})
@@ -598,7 +637,12 @@ def main(argv=None):
                         return F.rms_norm(x, (n, ), w, EPS)
 
                     if on_cuda and "compile" not in args.skip and (dtype_name, n, op) not in compiled_fwd:
-                        compiled_fwd[(dtype_name, n, op)] = torch.compile(torch_fwd)
+                        # Static shapes, as bandwidth.py compiles: Dynamo's second shape of the same code
+                        # would otherwise compile a dynamic-shape kernel.
+                        for name in ("recompile_limit", "cache_size_limit"):
+                            if hasattr(torch._dynamo.config, name):
+                                setattr(torch._dynamo.config, name, 1024)
+                        compiled_fwd[(dtype_name, n, op)] = torch.compile(torch_fwd, dynamic=False)
                     compiled = compiled_fwd.get((dtype_name, n, op))
                     variants = {}  # name: (plan or None, callable, output check)
                     notes = {}

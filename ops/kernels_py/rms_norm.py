@@ -15,7 +15,7 @@ Conventions (as layer_norm's):
 
 rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row,
                     stride_x_row, stride_r_row, eps, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_M, BLOCK_N,
-                    SINGLE_PASS, INDEX_64, BLOCK_TAIL=0)
+                    SINGLE_PASS, INDEX_64, BLOCK_TAIL=0, KEEP_ROW=False)
     The row v is x, or with HAS_RESIDUAL s = x + r rounded to x's dtype (stored to s_ptr: what
     inference engines keep as the next residual). rstd = 1 / sqrt(mean(v^2) + eps),
     y = v * rstd * w; rstd[m] stored unless rstd_ptr is None. Program p takes rows
@@ -23,7 +23,8 @@ rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_
     (BLOCK_TAIL: columns past BLOCK_N in a tile beside the block; 0: none); otherwise
     (any N >= 1) the columns in BLOCK_N steps, twice: the second pass from the last block back
     (those the first read last, most likely still in L2), reading v again (s with HAS_RESIDUAL,
-    as stored) with evict_first. grid: (cdiv(M, BLOCK_M),).
+    as stored) with evict_first; KEEP_ROW (two passes only): the first pass reads with evict_last,
+    w with evict_last, and the second pass goes from the row's start. grid: (cdiv(M, BLOCK_M),).
 
 rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N,
                           stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row, rows_per_program,
@@ -85,11 +86,11 @@ from .row_exchange import HELP_AFTER, TEAM_GAVE_UP, peek_words, publish, settle_
 
 @triton.jit
 def _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_RESIDUAL: tl.constexpr,
-               ACC: tl.constexpr):
+               ACC: tl.constexpr, EVICT: tl.constexpr):
     """The [rows, cols] tile of the row normalised: x, or x + r rounded to x's dtype."""
-    x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0)
+    x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICT)
     if HAS_RESIDUAL:
-        r = tl.load(r_ptr + rows[:, None] * stride_r_row + cols[None, :], mask=mask, other=0.0)
+        r = tl.load(r_ptr + rows[:, None] * stride_r_row + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICT)
         # As `x + r` in torch: added in the accumulator dtype, rounded once to x's.
         return (x.to(ACC) + r.to(ACC)).to(x_ptr.dtype.element_ty)
     return x
@@ -99,7 +100,7 @@ def _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_R
 def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row, stride_x_row,
                         stride_r_row, eps: tl.float64, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
-                        INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr = 0):
+                        INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr = 0, KEEP_ROW: tl.constexpr = False):
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -111,7 +112,7 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
     if SINGLE_PASS:
         col_mask = cols < N
         mask = row_mask[:, None] & col_mask[None, :]
-        v = _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC)
+        v = _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC, "")
         if HAS_RESIDUAL:
             tl.store(s_ptr + rows[:, None] * stride_s_row + cols[None, :], v, mask=mask)
         v = v.to(ACC)
@@ -120,7 +121,8 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
             tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
             tail_col_mask = tail_cols < N
             tail_mask = row_mask[:, None] & tail_col_mask[None, :]
-            v_tail = _rows_tile(x_ptr, r_ptr, rows, tail_cols, tail_mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC)
+            v_tail = _rows_tile(x_ptr, r_ptr, rows, tail_cols, tail_mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC,
+                                "")
             if HAS_RESIDUAL:
                 tl.store(s_ptr + rows[:, None] * stride_s_row + tail_cols[None, :], v_tail, mask=tail_mask)
             v_tail = v_tail.to(ACC)
@@ -137,23 +139,29 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
             tl.store(y_ptr + rows[:, None] * stride_y_row + tail_cols[None, :], y_tail.to(y_ptr.dtype.element_ty),
                      mask=tail_mask)
     else:
+        # KEEP_ROW: L2 is asked to keep the row from the first pass to the second, and w throughout;
+        # the second pass goes from the row's start.
+        KEEP: tl.constexpr = "evict_last" if KEEP_ROW else ""
         squares = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
         for start in range(0, N, BLOCK_N):
             c = start + cols
             col_mask = c < N
             mask = row_mask[:, None] & col_mask[None, :]
-            v = _rows_tile(x_ptr, r_ptr, rows, c, mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC)
+            v = _rows_tile(x_ptr, r_ptr, rows, c, mask, stride_x_row, stride_r_row, HAS_RESIDUAL, ACC, KEEP)
             if HAS_RESIDUAL:
                 tl.store(s_ptr + rows[:, None] * stride_s_row + c[None, :], v, mask=mask)
             v = v.to(ACC)
             squares += v * v
         rstd = 1.0 / tl.sqrt(tl.sum(squares, axis=1) / N + eps)
-        # The second pass goes from the row's end, the blocks the first pass read last and L2 most
-        # likely still holds; those reads are the row's last use. The sum, where there is one, is
-        # read back as stored rather than x and r again.
+        # Without KEEP_ROW the second pass goes from the row's end, the blocks the first pass read
+        # last and L2 most likely still holds; those reads are the row's last use. The sum, where
+        # there is one, is read back as stored rather than x and r again.
         last = tl.cdiv(N, BLOCK_N) - 1
         for step in range(0, last + 1):
-            c = (last - step) * BLOCK_N + cols
+            if KEEP_ROW:
+                c = step * BLOCK_N + cols
+            else:
+                c = (last - step) * BLOCK_N + cols
             col_mask = c < N
             mask = row_mask[:, None] & col_mask[None, :]
             if HAS_RESIDUAL:
@@ -164,7 +172,7 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
                             eviction_policy="evict_first").to(ACC)
             y = v * rstd[:, None]
             if HAS_WEIGHT:
-                y = y * tl.load(w_ptr + c, mask=col_mask, other=0.0).to(ACC)[None, :]
+                y = y * tl.load(w_ptr + c, mask=col_mask, other=0.0, eviction_policy=KEEP).to(ACC)[None, :]
             tl.store(y_ptr + rows[:, None] * stride_y_row + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     if rstd_ptr is not None:
         tl.store(rstd_ptr + rows, rstd.to(rstd_ptr.dtype.element_ty), mask=row_mask)

@@ -371,15 +371,21 @@ def compile_check():
         (K.rms_norm_fwd_kernel,
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
-         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=0), True, ["w_ptr", "rstd_ptr"]),
+         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=0, KEEP_ROW=False), True, ["w_ptr", "rstd_ptr"]),
+        (K.rms_norm_fwd_kernel,  # two passes, the row kept in L2 between them
+         dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
+         ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
+         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=2048, BLOCK_TAIL=0, KEEP_ROW=True), True, ["w_ptr", "rstd_ptr"]),
         (K.rms_norm_fwd_kernel,  # a tail block beside the row's block
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
-         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=1024), True, ["w_ptr", "rstd_ptr"]),
+         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=1024, KEEP_ROW=False), True,
+         ["w_ptr", "rstd_ptr"]),
         (K.rms_norm_fwd_kernel,
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
-         dict(HAS_RESIDUAL=False, BLOCK_M=4, BLOCK_N=256, BLOCK_TAIL=0), True, ["w_ptr", "rstd_ptr", "s_ptr", "r_ptr"]),
+         dict(HAS_RESIDUAL=False, BLOCK_M=4, BLOCK_N=256, BLOCK_TAIL=0, KEEP_ROW=False), True,
+         ["w_ptr", "rstd_ptr", "s_ptr", "r_ptr"]),
         (K.rms_norm_bwd_fused_kernel,
          dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in"),
          ["M", "N", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row", "rows_per_program"], [],
@@ -459,7 +465,7 @@ def compile_check():
                 if sig[name].startswith("*") or (div16 and sig[name] in ("i32", "i64") and name != "M"):
                     attrs[(i, )] = [["tt.divisibility", 16]]
             label = (f"compile sm_90 {fn.__name__} *{pdt}" + (f" SINGLE_PASS={single}" if has_single else "") +
-                     "".join(f" {k}={fixed[k]}" for k in ("STAGES", "REREAD", "BLOCK_TAIL") if k in fixed) +
+                     "".join(f" {k}={fixed[k]}" for k in ("STAGES", "REREAD", "BLOCK_TAIL", "KEEP_ROW") if k in fixed) +
                      f" INDEX_64={idx64}" + (" ints=1,None ptrs" if spec1 else ""))
             t0 = time.time()
             try:

@@ -101,9 +101,12 @@ def check_backward(ops, x, normalized, w, eps=None, residual=None):
 
 # Columns for each forward plan kind (plan.cpp): several rows a program up to 1024, one row a
 # program in registers up to 32768 (float64: 16384; 10000: float32's 32 warps capped at 32
-# registers), then looped in 4096-column steps. 2-byte rows filling <= 3/4 of an 8192- or
-# 16384-column block (5000, 10000; 12288 in 4096-column blocks) are looped on CPU and high-bandwidth GPUs.
-FORWARD_COLS = [1, 5, 100, 1000, 1025, 3000, 5000, 10000, 12288, 16385, 32769]
+# registers), then looped in 4096-column steps. On CPU and high-bandwidth GPUs: 2-byte rows filling
+# <= 3/4 of an 8192- or 16384-column block (5000, 10000; 12288 in 4096-column blocks) are looped;
+# 4-byte rows filling more than 3/4 of a 2048..8192-column block (2000: one step, 7000: a partial
+# last step) and rows with a residual in an 8192-column block (5000, 7000) are read twice with the
+# row kept in L2.
+FORWARD_COLS = [1, 5, 100, 1000, 1025, 2000, 3000, 5000, 7000, 10000, 12288, 16385, 32769]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -507,6 +510,7 @@ def test_llm_shapes_cuda(ops, dtype):
     for cols in (2048, 5120, 7168, 12288, 16384):
         x, normalized, w = make((1000, cols), (cols, ), dtype, "cuda")
         r = random_tensor((1000, cols), dtype, "cuda")
+        check_forward(ops, x, normalized, w)
         check_forward(ops, x, normalized, w, residual=r)
         check_backward(ops, x, normalized, w, residual=r)
 

@@ -35,6 +35,8 @@ struct RmsNormForwardPlan {
   int64_t block_m = 1;      // rows per program
   int64_t block_n = 1;      // columns per program (per step when looped)
   bool single_pass = true;  // the rows stay in registers
+  // Two passes: the first asks L2 to keep the row for the second, which goes from the row's start.
+  bool keep_row = false;
   bool index64 = false;
   int maxnreg = 0;  // registers a thread may use (0: the compiler's choice)
 };
