@@ -172,11 +172,15 @@ MISS_NOTES = {
                                "kernel): the team kernel 250-255 of the op's 258 us, the finalize 5.5 us; the "
                                "finalize with PDL or 2-4x the programs gained nothing. Tried: 3 per SM (maxnreg "
                                "168), 2-4 stages, 8 warps, w re-read",
-    "llm_rms_norm_peers": "rms_norm fwd 0.95-0.97x torch.compile, whose fused kernel runs 1-2% above the device "
-                          "copy (aten's copy_) at every hidden size; tjit's forward is at 0.97-1.05x copy. bf16 "
-                          "4097..6144 and 8193..12288 columns read the row twice from L2 (+4-17%, level with "
-                          "FlagGems); add_rms_norm fwd 0.98-0.99x Liger-Kernel; add_rms_norm fp32 bwd at "
-                          "2048 and 5120 0.995-0.998x torch.compile",
+    "llm_rms_norm_peers": "rms_norm fwd 0.94-1.00x torch.compile (fp32 4096 and 7168 level, bf16 12288 the "
+                          "worst). Inductor reads each row twice, keeping it in L2 between the passes, with "
+                          "the row length a compile-time constant; tjit reads fp32 rows filling > 3/4 of a "
+                          "2048..8192 block and add_rms_norm rows of 4097..8192 columns that way (KEEP_ROW, "
+                          "+1-6%), but the same two-pass kernel with a run-time length at Inductor's launch "
+                          "(2048-column steps, 16 warps) runs 2-12% behind it at bf16 7168-16384 (ncu, bf16 "
+                          "12288: 125 vs 133 us for tjit's plan, the same DRAM bytes). add_rms_norm fwd "
+                          "0.98-0.99x Liger-Kernel at 12288/16384; add_rms_norm fp32 bwd at 2048 and 5120 "
+                          "0.99x torch.compile",
     "llm_rms_norm_bwd_copy": "bf16 16384 (0.78-0.79x copy; 12288 0.81-0.83): teams in the lag form, 2048-column "
                              "programs at 128 registers, four an SM, exchange each row's sum, a row's dx one "
                              "iteration later (+2-3% over the held 4096-column form at 12288/16384, +9% at 9216, on "
