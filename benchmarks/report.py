@@ -178,7 +178,10 @@ MISS_NOTES = {
                           "2048..8192 block and add_rms_norm rows of 4097..8192 columns that way (KEEP_ROW, "
                           "+1-6%), but the same two-pass kernel with a run-time length at Inductor's launch "
                           "(2048-column steps, 16 warps) runs 2-12% behind it at bf16 7168-16384 (ncu, bf16 "
-                          "12288: 125 vs 133 us for tjit's plan, the same DRAM bytes). add_rms_norm fwd "
+                          "12288: 125 vs 133 us for tjit's plan, the same DRAM bytes). The limiter: its constant "
+                          "trip counts unroll the loops, so its first pass issues a bf16 12288 row's 6 loads at "
+                          "once where tjit's loop issues one a step (sm_90 PTX); tl.range's loop_unroll_factor=4 "
+                          "issues 4 (not yet timed). add_rms_norm fwd "
                           "0.98-0.99x Liger-Kernel at 12288/16384; add_rms_norm fp32 bwd at 2048 and 5120 "
                           "0.99x torch.compile",
     "llm_rms_norm_bwd_copy": "bf16 16384 (0.78-0.79x copy; 12288 0.81-0.83): teams in the lag form, 2048-column "
