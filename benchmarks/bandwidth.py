@@ -168,6 +168,18 @@ def rel_err(got, ref, floor=0.0, chunk=2**24):
     return max_diff / (scale if scale > 0 else 1.0)
 
 
+def compile_static(fn):
+    """torch.compile(fn) as a model of one hidden size gets it: static shapes, and more recompiles
+    than Dynamo's default limit (every case recompiles the same code object for its shape and
+    dtype), past which it would run the function eagerly."""
+    import torch._dynamo
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 256))
+            break
+    return torch.compile(fn, dynamic=False)
+
+
 def _gb(v):
     return f"{v:8.1f}" if v >= 10 else f"{v:8.4f}"
 
@@ -523,15 +535,7 @@ class Runner:
         if not self.cuda:
             self.note_once("compile: torch.compile peers run on CUDA only; skipped on CPU")
             return None
-        # Every case recompiles the same code object for its shape and dtype: static shapes (as a
-        # model of one hidden size gets), and more recompiles than Dynamo's default limit, past
-        # which it would run the function eagerly.
-        import torch._dynamo
-        for name in ("recompile_limit", "cache_size_limit"):
-            if hasattr(torch._dynamo.config, name):
-                setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 256))
-                break
-        return torch.compile(fn, dynamic=False)
+        return compile_static(fn)
 
     @staticmethod
     def _grads(out, inputs, grad):

@@ -176,6 +176,13 @@ def _copy(plan):
                                 for l in plan["launches"]])
 
 
+def _with_constexprs(plan, **constexprs):
+    """A copy of `plan` with its first launch's constexprs updated."""
+    plan = _copy(plan)
+    plan["launches"][0]["constexprs"].update(constexprs)
+    return plan
+
+
 def with_programs(plan, m, n, programs):
     """The fused backward plan with `programs` programs (rows re-split, the finalize re-sized)."""
     plan = _copy(plan)
@@ -211,14 +218,9 @@ def backward_variants(new, m, n, element_size, sms):
     for name, keys in (("prefetch_flip", ("PREFETCH", )), ("preload_w_flip", ("PRELOAD_W", )),
                        ("both_flip", ("PREFETCH", "PRELOAD_W"))):
         if all(key in c for key in keys):
-            plan = _copy(new)
-            plan["launches"][0]["constexprs"].update({key: not c[key] for key in keys})
-            out[name] = plan
+            out[name] = _with_constexprs(new, **{key: not c[key] for key in keys})
     if c.get("BLOCK_TAIL"):
-        plan = _copy(new)
-        plan["launches"][0]["constexprs"].update(BLOCK_N=2 * c["BLOCK_N"], BLOCK_TAIL=0)
-        out["no_tail"] = plan
-
+        out["no_tail"] = _with_constexprs(new, BLOCK_N=2 * c["BLOCK_N"], BLOCK_TAIL=0)
     programs = new["launches"][0]["grid"][0]
     out["programs_x2"] = with_programs(new, m, n, 2 * programs)
     if programs >= 2 * sms:
@@ -240,9 +242,7 @@ def forward_variants(new, n):
     head = c["BLOCK_N"] // 2
     tail = _p2(n - head)
     if c["SINGLE_PASS"] and c["BLOCK_M"] == 1 and head >= 4096 and n > head and tail <= head // 2:
-        plan = _copy(new)
-        plan["launches"][0]["constexprs"].update(BLOCK_N=head, BLOCK_TAIL=tail)
-        out["tail"] = plan
+        out["tail"] = _with_constexprs(new, BLOCK_N=head, BLOCK_TAIL=tail)
     if c["SINGLE_PASS"] and c["BLOCK_M"] == 1:
         # The row read twice, the second time from L2 (a row is <= 64 KiB): small blocks, few
         # registers, many rows in flight an SM, where the one-pass block holds the whole row.
@@ -279,12 +279,6 @@ def forward_variants(new, n):
         plan["launches"][0]["maxnreg"] = 0 if new["launches"][0]["maxnreg"] else 32
         out["maxnreg_flip"] = plan
     return out
-
-
-def _with_constexprs(plan, **constexprs):
-    plan = _copy(plan)
-    plan["launches"][0]["constexprs"].update(constexprs)
-    return plan
 
 
 def base_forward(new):
@@ -502,15 +496,13 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
                 out["fused"] = ("new", fused)
             else:  # past 16384 columns: dx, then dw by column blocks
                 notes["fused"] = f"the plan without teams is {fused['kind']}, which this script does not launch"
-            stages = _copy(new)
-            stages["launches"][0]["constexprs"]["STAGES"] = 2 if new["launches"][0]["constexprs"]["STAGES"] > 2 else 3
-            out["team_stages"] = ("new", stages)
+            out["team_stages"] = ("new", _with_constexprs(
+                new, STAGES=2 if new["launches"][0]["constexprs"]["STAGES"] > 2 else 3))
             # The team's other form: the one the plan gives the other operator (rms_norm's 2-byte rows
             # lag, add_rms_norm's are held); the launches differ in that form only.
             other = backward_plan(plans, facts, dict(query, has_grad_sum=1 - query["has_grad_sum"]), args.team_per_sm)
             if other["kind"] == "team" and other != new:
                 out["team_lag" if "lag" in other["launches"][0]["kernel"] else "team_held"] = ("new", other)
-
         elif n > 8192 and e != 8 and not facts["is_cuda"]:
             notes["team"] = "CUDA only: the team backward's programs wait for each other"
         out.update({k: ("new", p) for k, p in backward_variants(fused, m, n, e, facts["multiprocessors"]).items()})
@@ -637,12 +629,7 @@ def main(argv=None):
                         return F.rms_norm(x, (n, ), w, EPS)
 
                     if on_cuda and "compile" not in args.skip and (dtype_name, n, op) not in compiled_fwd:
-                        # Static shapes, as bandwidth.py compiles: Dynamo's second shape of the same code
-                        # would otherwise compile a dynamic-shape kernel.
-                        for name in ("recompile_limit", "cache_size_limit"):
-                            if hasattr(torch._dynamo.config, name):
-                                setattr(torch._dynamo.config, name, 1024)
-                        compiled_fwd[(dtype_name, n, op)] = torch.compile(torch_fwd, dynamic=False)
+                        compiled_fwd[(dtype_name, n, op)] = bandwidth.compile_static(torch_fwd)
                     compiled = compiled_fwd.get((dtype_name, n, op))
                     variants = {}  # name: (plan or None, callable, output check)
                     notes = {}
