@@ -56,18 +56,19 @@ RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const k
   plan.programs = kit::blocks_for(in.rows, 1, kOp);
   // Where memory wants more bytes in flight (and on CPU, so the interpreter runs both forms), these
   // rows go faster read twice, the row kept in L2 from the first pass to the second (keep_row),
-  // than held in registers through the sum: fp32 rms_norm rows that fill more than 3/4 of a
-  // 2048..8192-column block, in 2048-column steps; add_rms_norm's rows of an 8192-column block, in
-  // one step. Other widths measured slower read twice (fp32 5120: -1%).
+  // than held in registers through the sum. Other widths measured slower read twice (fp32 5120: -1%).
   const bool more_in_flight = !device.is_cuda || kit::memory_wants_more_in_flight(device);
-  const bool fills_block = in.cols * 4 > block * 3;
-  if (more_in_flight && element_size != 8 &&
-      (in.has_residual ? block == 8192 : element_size == 4 && block >= 2048 && block <= 8192 && fills_block)) {
+  // fp32 rms_norm rows that fill more than 3/4 of a 2048..8192-column block: 2048-column steps.
+  const bool keep_rms_row = !in.has_residual && element_size == 4 && block >= 2048 && block <= 8192 &&
+                            in.cols * 4 > block * 3;
+  // add_rms_norm's fp16/bf16/fp32 rows of an 8192-column block: one step, the one-pass plan's warps.
+  const bool keep_add_row = in.has_residual && element_size != 8 && block == 8192;
+  if (more_in_flight && (keep_rms_row || keep_add_row)) {
     plan.kind = RmsNormForwardPlan::Kind::Looped;
-    plan.block_n = in.has_residual ? block : 2048;
+    plan.block_n = keep_add_row ? block : 2048;
     plan.single_pass = false;
     plan.keep_row = true;
-    plan.num_warps = (in.has_residual ? element_size == 4 : block > 2048) ? 16 : 8;
+    plan.num_warps = (keep_add_row ? element_size == 4 : block > 2048) ? 16 : 8;
     return plan;
   }
   // 2-byte rows that fill at most 3/4 of a 8192- or 16384-column block hold it padded in registers,
