@@ -5,8 +5,8 @@ GB/s = (nominal bytes read + bytes written) / time, the same byte count for ever
 of a case (so GB/s ratios are time ratios). Time: on CUDA, the median replay time of a CUDA graph
 of the call (triton.testing.do_bench_cudagraph), so small sizes measure kernels rather than the
 host's launch gaps (host overhead is overhead.py's job); calls that cannot be captured fall back to
-triton.testing.do_bench (CUDA events, L2 flushed before each call); on CPU (smoke
-runs, Triton's interpreter) the median of a few perf_counter timings. Each record says how it was
+triton.testing.do_bench (CUDA events, L2 flushed before each call); on CPU (Triton's
+interpreter) the median of a few perf_counter timings, one in a smoke run. Each record says how it was
 timed ("timing": "graph", "plain" or "perf_counter"; "capture_error" when a graph could not be
 captured) and the notes name every implementation / case timed plainly. When one call's data is
 under ~50 MB (fits in L2), the timed function rotates over several independent input sets.
@@ -106,6 +106,8 @@ class Timer:
             return (f"triton.testing.do_bench_cudagraph(rep={self.rep_ms}, return_mode='median'): replays of a "
                     f"CUDA graph of each call ({self.graph_timings} timings; {self.plain_timings} not capturable, "
                     f"timed with do_bench(warmup={self.warmup_ms}, rep={self.rep_ms}) instead)")
+        if self.smoke:
+            return "one time.perf_counter timing of one call (smoke run: CPU, Triton interpreter)"
         return "median of 3 time.perf_counter timings after 1 warm-up call (CPU, Triton interpreter)"
 
     def __call__(self, fn):
@@ -129,6 +131,12 @@ class Timer:
                 self.last_capture_error = _first_error_line(exc)
                 return triton.testing.do_bench(fn, warmup=self.warmup_ms, rep=self.rep_ms, return_mode="median")
         self.last_timing = "perf_counter"
+        if self.smoke:
+            # A smoke run checks the harness, not the kernels: the interpreter's times mean nothing,
+            # and its long rows take seconds a call.
+            start = time.perf_counter()
+            fn()
+            return (time.perf_counter() - start) * 1e3
         fn()
         samples = []
         for _ in range(3):
