@@ -5,14 +5,16 @@
 #                                 against aten, host time per call from Python and C++, bandwidth on
 #                                 a GPU, a fresh process's first call with an empty and a warm kernel
 #                                 store (CPU interpreter at small sizes when there is no GPU)
-#   ./run.sh test [--log-dir D]   build, then run every test: GoogleTest through ctest, and pytest;
+#   ./run.sh test [--log-dir D]   build, then run every test: GoogleTest through ctest, and pytest
+#                                 over the cores (pytest-xdist; tests/pytest_workers.sh says how);
 #                                 prints a one-line summary last; full logs and JUnit files in D
 #       [--part P]                only one part, for a GPU machine whose calls are too short for the
 #                                 whole suite: ctest, pytest-ops (the operator tests), pytest-rest
 #
 # On a fresh machine it installs what is missing first: Python packages with pip (torch pinned to
 # the CPU build 2.13.0, triton to 3.6.0; nothing is installed where a package is already present,
-# so a CUDA torch is never replaced), and GoogleTest/ninja with apt-get when run as root.
+# so a CUDA torch is never replaced; pytest-xdist optional), and GoogleTest/ninja with apt-get when
+# run as root.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -23,6 +25,8 @@ PART=all
 OPERATOR_TESTS=tests/python/operators
 
 log() { printf '[run.sh] %s\n' "$*" >&2; }
+# shellcheck source=tests/pytest_workers.sh
+source tests/pytest_workers.sh
 
 ensure_python_packages() {
   local missing=()
@@ -41,6 +45,9 @@ ensure_python_packages() {
     log "installing ${missing[*]}"
     "$PY" -m pip install --quiet "${missing[@]}"
   fi
+  # pytest-xdist spreads pytest over the cores; without it (no package index) pytest runs in one process.
+  "$PY" -c "import xdist" 2>/dev/null || "$PY" -m pip install --quiet "pytest-xdist==3.8.0" ||
+    log "pytest-xdist could not be installed: pytest runs in one process"
 }
 
 ensure_googletest() {
@@ -94,7 +101,7 @@ run_tests() {
   local reports=()
   local label=""
   [[ $PART == all ]] || label=" ($PART)"
-  rm -f "$dir/ctest.xml" "$dir/pytest.xml"
+  rm -f "$dir/ctest.xml" "$dir/pytest.xml" "$dir/pytest-solo.xml"
   if [[ $PART == all || $PART == ctest ]]; then
     log "C++ tests (ctest)"
     ctest --test-dir build -j "$(nproc)" --output-on-failure --output-junit "$(realpath "$dir")/ctest.xml" 2>&1 |
@@ -108,9 +115,19 @@ run_tests() {
     pytest-rest) selection=(tests/python "--ignore=$OPERATOR_TESTS") ;;
   esac
   if ((${#selection[@]})); then
-    log "Python tests (pytest${label})"
-    "$PY" -m pytest "${selection[@]}" -ra -q --junitxml="$dir/pytest.xml" 2>&1 | tee "$dir/pytest.log" || status=1
+    local workers solo=()
+    workers=$(pytest_workers "$PY")
+    [[ -z $workers || $PART == pytest-ops ]] || solo=("${SOLO_TESTS[@]}")
+    log "Python tests (pytest${label}${workers:+, $workers processes})"
+    # shellcheck disable=SC2086  # $workers is pytest's options, as words
+    "$PY" -m pytest "${selection[@]}" "${solo[@]/#/--ignore=}" $workers -ra -q --junitxml="$dir/pytest.xml" 2>&1 |
+      tee "$dir/pytest.log" || status=1
     reports+=("$dir/pytest.xml")
+    if ((${#solo[@]})); then
+      log "Python tests that need the GPU to themselves (pytest, one process)"
+      "$PY" -m pytest "${solo[@]}" -ra -q --junitxml="$dir/pytest-solo.xml" 2>&1 | tee -a "$dir/pytest.log" || status=1
+      reports+=("$dir/pytest-solo.xml")
+    fi
   fi
   local passed=0 failed=0 skipped=0 p f s
   while read -r p f s; do
@@ -135,5 +152,5 @@ done
 case $cmd in
   demo) build; "$PY" -m tjit.demo ;;
   test) build; run_tests ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs and uses tjit the ways its users do, from the build that `./run.sh test` left in ./build:
 #   1. wheel:        `pip wheel --no-build-isolation` installed into a fresh virtual environment,
-#                    and the pytest suite run against it from outside the checkout;
+#                    and the pytest suite run against it from outside the checkout (but for the
+#                    tests of the checkout's benchmarks and kernel sources: CHECKOUT_ONLY_TESTS);
 #   2. consumers:    tests/consumer (a program with its own kernel plus tjit's operators) built
 #                    with find_package(tjit) from an installed prefix, with find_package(tjit)
 #                    from the wheel's tjit.cmake_prefix_path, and with FetchContent; each is run;
@@ -23,6 +24,8 @@ FAILED=()
 RESULTS=()
 
 log() { printf '[packaging] %s\n' "$*" >&2; }
+# shellcheck source=tests/pytest_workers.sh
+source "$ROOT/tests/pytest_workers.sh"
 
 # step NAME LOG FUNCTION: runs FUNCTION in a fresh shell (this script with --run), output in
 # $WORK/LOG, and records the result and its time. A fresh shell, because bash ignores `set -e` in a
@@ -54,6 +57,8 @@ make_venv() {
   # shellcheck disable=SC2086  # flags are words
   "$PY" -m venv ${TJIT_PACKAGING_VENV_FLAGS:-} "$VENV"
   "$VENV/bin/python" -m pip install --quiet "torch==$torch_version" "triton==$triton_version" numpy pytest expecttest
+  "$VENV/bin/python" -m pip install --quiet "pytest-xdist==3.8.0" ||
+    echo "pytest-xdist could not be installed: the wheel's pytest runs in one process"
   "$VENV/bin/python" -m pip install --quiet "$WORK"/dist/tjit-*.whl
   # The package must come from the wheel, not from this checkout.
   (cd "$WORK" && "$VENV/bin/python" -c "
@@ -62,8 +67,23 @@ assert tjit.__file__.startswith(sys.prefix), f'tjit imported from {tjit.__file__
 print('tjit from', tjit.__file__)")
 }
 
+# Tests of the checkout rather than of the package are left to `./run.sh test`: the benchmark
+# scripts' A/B harnesses (benchmarks/ is not in the wheel) and the kernel sources run alone under
+# the interpreter (no tjit library loaded); together half of pytest's time on 2 cores.
+CHECKOUT_ONLY_TESTS=(test_bandwidth_variants.py test_layer_norm_forward_variants.py test_rms_norm_variants.py
+                     test_row_sharing_interpreter.py)
+
 pytest_against_wheel() {
-  (cd "$WORK" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python")
+  local workers ignore=() solo=()
+  workers=$(pytest_workers "$VENV/bin/python")
+  ignore=("${CHECKOUT_ONLY_TESTS[@]/#/--ignore=$ROOT/tests/python/}")
+  [[ -z $workers ]] || solo=("${SOLO_TESTS[@]/#/$ROOT/}")
+  # shellcheck disable=SC2086  # $workers is pytest's options, as words
+  (cd "$WORK" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" "${ignore[@]}" \
+    "${solo[@]/#/--ignore=}" $workers)
+  if ((${#solo[@]})); then
+    (cd "$WORK" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${solo[@]}")
+  fi
 }
 
 # run_consumer BUILD_DIR PYTHON CMAKE_ARGS...: configures, builds and runs tests/consumer.
@@ -147,7 +167,8 @@ step "operator library: installed prefix" template-prefix.log template_installed
 step "consumer: FetchContent" consumer-fetch.log consumer_fetch_content || true
 step "operator library: FetchContent" template-fetch.log template_fetch_content || true
 
-summary=$(grep -E '^[0-9]+ passed|passed' "$WORK/pytest.log" 2>/dev/null | tail -n 1 || true)
+# pytest's closing lines (one a run: the tests spread over the cores, then SOLO_TESTS alone).
+summary=$(grep -E '[0-9]+ (passed|failed|skipped).* in [0-9.]+s' "$WORK/pytest.log" 2>/dev/null | paste -sd ';' || true)
 printf '%s\n' "${RESULTS[@]}"
 [[ -n $summary ]] && echo "pytest against the wheel: $summary"
 if ((${#FAILED[@]})); then

@@ -30,6 +30,8 @@ logs=$root/logs-$version
 start=$SECONDS
 
 log() { printf '[triton_compat %s] %s\n' "$version" "$*" >&2; }
+# shellcheck source=tests/pytest_workers.sh
+source tests/pytest_workers.sh
 fail() {
   log "$*"
   echo "triton_compat $version: FAILED ($*)"
@@ -90,8 +92,10 @@ for folder in ops/csrc/ops/*/; do
   test_file=tests/python/operators/test_$(basename "$folder").py
   [[ -f $test_file ]] && operator_tests+=("$test_file")
 done
-log "operator tests on CPU (pytest -k cpu: ${operator_tests[*]})"
-"$PY" -m pytest "${operator_tests[@]}" -k cpu -q -p no:cacheprovider --junitxml="$logs/pytest.xml" 2>&1 |
+workers=$(pytest_workers "$PY")
+log "operator tests on CPU (pytest -k cpu${workers:+ $workers}: ${operator_tests[*]})"
+# shellcheck disable=SC2086  # $workers is pytest's options, as words
+"$PY" -m pytest "${operator_tests[@]}" -k cpu -q -p no:cacheprovider $workers --junitxml="$logs/pytest.xml" 2>&1 |
   tee "$logs/pytest.log" || status=1
 
 { read -r cpp_passed cpp_failed cpp_skipped; read -r py_passed py_failed py_skipped; } \
