@@ -118,7 +118,7 @@ run_tests() {
     local workers solo=()
     workers=$(pytest_workers "$PY")
     [[ -z $workers || $PART == pytest-ops ]] || solo=("${SOLO_TESTS[@]}")
-    log "Python tests (pytest${label}${workers:+, $workers processes})"
+    log "Python tests (pytest${label}${workers:+, ${workers#-n } processes})"
     # shellcheck disable=SC2086  # $workers is pytest's options, as words
     "$PY" -m pytest "${selection[@]}" "${solo[@]/#/--ignore=}" $workers -ra -q --junitxml="$dir/pytest.xml" 2>&1 |
       tee "$dir/pytest.log" || status=1
