@@ -131,15 +131,12 @@ class Timer:
                 self.last_capture_error = _first_error_line(exc)
                 return triton.testing.do_bench(fn, warmup=self.warmup_ms, rep=self.rep_ms, return_mode="median")
         self.last_timing = "perf_counter"
-        if self.smoke:
-            # A smoke run checks the harness, not the kernels: the interpreter's times mean nothing,
-            # and its long rows take seconds a call.
-            start = time.perf_counter()
+        # A smoke run checks the harness, not the kernels: one timed call, no warm-up (the
+        # interpreter's times mean nothing, and its long rows take seconds a call).
+        if not self.smoke:
             fn()
-            return (time.perf_counter() - start) * 1e3
-        fn()
         samples = []
-        for _ in range(3):
+        for _ in range(1 if self.smoke else 3):
             start = time.perf_counter()
             fn()
             samples.append((time.perf_counter() - start) * 1e3)
