@@ -29,6 +29,12 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
                   program; the row read twice in 2048-column steps at 16 warps (2 rows a program up to
                   2048), kept in L2 between the reads (KEEP_ROW), as Inductor's loads ask
     two_pass_row  (forward) a one-pass plan's block read twice instead (SINGLE_PASS off), with KEEP_ROW
+    row_steps_flip  (forward) new's two-pass plan, or else inductor_loop, with its step count a compile-time
+                  constant (ROW_STEPS = cdiv(N, BLOCK_N): both loops unrolled) where it is counted at run
+                  time, or counted at run time where it is a constant
+    loop_<B>w<W>s (forward) inductor_loop's kernel (KEEP_ROW) at B-column steps, W warps, ROW_STEPS
+    const_n       (forward) inductor_loop with the row length a compile-time constant (a copy of the kernel
+                  file with N a tl.constexpr, as Inductor compiles it: loops unrolled whole, masks folded)
     keep_row_flip (forward) new's two-pass plan with KEEP_ROW negated
     tail          (forward) new's one-row block split into a head and a tail block (5120: 4096 +
                   1024, 12288: 8192 + 4096) rather than padded to the next power of two
@@ -78,6 +84,7 @@ ALL_HIDDEN = (2048, 4096, 5120, 7168, 8192, 12288, 16384)
 DEFAULT_HIDDEN = (2048, 5120, 8192, 12288, 16384)
 SMOKE_SHAPES = [("bfloat16", 5, 2000), ("float32", 5, 4100), ("bfloat16", 2, 12000)]
 LOOP_CONFIGS = ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16))  # the forward's two-pass variants: (BLOCK_N, num_warps)
+STATIC_CONFIGS = ((1024, 8), (2048, 8), (2048, 16), (4096, 16))  # (BLOCK_N, num_warps) of the static-steps variants
 SMOKE_SMS = 4  # the interpreter's device facts
 # Programs of the team backward's binaries an SM holds on an H100/H200 (sm_90, --sm90 reads them back):
 # the held form 222 registers a thread, the lag form capped at 128.
@@ -129,6 +136,18 @@ def shapes_of(args, llm_rows):
 def base_kernels(tmp, commit, path=None):
     """(module, None) of `commit`'s rms_norm kernel file (from git unless `path`), or (None, why not)."""
     return kernels_at(commit, KERNEL_FILE, tmp, f"_rms_{commit}", "--base-kernel", path)
+
+
+def const_n_kernels(tmp):
+    """This tree's kernel file with the forward's row length N a tl.constexpr (Inductor's form)."""
+    with open(os.path.join(ROOT, KERNEL_FILE)) as f:
+        source = f.read()
+    head = "def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N,"
+    assert head in source, "rms_norm_fwd_kernel's signature changed: update const_n_kernels"
+    path = os.path.join(tmp, "rms_norm_const_n.py")
+    with open(path, "w") as f:
+        f.write(source.replace(head, head.replace(" N,", " N: tl.constexpr,")))
+    return kernels_at(None, KERNEL_FILE, tmp, "_rms_const_n", "", path)[0]
 
 
 # ------------------------------------------------------------------------------------------ plans
@@ -271,6 +290,11 @@ def forward_variants(new, n):
         out["inductor_loop"] = plan
         # Inductor's form at its one-block config: the block read twice, kept in L2 between the reads.
         out["two_pass_row"] = _with_constexprs(new, SINGLE_PASS=False, KEEP_ROW=True)
+        for block, warps in STATIC_CONFIGS:
+            if 2 * block <= n:
+                plan = _with_constexprs(out["inductor_loop"], BLOCK_N=block, ROW_STEPS=_cdiv(n, block))
+                plan["launches"][0]["num_warps"] = warps
+                out[f"loop_{block}w{warps}s"] = plan
     out.update(warps_variants(new))
     if new["launches"][0]["num_warps"] == 32:
         # 32 warps a program: two fit an SM only at <= 32 registers a thread (fp32 rows of 8193..16384
@@ -283,10 +307,10 @@ def forward_variants(new, n):
 
 def base_forward(new):
     """The base commit's forward plan: this tree's without the register cap (maxnreg) and the
-    constexprs (BLOCK_TAIL, KEEP_ROW) it added."""
+    constexprs (BLOCK_TAIL, KEEP_ROW, ROW_STEPS) it added."""
     plan = _copy(new)
     plan["launches"][0]["maxnreg"] = 0
-    for name in ("BLOCK_TAIL", "KEEP_ROW"):
+    for name in ("BLOCK_TAIL", "KEEP_ROW", "ROW_STEPS"):
         plan["launches"][0]["constexprs"].pop(name, None)
     return plan
 
@@ -480,6 +504,13 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
             out["keep_row_flip"] = ("new", _with_constexprs(
                 new, KEEP_ROW=not new["launches"][0]["constexprs"]["KEEP_ROW"]))
         out.update({k: ("new", p) for k, p in forward_variants(shut, n).items()})
+        two_pass = new if not new["launches"][0]["constexprs"]["SINGLE_PASS"] else out.get("inductor_loop", (0, None))[1]
+        if two_pass is not None:
+            c = two_pass["launches"][0]["constexprs"]
+            out["row_steps_flip"] = ("new", _with_constexprs(
+                two_pass, ROW_STEPS=0 if c.get("ROW_STEPS") else _cdiv(n, c["BLOCK_N"])))
+        if "inductor_loop" in out and kernels.get("const_n") is not None:
+            out["const_n"] = ("const_n", out["inductor_loop"][1])
     else:
         query = dict(rows=m, cols=n, dtype=dtype, has_grad_sum=int(residual))
         new = backward_plan(plans, facts, query, args.team_per_sm)
@@ -593,6 +624,7 @@ def main(argv=None):
     try:
         kernels = {"new": tw.rms_norm_k}  # the kernels package's module: rms_norm.py imports row_exchange
         kernels["main"], base_note = base_kernels(tmp, args.base, args.base_kernel)
+        kernels["const_n"] = const_n_kernels(tmp)
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
         peers = {name: peer_lib.load_peer(name, device) for name in ("liger", "flaggems") if name not in args.skip}

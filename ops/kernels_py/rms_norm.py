@@ -15,7 +15,7 @@ Conventions (as layer_norm's):
 
 rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row,
                     stride_x_row, stride_r_row, eps, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_M, BLOCK_N,
-                    SINGLE_PASS, INDEX_64, BLOCK_TAIL=0, KEEP_ROW=False)
+                    SINGLE_PASS, INDEX_64, BLOCK_TAIL=0, KEEP_ROW=False, ROW_STEPS=0)
     The row v is x, or with HAS_RESIDUAL s = x + r rounded to x's dtype (stored to s_ptr: what
     inference engines keep as the next residual). rstd = 1 / sqrt(mean(v^2) + eps),
     y = v * rstd * w; rstd[m] stored unless rstd_ptr is None. Program p takes rows
@@ -24,7 +24,8 @@ rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_
     (any N >= 1) the columns in BLOCK_N steps, twice: the second pass from the last block back
     (those the first read last, most likely still in L2), reading v again (s with HAS_RESIDUAL,
     as stored) with evict_first; KEEP_ROW (two passes only): the first pass reads with evict_last,
-    w with evict_last, and the second pass goes from the row's start. grid: (cdiv(M, BLOCK_M),).
+    w with evict_last, and the second pass goes from the row's start. ROW_STEPS (two passes only):
+    0, or cdiv(N, BLOCK_N) as a compile-time constant. grid: (cdiv(M, BLOCK_M),).
 
 rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N,
                           stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row, rows_per_program,
@@ -100,7 +101,8 @@ def _rows_tile(x_ptr, r_ptr, rows, cols, mask, stride_x_row, stride_r_row, HAS_R
 def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_row, stride_s_row, stride_x_row,
                         stride_r_row, eps: tl.float64, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
-                        INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr = 0, KEEP_ROW: tl.constexpr = False):
+                        INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr = 0, KEEP_ROW: tl.constexpr = False,
+                        ROW_STEPS: tl.constexpr = 0):
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -140,10 +142,11 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
                      mask=tail_mask)
     else:
         # KEEP_ROW: L2 is asked to keep the row from the first pass to the second, and w throughout;
-        # the second pass goes from the row's start.
+        # the second pass goes from the row's start. ROW_STEPS: a compile-time trip count, so both
+        # loops unroll and every step's loads issue at once (a run-time count issues one a step).
         KEEP: tl.constexpr = "evict_last" if KEEP_ROW else ""
         squares = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-        for start in range(0, N, BLOCK_N):
+        for start in range(0, ROW_STEPS * BLOCK_N if ROW_STEPS > 0 else N, BLOCK_N):
             c = start + cols
             col_mask = c < N
             mask = row_mask[:, None] & col_mask[None, :]
@@ -156,7 +159,7 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
         # Without KEEP_ROW the second pass goes from the row's end, the blocks the first pass read
         # last and L2 most likely still holds; those reads are the row's last use. The sum, where
         # there is one, is read back as stored rather than x and r again.
-        last = tl.cdiv(N, BLOCK_N) - 1
+        last = (ROW_STEPS if ROW_STEPS > 0 else tl.cdiv(N, BLOCK_N)) - 1
         for step in range(0, last + 1):
             if KEEP_ROW:
                 c = step * BLOCK_N + cols

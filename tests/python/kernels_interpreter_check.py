@@ -20,6 +20,7 @@ Prints one PASS/FAIL line per case and a summary; exits 1 if anything failed.
 """
 
 import argparse
+import inspect
 import math
 import os
 import subprocess
@@ -376,6 +377,11 @@ def compile_check():
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
          dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=2048, BLOCK_TAIL=0, KEEP_ROW=True), True, ["w_ptr", "rstd_ptr"]),
+        (K.rms_norm_fwd_kernel,  # as above, in a compile-time number of steps (both loops unrolled)
+         dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
+         ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
+         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=0, KEEP_ROW=True, ROW_STEPS=3), True,
+         ["w_ptr", "rstd_ptr"]),
         (K.rms_norm_fwd_kernel,  # a tail block beside the row's block
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
@@ -453,6 +459,9 @@ def compile_check():
                 sig[name] = next(p.annotation_type for p in fn.params if p.name == name) or "fp32"
             if has_single:
                 consts["SINGLE_PASS"] = single
+            for param in fn.params:  # constexprs a case leaves out take their defaults, as a launch does
+                if param.is_constexpr and param.name not in consts and param.default is not inspect.Parameter.empty:
+                    consts[param.name] = param.default
             for flag in ("HAS_WEIGHT", "HAS_BIAS", "COMPUTE_DW", "COMPUTE_DB"):
                 if flag in fn.arg_names:
                     ptr = {"HAS_WEIGHT": "w_ptr", "HAS_BIAS": "b_ptr"}.get(flag)
@@ -465,7 +474,7 @@ def compile_check():
                 if sig[name].startswith("*") or (div16 and sig[name] in ("i32", "i64") and name != "M"):
                     attrs[(i, )] = [["tt.divisibility", 16]]
             label = (f"compile sm_90 {fn.__name__} *{pdt}" + (f" SINGLE_PASS={single}" if has_single else "") +
-                     "".join(f" {k}={fixed[k]}" for k in ("STAGES", "REREAD", "BLOCK_TAIL", "KEEP_ROW") if k in fixed) +
+                     "".join(f" {k}={fixed[k]}" for k in ("STAGES", "REREAD", "BLOCK_TAIL", "KEEP_ROW", "ROW_STEPS") if k in fixed) +
                      f" INDEX_64={idx64}" + (" ints=1,None ptrs" if spec1 else ""))
             t0 = time.time()
             try:

@@ -37,6 +37,8 @@ struct RmsNormForwardPlan {
   bool single_pass = true;  // the rows stay in registers
   // Two passes: the first asks L2 to keep the row for the second, which goes from the row's start.
   bool keep_row = false;
+  // Two passes: ceil(cols / block_n) as a compile-time constant (0: counted at run time).
+  int64_t row_steps = 0;
   bool index64 = false;
   int maxnreg = 0;  // registers a thread may use (0: the compiler's choice)
 };

@@ -143,7 +143,8 @@ Tensor3 forward(const at::Tensor& input, const at::Tensor* residual, at::IntArra
   // as the double it is: the kernel annotates it tl.float64.
   kernel(current_stream(input.device()), Grid(plan.programs), options, out, sum, rstd, x, r, w,
          xv.rows, cols, cols, cols, xv.row_stride, rv.row_stride, resolve_eps(eps, x.scalar_type()), r.defined(),
-         w.defined(), plan.block_m, plan.block_n, plan.single_pass, plan.index64, int64_t{0}, plan.keep_row);
+         w.defined(), plan.block_m, plan.block_n, plan.single_pass, plan.index64, int64_t{0}, plan.keep_row,
+         plan.row_steps);
   return {out, sum, rstd};
 }
 
