@@ -178,9 +178,10 @@ MISS_NOTES = {
                           "loads at once; tjit gives rows of whole 4096-column steps and bf16 rows of 4097..6144 "
                           "columns a compile-time step count (ROW_STEPS) with the row kept in L2 between the "
                           "passes (bf16 12288: 0.94 -> 1.01x, bf16 8192: 0.96 -> 1.00x, bf16 5120: 0.99 -> 1.05x). "
-                          "Measured slower there: fp32 16384 in 4096-column steps (-0.8%), bf16 7168 in 1024-4096 "
-                          "column steps (level or slower), a run-time count unrolled by tl.range's "
-                          "loop_unroll_factor 2/4 (0-24%). add_rms_norm fwd fp32 12288/16384 0.98-0.99x "
+                          "Measured slower there: fp32 16384 in 4096-column steps (-0.8%) or with N a constexpr "
+                          "(-5%), bf16 7168 in 1024-4096 column steps (level or slower), a run-time count unrolled "
+                          "by tl.range's loop_unroll_factor 2/4 (0-24%); fp32 5120 in 2048-column steps at 16 warps "
+                          "measured +3.1% (not yet planned). add_rms_norm fwd fp32 12288/16384 0.98-0.99x "
                           "Liger-Kernel (one pass; steps not measured for fp32)",
     "llm_rms_norm_bwd_copy": "bf16 16384 (0.78-0.79x copy; 12288 0.81-0.83): teams in the lag form, 2048-column "
                              "programs at 128 registers, four an SM, exchange each row's sum, a row's dx one "

@@ -35,6 +35,7 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
     loop_<B>w<W>s (forward) inductor_loop's kernel (KEEP_ROW) at B-column steps, W warps, ROW_STEPS
     const_n       (forward) inductor_loop with the row length a compile-time constant (a copy of the kernel
                   file with N a tl.constexpr, as Inductor compiles it: loops unrolled whole, masks folded)
+    new_const_n   (forward) new's plan with that kernel file
     keep_row_flip (forward) new's two-pass plan with KEEP_ROW negated
     tail          (forward) new's one-row block split into a head and a tail block (5120: 4096 +
                   1024, 12288: 8192 + 4096) rather than padded to the next power of two
@@ -509,8 +510,10 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
             c = two_pass["launches"][0]["constexprs"]
             out["row_steps_flip"] = ("new", _with_constexprs(
                 two_pass, ROW_STEPS=0 if c.get("ROW_STEPS") else _cdiv(n, c["BLOCK_N"])))
-        if "inductor_loop" in out and kernels.get("const_n") is not None:
-            out["const_n"] = ("const_n", out["inductor_loop"][1])
+        if kernels.get("const_n") is not None:
+            if "inductor_loop" in out:
+                out["const_n"] = ("const_n", out["inductor_loop"][1])
+            out["new_const_n"] = ("const_n", new)
     else:
         query = dict(rows=m, cols=n, dtype=dtype, has_grad_sum=int(residual))
         new = backward_plan(plans, facts, query, args.team_per_sm)
