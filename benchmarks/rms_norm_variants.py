@@ -505,7 +505,10 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
             out["keep_row_flip"] = ("new", _with_constexprs(
                 new, KEEP_ROW=not new["launches"][0]["constexprs"]["KEEP_ROW"]))
         out.update({k: ("new", p) for k, p in forward_variants(shut, n).items()})
-        two_pass = new if not new["launches"][0]["constexprs"]["SINGLE_PASS"] else out.get("inductor_loop", (0, None))[1]
+        if not new["launches"][0]["constexprs"]["SINGLE_PASS"]:
+            two_pass = new
+        else:
+            two_pass = out["inductor_loop"][1] if "inductor_loop" in out else None
         if two_pass is not None:
             c = two_pass["launches"][0]["constexprs"]
             out["row_steps_flip"] = ("new", _with_constexprs(

@@ -20,7 +20,7 @@ constexpr int64_t kSinglePassLimit = 32768;
 // sizes (fp64: half); past it dx and dw go separately.
 constexpr int64_t kFusedBackwardLimit = 16384;
 constexpr int64_t kLoopBlock = 4096;
-// Rows of whole kStepBlock steps, 8192..16384 columns (fp32: up to 12288), are read twice in such
+// Rows of a few whole kStepBlock steps (the widths at the forward's rule) are read twice in such
 // steps at 16 warps where memory wants more bytes in flight.
 constexpr int64_t kStepBlock = 4096;
 // Up to this many columns (head plus tail) a fused program of the backward has registers left to
