@@ -17,6 +17,9 @@ its rounds. GB/s = (2*M*N + 2*N) * element size / time, as bandwidth.py counts i
     a6daa4a       the kernel file of commit a6daa4a (git show, read at run time) launched with that
                   commit's plan, which is main's plan with the gate always open (its other rules for
                   these shapes are main's)
+    steps_<B>w<W> (--steps) the row read twice in B-column steps at W warps, kept in L2 between the
+                  passes, the step count a compile-time constant (layer_norm_fwd_kernel's KEEP_ROW and
+                  ROW_STEPS); loop_<B>w<W>: the same steps with a run-time count and no KEEP_ROW
     flaggems      flag_gems.ops.layer_norm (also stores mean/rstd), where installed (CUDA)
     copy          y.copy_(x): the better of a graph replay and a plain timing, as bandwidth.py
 
@@ -58,6 +61,7 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rep-ms", type=float, default=15.0)
     p.add_argument("--old-kernel", help=f"{OLD_COMMIT}'s ops/kernels_py/layer_norm.py, where git cannot show it")
+    p.add_argument("--steps", default="", help="looped forms to time, e.g. 4096w16,2048w8 (steps_/loop_ variants)")
     p.add_argument("--skip", default="", help="variants not to run, e.g. flaggems,warps_half")
     args = p.parse_args(argv)
     args.skip = {name.strip() for name in args.skip.split(",") if name.strip()}
@@ -115,8 +119,28 @@ def planned(plans, tw, module, facts, x, w, b, y, mean, rstd, eps, num_warps=Non
     return launch, lambda: kernel[grid](*args, **launch["constexprs"], **options)
 
 
+def stepped(tw, module, x, w, b, y, mean, rstd, eps, block_n, num_warps, keep_row):
+    """(launch, zero-argument callable) of the row read twice in block_n-column steps, one program a row:
+    with keep_row, kept in L2 between the passes and the step count a compile-time constant."""
+    m, n = x.shape
+    constexprs = dict(HAS_WEIGHT=True, HAS_BIAS=True, BLOCK_N=block_n, SINGLE_PASS=False, INDEX_64=False, BLOCK_TAIL=0,
+                      PRELOAD=False, KEEP_ROW=keep_row, ROW_STEPS=-(-n // block_n) if keep_row else 0)
+    launch = dict(kernel="layer_norm_fwd_kernel", grid=[m, 1, 1], num_warps=num_warps, maxnreg=0, launch_pdl=False,
+                  constexprs=constexprs, args={})
+    kernel = module.layer_norm_fwd_kernel
+    args = (y, x, w, b, mean, rstd, m, n, x.stride(0), y.stride(0), eps)
+    options = tw._options(launch)
+    if x.is_cuda:
+        compiled = kernel.warmup(*args, grid=(1, ), **constexprs, **options)
+        compiled._init_handles()
+        tw._RESIDENT_PER_SM.clear()
+        launch.update(n_regs=compiled.n_regs, n_spills=compiled.n_spills,
+                      resident_programs_per_sm=tw._resident_per_sm(kernel, args, options, **constexprs))
+    return launch, lambda: kernel[(m, )](*args, **constexprs, **options)
+
+
 def describe(launch, source):
-    c = {k: v for k, v in launch["constexprs"].items() if k not in ("HAS_WEIGHT", "HAS_BIAS", "INDEX_64")}
+    c = {k: v for k, v in launch["constexprs"].items() if k not in ("HAS_WEIGHT", "HAS_BIAS", "INDEX_64", "PRELOAD")}
     extra = f" maxnreg {launch['maxnreg']}" if launch.get("maxnreg") else ""
     if "n_regs" in launch:
         extra += f" ({launch['n_regs']} regs, {launch['n_spills']} spills, {launch['resident_programs_per_sm']}/SM)"
@@ -151,7 +175,7 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="lnf-variants-")
     try:
         modules = {"main": tw.layer_norm_k}
-        modules[OLD_COMMIT], old_note = old_kernels(tmp, args.old_kernel)
+        modules[OLD_COMMIT], old_note = (None, "--skip") if OLD_COMMIT in args.skip else old_kernels(tmp, args.old_kernel)
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
         open_gate = dict(facts, memory_gbps=10**6)
@@ -182,16 +206,26 @@ def main(argv=None):
                 variants["tjit"] = (None, lambda: torch.ops.tjit.layer_norm(x, [n], w, b, eps), False)
             base, fn = planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps)
             variants["main"] = (base, fn, True)
-            if base["kernel"] == "layer_norm_fwd_kernel" and base["constexprs"].get("SINGLE_PASS"):
+            if (base["kernel"] == "layer_norm_fwd_kernel" and base["constexprs"].get("SINGLE_PASS") and
+                    "preload_flip" not in args.skip):
                 variants["preload_flip"] = (*planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps,
                                                      flip_preload=True), True)
             for name, warps in (("warps_half", base["num_warps"] // 2), ("warps_double", base["num_warps"] * 2)):
-                if 1 <= warps <= 32:
+                if 1 <= warps <= 32 and name not in args.skip:
                     variants[name] = (*planned(plans, tw, modules["main"], facts, x, w, b, y, mean, rstd, eps, warps),
                                       True)
             for name, gate in (("gate_shut", shut_gate), ("gate_open", open_gate)):
+                if name in args.skip:
+                    continue
                 variants[name] = (*planned(plans, tw, modules["main"], gate, x, w, b, y, mean, rstd, eps), True)
-            if modules[OLD_COMMIT] is not None:
+            for form in filter(None, args.steps.split(",")):
+                block_n, warps = (int(v) for v in form.split("w"))
+                for prefix, keep_row in (("steps", True), ("loop", False)):
+                    variants[f"{prefix}_{form}"] = (*stepped(tw, modules["main"], x, w, b, y, mean, rstd, eps, block_n,
+                                                             warps, keep_row), True)
+            if OLD_COMMIT in args.skip:
+                pass
+            elif modules[OLD_COMMIT] is not None:
                 variants[OLD_COMMIT] = (*planned(plans, tw, modules[OLD_COMMIT], open_gate, x, w, b, y, mean, rstd,
                                                  eps), True)
             else:

@@ -579,7 +579,12 @@ def _layer_norm_backward_planned(dx, dw, db, dy2, x2, weight, mean, rstd, m, n, 
                 _launch(layer_norm_k, columns, dw, db, dy2, x2, mean, rstd, m, n, dy2.stride(0), x2.stride(0))
     if launches:  # the finalize: dw/db = the sum of the partials' rows
         finalize = launches.pop(0)
-        _launch(layer_norm_k, finalize, dw, db, dw_part, db_part, finalize["args"]["G"], n)
+        if kind == "team_lag":  # also finishes the rows of a team that gave up (the row words in sync)
+            a = finalize["args"]
+            _launch(layer_norm_k, finalize, dw, db, dw_part, db_part, dx, dy2, x2, weight, mean, rstd, sync, m, n,
+                    a["S"], a["rows_per_team"], a["G"], dx.stride(0), dy2.stride(0), x2.stride(0))
+        else:
+            _launch(layer_norm_k, finalize, dw, db, dw_part, db_part, finalize["args"]["G"], n)
 
 
 def patch_interpreter_for_numpy():
