@@ -331,6 +331,11 @@ def compile_check():
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=0, PRELOAD=True), True,
          ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
+        (L.layer_norm_fwd_kernel,  # two passes in a compile-time number of steps, the row kept in L2
+         dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
+         ["M", "N", "stride_x_row", "stride_y_row"], ["eps"],
+         dict(BLOCK_N=4096, SINGLE_PASS=False, BLOCK_TAIL=0, PRELOAD=False, KEEP_ROW=True, ROW_STEPS=3), False,
+         ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
         (L.layer_norm_fwd_persistent_kernel,
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, BLOCK_TAIL=1024, STAGES=2), False,

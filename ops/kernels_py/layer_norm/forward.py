@@ -6,7 +6,8 @@ layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N,
     grid: (cdiv(M, BLOCK_M),).
 
 layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
-                      eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64, BLOCK_TAIL, PRELOAD)
+                      eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64, BLOCK_TAIL, PRELOAD,
+                      KEEP_ROW=False, ROW_STEPS=0)
     y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), biased variance; also stores
     mean[m], rstd[m] unless mean_ptr / rstd_ptr are None (inference needs only y).  grid: (M,).
     SINGLE_PASS: the row lives in registers, N <= BLOCK_N + BLOCK_TAIL; BLOCK_TAIL (0: none):
@@ -15,6 +16,7 @@ layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stri
     Otherwise (BLOCK_TAIL = 0, any N >= 1) the row is read twice: Welford per lane, lanes merged
     with Chan's formula, then normalised; never E[x^2] - E[x]^2. PRELOAD (single pass only): weight
     and bias load with the row rather than after its reductions (_layer_norm_fwd_row says when).
+    KEEP_ROW and ROW_STEPS (two passes only): _layer_norm_fwd_row_looped's.
 
 layer_norm_fwd_persistent_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row,
                                  stride_y_row, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, BLOCK_TAIL, STAGES, INDEX_64)
@@ -70,7 +72,7 @@ def layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M
 def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
                           eps: tl.float64, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr,
                           SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr,
-                          PRELOAD: tl.constexpr):
+                          PRELOAD: tl.constexpr, KEEP_ROW: tl.constexpr = False, ROW_STEPS: tl.constexpr = 0):
     row = tl.program_id(0)
     if INDEX_64:
         row = row.to(tl.int64)
@@ -85,7 +87,7 @@ def layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, 
                                          ACC, PRELOAD)
     else:
         mean, rstd = _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N,
-                                                ACC)
+                                                ACC, KEEP_ROW, ROW_STEPS)
 
     if mean_ptr is not None:
         tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
@@ -186,23 +188,28 @@ def _layer_norm_fwd_store(y_row, w, b, cols, mask, xhat, HAS_WEIGHT: tl.constexp
 
 @triton.jit
 def _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                               BLOCK_N: tl.constexpr, ACC: tl.constexpr):
+                               BLOCK_N: tl.constexpr, ACC: tl.constexpr, KEEP_ROW: tl.constexpr,
+                               ROW_STEPS: tl.constexpr):
     # One row of any length in BLOCK_N-column steps, read twice; returns (mean, rstd).
+    # KEEP_ROW: L2 is asked to keep the row from the first pass to the second, and the weight and
+    # bias throughout; the second pass goes from the row's start. ROW_STEPS (cdiv(N, BLOCK_N), or 0):
+    # a compile-time trip count, so both loops unroll and every step's loads issue at once.
+    KEEP: tl.constexpr = "evict_last" if KEEP_ROW else ""
     cols = tl.arange(0, BLOCK_N)
-    steps = tl.cdiv(N, BLOCK_N)
+    steps = ROW_STEPS if ROW_STEPS > 0 else tl.cdiv(N, BLOCK_N)
     # Welford per lane: lane j sees columns j, j + BLOCK_N, ... Every lane has the same count until
     # the last, partial step, so the full steps load unmasked and update with one scalar
     # reciprocal rather than a division per element (+15% at 65536 bf16 columns).
     mean_vec = tl.zeros([BLOCK_N], dtype=ACC)
     m2_vec = tl.zeros([BLOCK_N], dtype=ACC)
     for step in range(0, steps - 1):
-        x = tl.load(x_row + step * BLOCK_N + cols).to(ACC)
+        x = tl.load(x_row + step * BLOCK_N + cols, eviction_policy=KEEP).to(ACC)
         delta = x - mean_vec
         mean_vec += delta * (1.0 / tl.full((), step + 1, ACC))
         m2_vec += delta * (x - mean_vec)
     c = (steps - 1) * BLOCK_N + cols
     mask = c < N
-    x = tl.load(x_row + c, mask=mask, other=0.0).to(ACC)
+    x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy=KEEP).to(ACC)
     delta = x - mean_vec
     mean_vec += tl.where(mask, delta * (1.0 / tl.full((), steps, ACC)), 0.0)
     m2_vec += tl.where(mask, delta * (x - mean_vec), 0.0)
@@ -212,16 +219,19 @@ def _layer_norm_fwd_row_looped(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: t
     d = mean_vec - mean
     var = tl.sum(m2_vec + cnt_vec * d * d, axis=0) / N
     rstd = 1.0 / tl.sqrt(var + eps)
-    # Normalise last step first: the end of the row, read last, is the part still in L2.
+    # Without KEEP_ROW the second pass goes from the row's end, the part L2 most likely still holds.
     for i in range(0, steps):
-        c = (steps - 1 - i) * BLOCK_N + cols
+        if KEEP_ROW:
+            c = i * BLOCK_N + cols
+        else:
+            c = (steps - 1 - i) * BLOCK_N + cols
         mask = c < N
         x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
         y = (x - mean) * rstd
         if HAS_WEIGHT:
-            y = y * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
+            y = y * tl.load(w_ptr + c, mask=mask, other=0.0, eviction_policy=KEEP).to(ACC)
         if HAS_BIAS:
-            y = y + tl.load(b_ptr + c, mask=mask, other=0.0).to(ACC)
+            y = y + tl.load(b_ptr + c, mask=mask, other=0.0, eviction_policy=KEEP).to(ACC)
         tl.store(y_row + c, y.to(y_row.dtype.element_ty), mask=mask)
     return mean, rstd
 
@@ -323,7 +333,7 @@ def layer_norm_fwd_long_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, s
         if INDEX_64:
             row = row.to(tl.int64)
         mean, rstd = _layer_norm_fwd_row_looped(y_ptr + row * stride_y_row, x_ptr + row * stride_x_row, w_ptr, b_ptr,
-                                                N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, tl.float32)
+                                                N, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, tl.float32, False, 0)
         if mean_ptr is not None:
             tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
         if rstd_ptr is not None:

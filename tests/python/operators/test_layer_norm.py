@@ -159,21 +159,36 @@ def test_forward_tail_block(device, ops, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_forward_persistent(device, ops, dtype):
-    # 2-byte rows of 4097..5120 and 8193..12288 columns: as many programs as the GPU holds (CPU: 4)
-    # walk the rows (layer_norm.cpp's plan_persistent_forward, on GPUs of >= 30 GB/s of memory
+    # 2-byte rows of 4097..5120 and 8193..12287 columns: as many programs as the GPU holds (CPU: 4)
+    # walk the rows (layer_norm/plan.cpp's plan_persistent_forward, on GPUs of >= 30 GB/s of memory
     # bandwidth an SM such as the H200; elsewhere one program a row with a tail block: both plans
     # meet these shapes). Fewer rows than programs, and so many that each program's pipelined loop
     # takes several (CUDA: up to 7 programs of 132 SMs), inside and just outside both ranges, a row
     # stride, and mean/rstd. tests/python/kernels_interpreter_check.py --device cuda forces the
     # persistent kernel on any GPU.
     many = 7001 if device == "cuda" else 11
-    for rows, cols in [(many, 4097), (5, 5120), (many, 5120), (3, 5121), (many, 8193), (7, 9216), (many, 12288),
+    for rows, cols in [(many, 4097), (5, 5120), (many, 5120), (3, 5121), (many, 8193), (7, 9216), (many, 12287),
                        (2, 12289), (many, 4096), (many, 8192)]:
         x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
         check_forward(ops, x, normalized, w, b)
         check_forward_stats(ops, x, w, b)
         wide = random_tensor((rows, cols + 8), dtype, device)
         check_forward(ops, wide[:, 8:], normalized, None, None)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_forward_row_steps(device, ops, dtype):
+    # 2-byte rows of 12288 columns on the same GPUs (and CPU): one program a row reads it twice in
+    # three 4096-column steps, a compile-time count (layer_norm_fwd_kernel's ROW_STEPS, KEEP_ROW).
+    # One row and many, a row stride, with and without weight and bias, and mean/rstd.
+    cols = 12288
+    for rows in (1, 7001 if device == "cuda" else 5):
+        x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
+        check_forward(ops, x, normalized, w, b)
+        check_forward_stats(ops, x, w, b)
+        wide = random_tensor((rows, cols + 8), dtype, device)
+        check_forward(ops, wide[:, 8:], normalized, None, None)
+        check_forward(ops, x, normalized, w, None)
 
 
 @pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True), (False, True, False),

@@ -101,13 +101,15 @@ def check_backward(ops, x, normalized, w, eps=None, residual=None):
 
 # Columns for each forward plan kind (plan.cpp): several rows a program up to 1024, one row a
 # program in registers up to 32768 (float64: 16384; 10000: float32's 32 warps capped at 32
-# registers), then looped in 4096-column steps. On CPU and high-bandwidth GPUs: 2-byte rows filling
-# <= 3/4 of an 8192- or 16384-column block (5000 kept in L2 in 3 compile-time steps, 10000) are
-# looped; rows of whole 4096-column steps (8192, 12288; add_rms_norm's 2-byte rows: 12288) are read
-# twice in a compile-time number of steps, kept in L2; other 4-byte rows filling more than 3/4 of a
-# 2048..8192-column block (2000: one step, 7000: a partial last step) and rows with a residual in an
-# 8192-column block (5000, 7000, 8192) are read twice with the row kept in L2.
-FORWARD_COLS = [1, 5, 100, 1000, 1025, 2000, 3000, 5000, 7000, 8192, 10000, 12288, 16385, 32769]
+# registers), then looped in 4096-column steps. On CPU and high-bandwidth GPUs: 2-byte rows and fp32
+# rms_norm rows filling <= 3/4 of an 8192-column block (5000) are read in 3 compile-time 2048-column
+# steps, kept in L2, and 2-byte rows filling <= 3/4 of a 16384-column block (10000) looped; 2-byte
+# rows of 4096 columns in 2 such steps; rows of whole 4096-column steps (8192, 12288, 16384;
+# add_rms_norm's: 12288, 16384) are read twice in a compile-time number of steps, kept in L2; other
+# 4-byte rows filling more than 3/4 of a 2048..8192-column block (2000: one step, 7000: a partial
+# last step) and rows with a residual in an 8192-column block (5000: fp32 one compile-time step,
+# 7000, 8192) are read twice with the row kept in L2.
+FORWARD_COLS = [1, 5, 100, 1000, 1025, 2000, 3000, 4096, 5000, 7000, 8192, 10000, 12288, 16384, 16385, 32769]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -199,7 +199,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
       // the double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten).
       kernel(stream, Grid(plan.programs), options, out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps,
              w.defined(), b.defined(), plan.block_n, plan.single_pass, plan.index64, plan.block_tail,
-             plan.preload_affine);
+             plan.preload_affine, plan.keep_row, plan.row_steps);
       break;
     }
     case LayerNormForwardPlan::Kind::TunedLongRows:

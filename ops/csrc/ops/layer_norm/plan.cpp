@@ -18,6 +18,8 @@ constexpr const char* kBackwardOp = "tjit::layer_norm_backward";
 constexpr int64_t kForwardSinglePassLimit = 32768;
 // Up to here the forward runs BLOCK_M short rows a program.
 constexpr int64_t kShortRowLimit = 1024;
+// The forward's two-pass steps for rows of whole steps (16 warps: one 16-byte load a thread).
+constexpr int64_t kForwardStepBlock = 4096;
 // Up to here the backward is one fused pass (dx plus per-program dw/db partials).
 constexpr int64_t kFusedBackwardLimit = 8192;
 
@@ -193,6 +195,23 @@ LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, c
     plan.programs = kit::blocks_for(rows, plan.block_m, kOp);
     return plan;
   }
+  // fp16/bf16 rows of three whole 4096-column steps, where memory wants more bytes in flight (and on
+  // CPU, so the interpreter runs the form): one program a row reads it twice in those steps, the row
+  // kept in L2 between the passes, the step count a compile-time constant so that both loops unroll
+  // and every step's loads issue at once (bf16 12288: +3.2% over the persistent programs; 8192 and
+  // 16384 measured slower so).
+  const bool more_in_flight = !device.is_cuda || kit::memory_wants_more_in_flight(device);
+  if (element_size == 2 && cols == 3 * kForwardStepBlock && more_in_flight) {
+    plan.kind = LayerNormForwardPlan::Kind::OneProgramPerRow;
+    plan.kernel = kLayerNormFwdKernel;
+    plan.block_n = kForwardStepBlock;
+    plan.single_pass = false;
+    plan.keep_row = true;
+    plan.row_steps = 3;
+    plan.num_warps = 16;
+    plan.programs = kit::blocks_for(rows, 1, kOp);
+    return plan;
+  }
   if (const auto persistent = plan_persistent_forward(cols, element_size, device)) {
     plan.kind = LayerNormForwardPlan::Kind::Persistent;
     plan.kernel = kLayerNormFwdPersistentKernel;
@@ -356,7 +375,9 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
           .constexpr_flag("SINGLE_PASS", p.single_pass)
           .constexpr_flag("INDEX_64", p.index64)
           .constexpr_value("BLOCK_TAIL", p.block_tail)
-          .constexpr_flag("PRELOAD", p.preload_affine);
+          .constexpr_flag("PRELOAD", p.preload_affine)
+          .constexpr_flag("KEEP_ROW", p.keep_row)
+          .constexpr_value("ROW_STEPS", p.row_steps);
       break;
   }
   return w;

@@ -46,6 +46,8 @@ struct LayerNormForwardPlan {
   int64_t block_tail = 0;   // columns past block_n in a second block (0: none)
   bool single_pass = true;  // OneProgramPerRow: the row stays in registers
   bool preload_affine = false;  // OneProgramPerRow: weight and bias load with the row (PRELOAD)
+  bool keep_row = false;    // OneProgramPerRow, two passes: L2 keeps the row between them (KEEP_ROW)
+  int64_t row_steps = 0;    // OneProgramPerRow, two passes: cdiv(cols, block_n) at compile time, or 0
   int stages = 2;           // Persistent: the row loop's pipeline depth
   int64_t row_bucket = 0;   // TunedLongRows: M_BUCKET
   int64_t exchange_chunks = 0;  // row-exchange workspace: 2 + rows * exchange_chunks words (0: none)

@@ -23,6 +23,7 @@ constexpr int64_t kLoopBlock = 4096;
 // Rows of a few whole kStepBlock steps (the widths at the forward's rule) are read twice in such
 // steps at 16 warps where memory wants more bytes in flight.
 constexpr int64_t kStepBlock = 4096;
+constexpr int64_t kShortStepBlock = 2048;
 // Up to this many columns (head plus tail) a fused program of the backward has registers left to
 // load the next tile before this one's sums, and to hold w across its rows (sm_90 binaries: no
 // spills at the plan's warps; past it 32 warps leave 64 registers a thread).
@@ -59,21 +60,22 @@ RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const k
   plan.programs = kit::blocks_for(in.rows, 1, kOp);
   // Where memory wants more bytes in flight (and on CPU, so the interpreter runs both forms), these
   // rows go faster read twice, the row kept in L2 from the first pass to the second (keep_row),
-  // than held in registers through the sum. Other widths measured slower read twice (fp32 5120: -1%).
+  // than held in registers through the sum. Other widths measured slower read twice with a run-time
+  // step count (fp32 5120: -1%).
   const bool more_in_flight = !device.is_cuda || kit::memory_wants_more_in_flight(device);
   // fp32 rms_norm rows that fill more than 3/4 of a 2048..8192-column block: 2048-column steps.
   const bool keep_rms_row = !in.has_residual && element_size == 4 && block >= 2048 && block <= 8192 &&
                             in.cols * 4 > block * 3;
   // add_rms_norm's fp16/bf16/fp32 rows of an 8192-column block: one step, the one-pass plan's warps.
   const bool keep_add_row = in.has_residual && element_size != 8 && block == 8192;
-  // Rows of whole 4096-column steps: 2..4 steps of 2-byte rows (add_rms_norm: 3..4), 2..3 of fp32
-  // rms_norm rows. Their step count is a compile-time constant (row_steps), so both passes unroll and
-  // issue every step's loads at once, as Inductor's code for a constant row length does (bf16 12288:
-  // +5.5%, level with torch.compile).
+  // Rows of whole 4096-column steps: 2..4 steps of 2-byte rows, 2..3 of fp32 rms_norm rows, 3..4 of
+  // fp16/bf16/fp32 add_rms_norm rows. Their step count is a compile-time constant (row_steps), so
+  // both passes unroll and issue every step's loads at once, as Inductor's code for a constant row
+  // length does (bf16 12288: +5.5%, level with torch.compile).
   const int64_t whole_steps = in.cols % kStepBlock == 0 ? in.cols / kStepBlock : 0;
   const bool step_rms_row = !in.has_residual && ((element_size == 2 && whole_steps >= 2 && whole_steps <= 4) ||
                                                  (element_size == 4 && whole_steps >= 2 && whole_steps <= 3));
-  const bool step_add_row = in.has_residual && element_size == 2 && whole_steps >= 3 && whole_steps <= 4;
+  const bool step_add_row = in.has_residual && element_size != 8 && whole_steps >= 3 && whole_steps <= 4;
   if (more_in_flight && (step_rms_row || step_add_row)) {
     plan.kind = RmsNormForwardPlan::Kind::Looped;
     plan.block_n = kStepBlock;
@@ -83,11 +85,25 @@ RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const k
     plan.num_warps = 16;
     return plan;
   }
+  // fp16/bf16 rows of two whole 2048-column steps (4096), both operators: the same at 8 warps (bf16:
+  // rms_norm +2.5%, add_rms_norm +3.1%).
+  if (more_in_flight && element_size == 2 && in.cols == 2 * kShortStepBlock) {
+    plan.kind = RmsNormForwardPlan::Kind::Looped;
+    plan.block_n = kShortStepBlock;
+    plan.single_pass = false;
+    plan.keep_row = true;
+    plan.row_steps = 2;
+    plan.num_warps = 8;
+    return plan;
+  }
   if (more_in_flight && (keep_rms_row || keep_add_row)) {
     plan.kind = RmsNormForwardPlan::Kind::Looped;
     plan.block_n = keep_add_row ? block : 2048;
     plan.single_pass = false;
     plan.keep_row = true;
+    // fp32 add_rms_norm rows that fill at most 3/4 of the block: its one step a compile-time count
+    // (fp32 5120: +1.9%).
+    plan.row_steps = keep_add_row && element_size == 4 && in.cols * 4 <= block * 3 ? 1 : 0;
     plan.num_warps = (keep_add_row ? element_size == 4 : block > 2048) ? 16 : 8;
     return plan;
   }
@@ -97,17 +113,18 @@ RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const k
   // its end, out of L2 (bf16 9216 columns: +17%, level with FlagGems' loop): 4096 columns where
   // they divide the row (taken above), else 2048 (a partial 4096 block idles the most lanes).
   // Rows of an 8192-column block are kept in L2 between the passes, with a compile-time step
-  // count as above (bf16 5120: +5.6%). add_rms_norm, whose second pass reads back the sum the
-  // first wrote, measured within 2% either way: one pass. CPU tensors take it too, so the
-  // interpreter runs both forms.
+  // count as above (bf16 5120: +5.6%); so are fp32 ones, at 16 warps (fp32 5120: +3.3%).
+  // add_rms_norm, whose second pass reads back the sum the first wrote, measured within 2% either
+  // way: one pass. CPU tensors take it too, so the interpreter runs both forms.
   const bool padded_quarter = in.cols * 4 <= block * 3 && (block == 8192 || block == 16384);
-  if (element_size == 2 && !in.has_residual && padded_quarter && more_in_flight) {
+  const bool fp32_quarter = element_size == 4 && padded_quarter && block == 8192;
+  if ((element_size == 2 || fp32_quarter) && !in.has_residual && padded_quarter && more_in_flight) {
     plan.kind = RmsNormForwardPlan::Kind::Looped;
     plan.block_n = 2048;
     plan.single_pass = false;
     plan.keep_row = block == 8192;
     plan.row_steps = plan.keep_row ? kit::ceil_div(in.cols, plan.block_n) : 0;
-    plan.num_warps = 8;
+    plan.num_warps = fp32_quarter ? 16 : 8;
     return plan;
   }
   if (in.cols <= (element_size == 8 ? kSinglePassLimit / 2 : kSinglePassLimit)) {
