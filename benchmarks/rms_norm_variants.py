@@ -286,7 +286,7 @@ def forward_variants(new, n):
         plan = _copy(new)
         rows = 2 if block <= 2048 else 1
         plan["launches"][0]["constexprs"].update(BLOCK_M=rows, BLOCK_N=min(block, 2048), SINGLE_PASS=False,
-                                                 KEEP_ROW=True)
+                                                 KEEP_ROW=True, ROW_STEPS=0)
         plan["launches"][0].update(num_warps=16, maxnreg=0, grid=[_cdiv(new["launches"][0]["grid"][0], rows), 1, 1])
         out["inductor_loop"] = plan
         # Inductor's form at its one-block config: the block read twice, kept in L2 between the reads.
