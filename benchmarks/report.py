@@ -162,9 +162,12 @@ MISS_NOTES = {
                         "read again from L2 (H100: 2.21-2.31 vs 2.58 TB/s split), the chunk from the program id "
                         "(H100 0.93 -> 0.95x copy; H200 512x262144 0.81x), more programs an SM through maxnreg "
                         "(32-40 registers: 14-44 bytes spilled, -25% on the H100, 3.4x slower on the H200)",
-    "llm_layer_norm_fwd_copy": "bf16 12288: persistent programs, as many as the GPU holds (3 a SM at 168 "
-                               "registers), the row loop pipelined 2 stages (0.81 -> 0.86 on the H200, now 0.88). "
-                               "Tried: one program a row at 4/8/16 warps, maxnreg 64-96, rows split over programs",
+    "llm_layer_norm_fwd_copy": "bf16 12288: one program a row reads it twice in three 4096-column steps at 16 "
+                               "warps, the step count a compile-time constant (ROW_STEPS: both loops unroll) and the "
+                               "row kept in L2 between the passes (KEEP_ROW): +3.2% over persistent pipelined "
+                               "programs (0.88 -> 0.95x copy on the H200). Slower so: bf16 8192 and 16384, fp32 "
+                               "12288; tried before: one program a row at 4/8/16 warps, maxnreg 64-96, rows split "
+                               "over programs",
     "llm_layer_norm_bwd_copy": "bf16 16384 and 12288: teams of programs exchange row sums once a row; 2-byte rows "
                                "take the lag form (dx one iteration after the row's sums with the row read again, "
                                "nothing held across the wait, 2048-column chunks at 128 registers, 4 an SM; H100 "
@@ -172,17 +175,16 @@ MISS_NOTES = {
                                "kernel): the team kernel 250-255 of the op's 258 us, the finalize 5.5 us; the "
                                "finalize with PDL or 2-4x the programs gained nothing. Tried: 3 per SM (maxnreg "
                                "168), 2-4 stages, 8 warps, w re-read",
-    "llm_rms_norm_peers": "rms_norm fwd 0.97-1.05x the best peer; below it torch.compile at fp32 16384, 5120 "
-                          "and bf16 7168 (0.97x), fp32 12288 (0.98x), Liger-Kernel at bf16 4096 (0.99x). Inductor "
-                          "compiles the row length as a constant, so its two passes unroll and issue every step's "
-                          "loads at once; tjit gives rows of whole 4096-column steps and bf16 rows of 4097..6144 "
-                          "columns a compile-time step count (ROW_STEPS) with the row kept in L2 between the "
-                          "passes (bf16 12288: 0.94 -> 1.01x, bf16 8192: 0.96 -> 1.00x, bf16 5120: 0.99 -> 1.05x). "
-                          "Measured slower there: fp32 16384 in 4096-column steps (-0.8%) or with N a constexpr "
-                          "(-5%), bf16 7168 in 1024-4096 column steps (level or slower), a run-time count unrolled "
-                          "by tl.range's loop_unroll_factor 2/4 (0-24%); fp32 5120 in 2048-column steps at 16 warps "
-                          "measured +3.1% (not yet planned). add_rms_norm fwd fp32 12288/16384 0.98-0.99x "
-                          "Liger-Kernel (one pass; steps not measured for fp32)",
+    "llm_rms_norm_peers": "rms_norm fwd 0.97-1.05x the best peer; below it torch.compile at fp32 16384 and bf16 "
+                          "7168 (0.97x) and fp32 12288 (0.98x). Inductor compiles the row length as a constant, so "
+                          "its two passes unroll and issue every step's loads at once; tjit gives rows of whole "
+                          "4096-column steps, rows of 4097..6144 columns and 2-byte rows of 4096 a compile-time "
+                          "step count (ROW_STEPS) with the row kept in L2 between the passes (bf16 12288: 0.94 -> "
+                          "1.01x, fp32 5120: 0.97 -> 1.00x, bf16 4096: 0.99 -> 1.02x; add_rms_norm fp32 12288: "
+                          "0.99 -> 1.02x Liger-Kernel). Measured slower there: fp32 16384 in 2048/4096-column "
+                          "steps (-1 to -10%), with N a constexpr (-5%) or without its 32-register cap (-2%), bf16 "
+                          "7168 in 1024-4096 column steps (level or slower), a run-time count unrolled by "
+                          "tl.range's loop_unroll_factor 2/4 (0-24%)",
     "llm_rms_norm_bwd_copy": "bf16 16384 (0.78-0.79x copy; 12288 0.81-0.83): teams in the lag form, 2048-column "
                              "programs at 128 registers, four an SM, exchange each row's sum, a row's dx one "
                              "iteration later (+2-3% over the held 4096-column form at 12288/16384, +9% at 9216, on "

@@ -68,6 +68,7 @@ struct PersistentBlocks {
 // 2-byte rows of 4097..5120 and 8193..12288 columns: persistent programs whose row loop Triton
 // pipelines, the head plus tail blocks of plan_forward_rows. 8192-column heads cap registers at 168
 // so that three programs fit an SM. CPU tensors take it too (the interpreter runs either).
+// plan_layer_norm_forward reads rows of exactly 12288 in steps before asking.
 std::optional<PersistentBlocks> plan_persistent_forward(int64_t cols, int64_t element_size,
                                                         const kit::DeviceFacts& device) {
   if (element_size != 2) {
