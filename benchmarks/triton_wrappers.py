@@ -546,25 +546,27 @@ def _layer_norm_backward_planned(dx, dw, db, dy2, x2, weight, mean, rstd, m, n, 
         _launch(layer_norm_k, main, dx, dw_part, db_part, dy2, x2, weight, mean, rstd, m, n, dx.stride(0),
                 dy2.stride(0), x2.stride(0), main["args"]["rows_per_program"])
     elif kind in ("team", "team_lag"):
-        sync = _split_sync(ws["row_exchange_words"], x2.device)
         main = launches[0]
 
-        def team_args(dw_part, db_part, rows_per_team):
+        def team_args(dw_part, db_part, sync, rows_per_team):
             return (dx, dw_part, db_part, dy2, x2, weight, mean, rstd, sync, m, n, main["args"]["S"], rows_per_team,
                     dx.stride(0), dy2.stride(0), x2.stride(0))
 
         if plan["needs_occupancy"]:
-            # Teams follow the occupancy, asked with mean (fp32, like the partial buffers) standing in for them.
+            # Teams follow the occupancy, asked with stand-ins of the buffers sized by the team count: mean
+            # (fp32, like the partial sums) and an int64 word (the row words, with a mode word a team).
+            stand_in = torch.empty(1, dtype=torch.int64, device=x2.device)
             per_sm = _resident_per_sm(getattr(layer_norm_k, main["kernel"]),
-                                      team_args(mean if dw is not None else None, mean if db is not None else None, 1),
-                                      _options(main), **main["constexprs"])
+                                      team_args(mean if dw is not None else None, mean if db is not None else None,
+                                                stand_in, 1), _options(main), **main["constexprs"])
             plan = _plan("layer_norm_backward", x2.dtype, x2.device, facts, resident_programs_per_sm=per_sm, **inputs)
             ws = plan["workspace"]
             launches = list(plan["launches"])
             main = launches[0]
         launches.pop(0)
+        sync = _split_sync(ws["row_exchange_words"], x2.device)
         dw_part, db_part = partials(ws.get("column_partials"))
-        _launch(layer_norm_k, main, *team_args(dw_part, db_part, main["args"]["rows_per_team"]))
+        _launch(layer_norm_k, main, *team_args(dw_part, db_part, sync, main["args"]["rows_per_team"]))
     else:  # dx_dwdb
         dx_launch = launches.pop(0)
         _launch(layer_norm_k, dx_launch, dx, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0),
