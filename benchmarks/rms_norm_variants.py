@@ -47,6 +47,8 @@ the median of its rounds. GB/s counts bytes as bandwidth.py does: forward 2 * te
     team_held     where new is the team backward's lag form (rms_norm's 2-byte rows): the held form,
                   as add_rms_norm's plan has it (CUDA)
     team_lag      where new is the held form (add_rms_norm's 2-byte rows): the lag form (CUDA)
+    evict_lag     where new is the lag form: its kernel with a row's first reads evict_last (kept in L2
+                  for the second, dx's) and dx's stores evict_first (EVICT_LAG_EDITS; CUDA)
     aten, compile F.rms_norm (after x + r for add_rms_norm) eager / torch.compile'd; the backward
                   through autograd (graph recorded once, re-run)
     liger, flaggems   their RMSNorm (benchmarks/peers.py), where installed (CUDA)
@@ -149,6 +151,36 @@ def const_n_kernels(tmp):
     with open(path, "w") as f:
         f.write(source.replace(head, head.replace(" N,", " N: tl.constexpr,")))
     return kernels_at(None, KERNEL_FILE, tmp, "_rms_const_n", "", path)[0]
+
+
+# The lag backward's first reads of a row ask L2 to keep it for the second (dx, one iteration later),
+# and its dx stores to leave L2 first: (text in the kernel file, its replacement).
+EVICT_LAG_EDITS = (
+    ("            dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0).to(tl.float32)\n"
+     "            vhat = tl.load(v_ptr + row * stride_v_row + cols, mask=mask, other=0.0).to(tl.float32) * \\\n",
+     "            dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0,\n"
+     "                         eviction_policy=\"evict_last\").to(tl.float32)\n"
+     "            vhat = tl.load(v_ptr + row * stride_v_row + cols, mask=mask, other=0.0,\n"
+     "                           eviction_policy=\"evict_last\").to(tl.float32) * \\\n"),
+    ("                tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)\n",
+     "                tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask,\n"
+     "                         eviction_policy=\"evict_first\")\n"),
+)
+
+
+def evict_lag_kernels(tmp):
+    """This tree's kernel file with EVICT_LAG_EDITS made in rms_norm_bwd_team_lag_kernel."""
+    with open(os.path.join(ROOT, KERNEL_FILE)) as f:
+        source = f.read()
+    start = source.index("def rms_norm_bwd_team_lag_kernel(")
+    head, body = source[:start], source[start:]
+    for old, new in EVICT_LAG_EDITS:
+        assert body.count(old) == 1, "rms_norm_bwd_team_lag_kernel changed: update EVICT_LAG_EDITS"
+        body = body.replace(old, new)
+    path = os.path.join(tmp, "rms_norm_evict_lag.py")
+    with open(path, "w") as f:
+        f.write(head + body)
+    return kernels_at(None, KERNEL_FILE, tmp, "_rms_evict_lag", "", path)[0]
 
 
 # ------------------------------------------------------------------------------------------ plans
@@ -540,6 +572,8 @@ def plans_for(args, plans, kernels, facts, dtype_name, m, n, op, pas):
             other = backward_plan(plans, facts, dict(query, has_grad_sum=1 - query["has_grad_sum"]), args.team_per_sm)
             if other["kind"] == "team" and other != new:
                 out["team_lag" if "lag" in other["launches"][0]["kernel"] else "team_held"] = ("new", other)
+            if kernels.get("evict_lag") is not None and "lag" in new["launches"][0]["kernel"]:
+                out["evict_lag"] = ("evict_lag", new)
         elif n > 8192 and e != 8 and not facts["is_cuda"]:
             notes["team"] = "CUDA only: the team backward's programs wait for each other"
         out.update({k: ("new", p) for k, p in backward_variants(fused, m, n, e, facts["multiprocessors"]).items()})
@@ -570,6 +604,7 @@ def run_sm90(args):
         kernels["main"], note = base_kernels(tmp, args.base, args.base_kernel)
         if note:
             print(f"main: {note}")
+        kernels["evict_lag"] = evict_lag_kernels(tmp)
         facts = plans.device_facts(is_cuda=True, multiprocessors=args.sms, memory_gbps=4800)
         print(f"sm_90 binaries, plans for {facts}")
         results = []
@@ -631,6 +666,7 @@ def main(argv=None):
         kernels = {"new": tw.rms_norm_k}  # the kernels package's module: rms_norm.py imports row_exchange
         kernels["main"], base_note = base_kernels(tmp, args.base, args.base_kernel)
         kernels["const_n"] = const_n_kernels(tmp)
+        kernels["evict_lag"] = evict_lag_kernels(tmp)
         timer = bandwidth.Timer(device, args.smoke, rep_ms=args.rep_ms)
         facts = plans.device_facts(torch.device(device) if device == "cuda" else None)
         peers = {name: peer_lib.load_peer(name, device) for name in ("liger", "flaggems") if name not in args.skip}
