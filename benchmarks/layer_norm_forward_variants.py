@@ -109,14 +109,18 @@ def planned(plans, tw, module, facts, x, w, b, y, mean, rstd, eps, num_warps=Non
         launch["grid"] = again["launches"][0]["grid"]
         launch["resident_programs_per_sm"] = per_sm
     grid, options = tuple(launch["grid"]), tw._options(launch)
-    if x.is_cuda:
-        # The limiter's evidence: the binary's registers, spills and programs an SM holds.
+    _note_binary(tw, launch, kernel, args, options, x.is_cuda)
+    return launch, lambda: kernel[grid](*args, **launch["constexprs"], **options)
+
+
+def _note_binary(tw, launch, kernel, args, options, is_cuda):
+    """On CUDA, the limiter's evidence in `launch`: the binary's registers, spills and programs an SM holds."""
+    if is_cuda:
         compiled = kernel.warmup(*args, grid=(1, ), **launch["constexprs"], **options)
         compiled._init_handles()
         tw._RESIDENT_PER_SM.clear()
         launch.update(n_regs=compiled.n_regs, n_spills=compiled.n_spills,
                       resident_programs_per_sm=tw._resident_per_sm(kernel, args, options, **launch["constexprs"]))
-    return launch, lambda: kernel[grid](*args, **launch["constexprs"], **options)
 
 
 def stepped(tw, module, x, w, b, y, mean, rstd, eps, block_n, num_warps, keep_row):
@@ -130,12 +134,7 @@ def stepped(tw, module, x, w, b, y, mean, rstd, eps, block_n, num_warps, keep_ro
     kernel = module.layer_norm_fwd_kernel
     args = (y, x, w, b, mean, rstd, m, n, x.stride(0), y.stride(0), eps)
     options = tw._options(launch)
-    if x.is_cuda:
-        compiled = kernel.warmup(*args, grid=(1, ), **constexprs, **options)
-        compiled._init_handles()
-        tw._RESIDENT_PER_SM.clear()
-        launch.update(n_regs=compiled.n_regs, n_spills=compiled.n_spills,
-                      resident_programs_per_sm=tw._resident_per_sm(kernel, args, options, **constexprs))
+    _note_binary(tw, launch, kernel, args, options, x.is_cuda)
     return launch, lambda: kernel[(m, )](*args, **constexprs, **options)
 
 

@@ -141,16 +141,25 @@ def base_kernels(tmp, commit, path=None):
     return kernels_at(commit, KERNEL_FILE, tmp, f"_rms_{commit}", "--base-kernel", path)
 
 
-def const_n_kernels(tmp):
-    """This tree's kernel file with the forward's row length N a tl.constexpr (Inductor's form)."""
+def edited_kernels(tmp, name, edit):
+    """The module of this tree's kernel file with edit(source) applied, written to tmp as rms_norm_<name>.py."""
     with open(os.path.join(ROOT, KERNEL_FILE)) as f:
         source = f.read()
-    head = "def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N,"
-    assert head in source, "rms_norm_fwd_kernel's signature changed: update const_n_kernels"
-    path = os.path.join(tmp, "rms_norm_const_n.py")
+    path = os.path.join(tmp, f"rms_norm_{name}.py")
     with open(path, "w") as f:
-        f.write(source.replace(head, head.replace(" N,", " N: tl.constexpr,")))
-    return kernels_at(None, KERNEL_FILE, tmp, "_rms_const_n", "", path)[0]
+        f.write(edit(source))
+    return kernels_at(None, KERNEL_FILE, tmp, f"_rms_{name}", "", path)[0]
+
+
+def const_n_kernels(tmp):
+    """This tree's kernel file with the forward's row length N a tl.constexpr (Inductor's form)."""
+    head = "def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N,"
+
+    def edit(source):
+        assert head in source, "rms_norm_fwd_kernel's signature changed: update const_n_kernels"
+        return source.replace(head, head.replace(" N,", " N: tl.constexpr,"))
+
+    return edited_kernels(tmp, "const_n", edit)
 
 
 # The lag backward's first reads of a row ask L2 to keep it for the second (dx, one iteration later),
@@ -170,17 +179,16 @@ EVICT_LAG_EDITS = (
 
 def evict_lag_kernels(tmp):
     """This tree's kernel file with EVICT_LAG_EDITS made in rms_norm_bwd_team_lag_kernel."""
-    with open(os.path.join(ROOT, KERNEL_FILE)) as f:
-        source = f.read()
-    start = source.index("def rms_norm_bwd_team_lag_kernel(")
-    head, body = source[:start], source[start:]
-    for old, new in EVICT_LAG_EDITS:
-        assert body.count(old) == 1, "rms_norm_bwd_team_lag_kernel changed: update EVICT_LAG_EDITS"
-        body = body.replace(old, new)
-    path = os.path.join(tmp, "rms_norm_evict_lag.py")
-    with open(path, "w") as f:
-        f.write(head + body)
-    return kernels_at(None, KERNEL_FILE, tmp, "_rms_evict_lag", "", path)[0]
+
+    def edit(source):
+        start = source.index("def rms_norm_bwd_team_lag_kernel(")
+        head, body = source[:start], source[start:]
+        for old, new in EVICT_LAG_EDITS:
+            assert body.count(old) == 1, "rms_norm_bwd_team_lag_kernel changed: update EVICT_LAG_EDITS"
+            body = body.replace(old, new)
+        return head + body
+
+    return edited_kernels(tmp, "evict_lag", edit)
 
 
 # ------------------------------------------------------------------------------------------ plans
