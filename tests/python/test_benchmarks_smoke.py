@@ -70,6 +70,9 @@ def test_smoke_writes_json_and_markdown(smoke_run):
     for op, entry in python["ops"].items():
         assert {"aten", "python_triton"} <= set(entry["us_per_call"]), op
         assert all(v > 0 for v in entry["us_per_call"].values()), op
+        # Every wrapper that ran was timed: a launch that raises (a kernel gained a constexpr the
+        # wrapper does not pass) is recorded in "errors" and would drop its column silently.
+        assert not entry.get("errors"), (op, entry.get("errors"))
         if results["meta"]["tjit_ops_present"].get(op):
             # Both entry points: tjit.<op> (the direct path) and torch.ops.tjit.<op>.
             assert "tjit" in entry["us_per_call"] and "tjit/aten" in entry["ratios"], op
