@@ -190,11 +190,12 @@ MISS_NOTES = {
                              "iteration later (+2-3% over the held 4096-column form at 12288/16384, +9% at 9216, on "
                              "this card and an H100); the loop 3 stages deep loses 2%. add_rms_norm keeps the held "
                              "form (-6 to -10% with lag)",
-    "cold_store_vs_jit": "H200 (one run, C++ 1.16, Python 1.00): with an empty store each first call took 5-20 ms "
-                         "more than without one, about the cost of a store write's two fsyncs (the file, then its "
-                         "folder) on that machine's disk; the whole cold-start part ran 1.4-2x slower than the "
-                         "previous H200 run, Python Triton's first calls included (422 -> 600 ms), so the host was "
-                         "slower too. The H100, measured with the same fsyncs, passes (C++ 0.83). Not re-measured",
+    "cold_store_vs_jit": "H200 (one run): C++ 1.16, Python 1.00. C++ add's first call (the interpreter's start "
+                         "and a compile) gives 141 of the 203 ms; its other ops 2-19 ms each. Python's first calls "
+                         "write the same 15 store entries and measured level (-12 to +26 ms an op), so the store's "
+                         "writes do not explain it. The whole cold-start part "
+                         "ran 1.4-2x slower than the previous H200 run, Python Triton's first calls included (422 -> "
+                         "600 ms). The H100 passes (C++ 0.83). Not re-measured",
 }
 
 
