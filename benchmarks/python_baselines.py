@@ -163,7 +163,7 @@ def register_triton_ops():
                                                            y.stride(0), eps, HAS_WEIGHT=True, HAS_BIAS=True,
                                                            BLOCK_N=block_n, SINGLE_PASS=single,
                                                            INDEX_64=tw._needs_index_64(x), BLOCK_TAIL=0,
-                                                           PRELOAD=single and block_n <= 8192,
+                                                           PRELOAD=tw._row_preload(block_n, single),
                                                            num_warps=tw._row_num_warps(block_n, single))
         return y
 

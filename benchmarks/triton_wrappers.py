@@ -180,6 +180,12 @@ def _row_blocking(n, dtype, block_n=None, single_pass=None):
     return block_n, single_pass
 
 
+def _row_preload(block_n, single_pass):
+    """layer_norm_fwd_kernel's PRELOAD for a forced one-program-per-row launch: weight and bias with the
+    row while the row is one block of at most 8192 columns."""
+    return single_pass and block_n <= 8192
+
+
 # ----------------------------------------------------------------------------------------------- sum
 
 
@@ -431,7 +437,7 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
         block_n, single = _row_blocking(n, x2.dtype, block_n, single_pass)
         layer_norm_k.layer_norm_fwd_kernel[(m, )](*args, m, n, x2.stride(0), y.stride(0), eps, **hw, BLOCK_N=block_n,
                                                   SINGLE_PASS=single, INDEX_64=index_64, BLOCK_TAIL=0,
-                                                  PRELOAD=single and block_n <= 8192,
+                                                  PRELOAD=_row_preload(block_n, single),
                                                   num_warps=_row_num_warps(block_n, single))
     else:
         inputs = dict(rows=m, cols=n, index64=index_64, has_weight=weight is not None, has_bias=bias is not None,
