@@ -15,7 +15,9 @@ TOL = {
 
 
 def check_softmax(ops, x, dim, dtype=None):
-    expected = torch.softmax(x, dim, dtype=dtype)
+    # The reference is computed in float64: torch's own float32 CPU softmax of a 32769-column row
+    # is off by up to 1.3e-5 relative, more than TOL allows, while tjit's stays near 2e-6.
+    expected = torch.softmax(x.double(), dim).to(dtype or x.dtype)
     poison_allocator(expected.numel(), expected.dtype, x.device)
     got = ops.softmax(x, dim, dtype)
     assert got.shape == expected.shape and got.dtype == expected.dtype
