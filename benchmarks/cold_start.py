@@ -1,8 +1,9 @@
 """Cold start: a fresh process's first call of each operator, with and without tjit's kernel store.
 
 Every measurement is a new process (C++: tjit_bench_cold_start; Python: a `python -c` script), run
-`runs` times; medians are reported. Scenarios, all with Triton's own cache warm (a first, discarded
-pass fills it), so they differ only in what tjit does:
+`runs` times in rounds that run every scenario once each; medians are reported. Scenarios, all
+with Triton's own cache warm (a first, discarded pass fills it), so they differ only in what tjit
+does:
 
     jit          TJIT_CACHE=0: no store, every kernel through the embedded interpreter and
                  triton.compile (a Triton cache hit): what a process paid before the store
@@ -189,30 +190,31 @@ def run_cold_start(device, smoke, binary=None, runs=None, log=print, timeout=600
         embedded = any(b.get("embedded") for b in probe.get("bundles", []))
         scenarios = SCENARIOS + (("bundle",) if embedded else ())
         results["config"]["embedded_bundle"] = probe.get("bundles", []) if embedded else None
-        for name, cmd in kinds.items():
-            results[name] = {}
-            # The bundle is liboperators' (C++ program); `import tjit` here loads the checkout's build.
-            for scenario in (scenarios if name == "cpp" else SCENARIOS):
-                samples = []
-                for r in range(runs):
-                    if scenario in ("jit", "bundle"):
-                        store = None
-                    elif scenario == "cold_store":
-                        store = os.path.join(workdir, f"cold-{name}-{r}")
-                    else:
-                        store = warm
-                    samples.append(_run(cmd, store, timeout, jit=scenario != "bundle"))
-                results[name][scenario] = _summarise(samples)
-                s = results[name][scenario]
-                log(f"  {name:6s} {scenario:10s} " + (
-                    f"max first call {s['max_first_call_ms']:8.2f} ms, all {s['all_first_calls_ms']:8.1f} ms"
-                    if "first_call_ms" in s else f"failed: {s['errors'][:1]}"))
-        samples = [_run(python + [PYTHON_TRITON, HERE], None, timeout) for _ in range(runs)]
-        results["python_triton"] = _summarise(samples)
-        s = results["python_triton"]
-        log("  python_triton        " + (f"max first call {s['max_first_call_ms']:8.2f} ms, all "
-                                        f"{s['all_first_calls_ms']:8.1f} ms" if "first_call_ms" in s
-                                        else f"failed: {s['errors'][:1]}"))
+        # Rounds: each round runs every (kind, scenario) once, so a drift of the host's speed over
+        # the part reaches every scenario alike and the ratios between scenarios keep. The bundle
+        # is liboperators' (C++ program); `import tjit` here loads the checkout's build.
+        plan = [(name, scenario) for name in kinds for scenario in (scenarios if name == "cpp" else SCENARIOS)]
+        plan.append(("python_triton", "jit"))
+        commands = dict(kinds, python_triton=python + [PYTHON_TRITON, HERE])
+        samples = {step: [] for step in plan}
+        for r in range(runs):
+            for name, scenario in plan:
+                if scenario in ("jit", "bundle"):
+                    store = None
+                elif scenario == "cold_store":
+                    store = os.path.join(workdir, f"cold-{name}-{r}")
+                else:
+                    store = warm
+                samples[(name, scenario)].append(_run(commands[name], store, timeout, jit=scenario != "bundle"))
+        for name, scenario in plan:
+            s = _summarise(samples[(name, scenario)])
+            if name == "python_triton":
+                results[name] = s
+            else:
+                results.setdefault(name, {})[scenario] = s
+            log(f"  {name:13s} {scenario if name != 'python_triton' else '':10s} " + (
+                f"max first call {s['max_first_call_ms']:8.2f} ms, all {s['all_first_calls_ms']:8.1f} ms"
+                if "first_call_ms" in s else f"failed: {s['errors'][:1]}"))
         if not path:
             results["cpp"] = {"skipped": True, "reason": f"{CPP_BINARY_NAME} not found (build tjit's benchmarks)"}
     finally:
