@@ -8,6 +8,7 @@ a peer's exception and goes on."""
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -397,8 +398,8 @@ def test_cold_start_runs_scenarios_in_rounds(monkeypatch):
     def fake_run(cmd, store, timeout, jit=True):
         kind = "cpp" if cmd == ["tjit_bench_cold_start"] else "python_triton" if cold_start.HERE in cmd else "python"
         scenario = "bundle" if not jit else "jit" if store is None else "warm_store" if "warm" in store else "cold_store"
-        calls.append((kind, scenario))
-        ms = 1.0 + len(calls)  # each process slower than the last: a drifting host
+        ms = 2.0 + len(calls)  # each process slower than the last: a drifting host
+        calls.append((kind, scenario, ms))
         return {"context_ms": ms, "first_call_ms": {op: ms for op in cold_start.OPS},
                 "correct": {op: True for op in cold_start.OPS}, "bundles": []}
 
@@ -406,14 +407,14 @@ def test_cold_start_runs_scenarios_in_rounds(monkeypatch):
     monkeypatch.setattr(cold_start, "find_cpp_binary", lambda binary, name: "tjit_bench_cold_start")
     results = cold_start.run_cold_start("cuda", smoke=False, runs=3, log=lambda line: None)
     untimed = 4  # filling Triton's cache and the warm store (python, cpp, python_triton), the bundle probe
-    timed = calls[untimed:]
+    timed = [(kind, scenario) for kind, scenario, _ in calls[untimed:]]
     steps = {(k, s) for k in ("cpp", "python") for s in cold_start.SCENARIOS} | {("python_triton", "jit")}
-    assert len(timed) == 3 * len(steps) and set(timed[:len(steps)]) == steps, calls
+    assert len(timed) == 3 * len(steps) and set(timed[:len(steps)]) == steps, timed
     assert timed == timed[:len(steps)] * 3, timed  # the same order in every round
     for kind, scenario in steps:
         got = results[kind] if kind == "python_triton" else results[kind][scenario]
-        own = [1.0 + untimed + i + 1 for i, step in enumerate(timed) if step == (kind, scenario)]
-        assert got["context_ms"] == own[1], (kind, scenario, got, own)  # the median of its own three
+        own = [ms for k, s, ms in calls[untimed:] if (k, s) == (kind, scenario)]
+        assert got["context_ms"] == statistics.median(own), (kind, scenario, got, own)
 
 
 RUNNER_SCRIPT = textwrap.dedent("""
