@@ -17,7 +17,7 @@
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <array>
@@ -227,53 +227,65 @@ at::Tensor reduce_to_shape(const at::Tensor& grad, const std::vector<c10::SymInt
   return tjit::sum(grad, dims, /*keepdim=*/true).view_symint(shape);
 }
 
-class AddFunction : public torch::autograd::Function<AddFunction> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, const at::Tensor& other,
-                            const at::Scalar& alpha) {
-    ctx->saved_data["self_shape"] = self.sym_sizes();
-    ctx->saved_data["other_shape"] = other.sym_sizes();
-    ctx->saved_data["alpha"] = alpha;
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return tjit::add(self, other, alpha);
-  }
+bool is_one(const at::Scalar& alpha) { return alpha.isIntegral(false) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0; }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const at::Tensor& grad = grads[0];
-    at::Tensor grad_self;
-    at::Tensor grad_other;
-    if (ctx->needs_input_grad(0)) {
-      grad_self = reduce_to_shape(grad, ctx->saved_data["self_shape"].toSymIntVector());
-    }
-    if (ctx->needs_input_grad(1)) {
-      const at::Scalar alpha = ctx->saved_data["alpha"].toScalar();
-      grad_other = reduce_to_shape(grad, ctx->saved_data["other_shape"].toSymIntVector());
-      if (!(alpha.isIntegral(false) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0)) {
-        grad_other = at::mul(grad_other, alpha);
-      }
-    }
-    return {grad_self, grad_other, at::Tensor()};
+// data = {self's shape, other's shape, alpha}; composed of differentiable operators.
+torch::autograd::variable_list add_input_grads(const kit::FormulaNode& node, torch::autograd::variable_list&& grads) {
+  const at::Tensor& grad = grads[0];
+  at::Tensor grad_self;
+  at::Tensor grad_other;
+  if (!grad.defined()) {
+    return {grad_self, grad_other};
   }
-};
+  if (node.wants(0)) {
+    grad_self = reduce_to_shape(grad, node.data[0].toSymIntVector());
+  }
+  if (node.wants(1)) {
+    const at::Scalar alpha = node.data[2].toScalar();
+    grad_other = reduce_to_shape(grad, node.data[1].toSymIntVector());
+    if (!is_one(alpha)) {
+      grad_other = at::mul(grad_other, alpha);
+    }
+  }
+  return {grad_self, grad_other};
+}
 
 using AddSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&);
 
 // Undefined tensors fail here with the operator's own message. A call that records no graph
-// skips the Function; add's whole cost is host overhead, so it calls the CUDA kernel directly
-// when that is what the redispatch would reach.
+// calls the CUDA kernel directly when that is what the redispatch would reach: add's whole cost
+// is host overhead.
 at::Tensor add_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& other,
                         const at::Scalar& alpha) {
   kit::check_defined(self, kOp, "self");
   kit::check_defined(other, kOp, "other");
-  if (!kit::records_graph({&self, &other})) {
+  static const auto op = kit::typed_op<AddSignature>(kOp);
+  const bool graph = kit::records_graph({&self, &other});
+  const bool forward_ad = kit::has_forward_grad({&self, &other});
+  if (!graph && !forward_ad) {
     if (kit::cuda_kernel_is_next(ks)) {
       return add_triton(self, other, alpha);
     }
-    static const auto op = kit::typed_op<AddSignature>(kOp);
     return op.redispatch(ks & c10::after_autograd_keyset, self, other, alpha);
   }
-  return AddFunction::apply(self, other, alpha);
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    out = op.redispatch(ks & c10::after_autograd_keyset, self, other, alpha);
+  }
+  if (graph) {
+    const auto node = kit::make_formula_node("TjitAddBackward", &add_input_grads, self, other);
+    kit::attach_outputs(node, {&out});
+    kit::formula(node).data = {self.sym_sizes().vec(), other.sym_sizes().vec(), alpha};
+  }
+  if (forward_ad) {
+    const at::Tensor t_self = kit::tangent(self);
+    const at::Tensor t_other = kit::tangent(other);
+    at::Tensor t = tjit::add(t_self.defined() ? t_self : at::zeros_like(kit::primal(self)),
+                             t_other.defined() ? t_other : at::zeros_like(kit::primal(other)), alpha);
+    kit::set_tangent(out, t.scalar_type() == out.scalar_type() ? t : t.to(out.scalar_type()));
+  }
+  return out;
 }
 
 }  // namespace

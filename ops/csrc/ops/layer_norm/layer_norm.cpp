@@ -5,6 +5,7 @@
 #include <tjit/ops/layer_norm.h>  // this folder's layer_norm.h, as installed
 
 #include "../kernel_files.h"
+#include "../norm_formulas.h"
 #include "plan.h"
 
 #include <tjit/current_stream.h>
@@ -15,7 +16,6 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -390,54 +390,67 @@ using LayerNormBackwardSignature = Tensor3(const at::Tensor&, const at::Tensor&,
                                            const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                            const std::optional<at::Tensor>&, std::array<bool, 3>);
 
-// layer_norm and layer_norm_forward: (out, mean, rstd), mean and rstd not differentiable.
-class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
- public:
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
-                                                c10::SymIntArrayRef normalized_shape,
-                                                const std::optional<at::Tensor>& weight,
-                                                const std::optional<at::Tensor>& bias, double eps) {
-    static const auto forward_op = kit::typed_op<LayerNormForwardSignature>("tjit::layer_norm_forward");
-    at::Tensor out;
-    at::Tensor mean;
-    at::Tensor rstd;
-    {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(out, mean, rstd) = forward_op.call(input, normalized_shape, weight, bias, eps);
-    }
-    ctx->save_for_backward({input, weight.value_or(at::Tensor()), bias.value_or(at::Tensor()), mean, rstd});
-    ctx->saved_data["normalized_shape"] = normalized_shape;
-    ctx->mark_non_differentiable({mean, rstd});
-    return {out, mean, rstd};
-  }
+std::optional<at::Tensor> optional_of(const at::Tensor& t) { return t.defined() ? std::optional(t) : std::nullopt; }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    static const auto backward_op = kit::typed_op<LayerNormBackwardSignature>(kBackwardOp);
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor& input = saved[0];
-    const std::optional<at::Tensor> weight = saved[1].defined() ? std::optional(saved[1]) : std::nullopt;
-    const std::optional<at::Tensor> bias = saved[2].defined() ? std::optional(saved[2]) : std::nullopt;
-    const auto shape = ctx->saved_data["normalized_shape"].toSymIntVector();
-    // Edges exist only for tensor inputs that were given: weight and bias shift when absent.
-    size_t next_edge = 1;
-    const bool want_dw = weight.has_value() && ctx->needs_input_grad(next_edge++);
-    const bool want_db = bias.has_value() && ctx->needs_input_grad(next_edge);
-    const std::array<bool, 3> mask{ctx->needs_input_grad(0), want_dw, want_db};
-    auto [dx, dw, db] = backward_op.call(grads[0].contiguous(), input, shape, saved[3], saved[4], weight, bias, mask);
-    return {dx, at::Tensor(), dw, db, at::Tensor()};
+// layer_norm's and layer_norm_forward's gradients for (input, weight, bias): saved = {input,
+// weight, bias, mean, rstd} (undefined where absent), data = {normalized_shape}.
+torch::autograd::variable_list layer_norm_input_grads(const kit::FormulaNode& node,
+                                                      torch::autograd::variable_list&& grads) {
+  if (!grads[0].defined()) {
+    return {at::Tensor(), at::Tensor(), at::Tensor()};
   }
-};
+  const at::Tensor weight = node.saved(1);
+  const at::Tensor bias = node.saved(2);
+  const std::array<bool, 3> mask{node.wants(0), weight.defined() && node.wants(1), bias.defined() && node.wants(2)};
+  static const auto backward_op = kit::typed_op<LayerNormBackwardSignature>(kBackwardOp);
+  auto [dx, dw, db] = backward_op.call(grads[0].contiguous(), node.saved(0), node.data[0].toSymIntVector(),
+                                       node.saved(3), node.saved(4), optional_of(weight), optional_of(bias), mask);
+  return {std::move(dx), std::move(dw), std::move(db)};
+}
+
+// The forward below autograd, then the graph node on `out` (mean and rstd are not
+// differentiable) and its tangent.
+Tensor3 layer_norm_recorded(c10::DispatchKeySet ks, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                            const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                            double eps, bool graph, bool forward_ad) {
+  static const auto forward_op = kit::typed_op<LayerNormForwardSignature>("tjit::layer_norm_forward");
+  Tensor3 outputs;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    outputs = forward_op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, bias, eps);
+  }
+  const auto& [out, mean, rstd] = outputs;
+  if (graph) {
+    const auto node = kit::make_formula_node("TjitLayerNormBackward", &layer_norm_input_grads, input, weight, bias);
+    kit::attach_outputs(node, {&out});
+    kit::FormulaNode& f = kit::formula(node);
+    f.save(input);
+    f.save(weight.value_or(at::Tensor()));
+    f.save(bias.value_or(at::Tensor()));
+    f.save(mean);
+    f.save(rstd);
+    f.data = {normalized_shape.vec()};
+  }
+  if (forward_ad) {
+    kit::set_tangent(out, norm::layer_norm_tangent(kit::primal(input), static_cast<int64_t>(normalized_shape.size()),
+                                                   mean, rstd, kit::primal(weight), kit::tangent(input), kit::tangent(weight),
+                                                   kit::tangent(bias), out.scalar_type()));
+  }
+  return outputs;
+}
 
 at::Tensor layer_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
                                double eps) {
   kit::check_defined(input, kOp, "input");
-  if (!kit::records_graph({&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr})) {
+  const std::initializer_list<const at::Tensor*> inputs{&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr};
+  const bool graph = kit::records_graph(inputs);
+  const bool forward_ad = kit::has_forward_grad(inputs);
+  if (!graph && !forward_ad) {
     static const auto op = kit::typed_op<LayerNormSignature>(kOp);
     return op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, bias, eps);
   }
-  return LayerNormFunction::apply(input, normalized_shape, weight, bias, eps)[0];
+  return std::get<0>(layer_norm_recorded(ks, input, normalized_shape, weight, bias, eps, graph, forward_ad));
 }
 
 // layer_norm_forward differentiates through its output as layer_norm does (aten's native_layer_norm
@@ -446,12 +459,36 @@ Tensor3 layer_norm_forward_autograd(c10::DispatchKeySet ks, const at::Tensor& in
                                     c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
                                     const std::optional<at::Tensor>& bias, double eps) {
   kit::check_defined(input, kOp, "input");
-  if (!kit::records_graph({&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr})) {
+  const std::initializer_list<const at::Tensor*> inputs{&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr};
+  const bool graph = kit::records_graph(inputs);
+  const bool forward_ad = kit::has_forward_grad(inputs);
+  if (!graph && !forward_ad) {
     static const auto op = kit::typed_op<LayerNormForwardSignature>("tjit::layer_norm_forward");
     return op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, bias, eps);
   }
-  auto outputs = LayerNormFunction::apply(input, normalized_shape, weight, bias, eps);
-  return {outputs[0], outputs[1], outputs[2]};
+  return layer_norm_recorded(ks, input, normalized_shape, weight, bias, eps, graph, forward_ad);
+}
+
+// layer_norm_backward's own derivatives (layer_norm's second and higher ones): the composed
+// formula records where a graph or a tangent is asked for, the kernels run otherwise.
+Tensor3 layer_norm_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad_out, const at::Tensor& input,
+                                     c10::SymIntArrayRef normalized_shape, const at::Tensor& mean,
+                                     const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+                                     const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
+  kit::check_defined(grad_out, kBackwardOp, "grad_out");
+  kit::check_defined(input, kBackwardOp, "input");
+  const std::initializer_list<const at::Tensor*> inputs{&grad_out, &input, weight ? &*weight : nullptr,
+                                                        bias ? &*bias : nullptr};
+  if (kit::records_graph(inputs) || kit::has_forward_grad(inputs)) {
+    check_layer_norm_inputs<c10::SymInt>(input, normalized_shape, weight, bias, input.sym_sizes(), kBackwardOp);
+    TORCH_CHECK(grad_out.sym_sizes() == input.sym_sizes(), kBackwardOp, ": grad_out has shape ", grad_out.sym_sizes(),
+                " but input has shape ", input.sym_sizes());
+    return norm::layer_norm_backward(grad_out, input, static_cast<int64_t>(normalized_shape.size()), rstd, weight,
+                                     bias, output_mask);
+  }
+  static const auto op = kit::typed_op<LayerNormBackwardSignature>(kBackwardOp);
+  return op.redispatch(ks & c10::after_autograd_keyset, grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                       output_mask);
 }
 
 }  // namespace
@@ -508,6 +545,7 @@ TORCH_LIBRARY_IMPL(tjit, Meta, m) {
 TORCH_LIBRARY_IMPL(tjit, Autograd, m) {
   m.impl("layer_norm", &tjit::ops::layer_norm_autograd);
   m.impl("layer_norm_forward", &tjit::ops::layer_norm_forward_autograd);
+  m.impl("layer_norm_backward", &tjit::ops::layer_norm_backward_autograd);
 }
 
 namespace tjit {

@@ -6,6 +6,7 @@
 #include <tjit/ops/rms_norm.h>  // this folder's rms_norm.h, as installed
 
 #include "../kernel_files.h"
+#include "../norm_formulas.h"
 #include "plan.h"
 
 #include <tjit/current_stream.h>
@@ -15,7 +16,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <ATen/TensorOperators.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -369,103 +370,135 @@ using RmsNormBackwardSignature = Tensor2(const at::Tensor&, const at::Tensor&, c
 
 std::optional<at::Tensor> optional_of(const at::Tensor& t) { return t.defined() ? std::optional(t) : std::nullopt; }
 
-// rms_norm and rms_norm_forward: (output, rstd), rstd not differentiable.
-class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
- public:
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
-                                                c10::SymIntArrayRef normalized_shape,
-                                                const std::optional<at::Tensor>& weight, std::optional<double> eps) {
-    static const auto forward_op = kit::typed_op<RmsNormForwardSignature>("tjit::rms_norm_forward");
-    at::Tensor out;
-    at::Tensor rstd;
-    {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(out, rstd) = forward_op.call(input, normalized_shape, weight, eps);
-    }
-    ctx->save_for_backward({input, weight.value_or(at::Tensor()), rstd});
-    ctx->saved_data["normalized_shape"] = normalized_shape;
-    ctx->mark_non_differentiable({rstd});
-    return {out, rstd};
+// rms_norm's and rms_norm_forward's gradients for (input, weight): saved = {input, weight, rstd},
+// data = {normalized_shape}.
+torch::autograd::variable_list rms_norm_input_grads(const kit::FormulaNode& node,
+                                                    torch::autograd::variable_list&& grads) {
+  if (!grads[0].defined()) {
+    return {at::Tensor(), at::Tensor()};
   }
+  const std::optional<at::Tensor> weight = optional_of(node.saved(1));
+  const std::array<bool, 2> mask{node.wants(0), weight.has_value() && node.wants(1)};
+  static const auto backward_op = kit::typed_op<RmsNormBackwardSignature>(kBackwardOp);
+  auto [dx, dw] = backward_op.call(grads[0], node.saved(0), node.data[0].toSymIntVector(), node.saved(2), weight,
+                                   mask, std::nullopt);
+  return {std::move(dx), std::move(dw)};
+}
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+// add_rms_norm's and add_rms_norm_forward's gradients for (input, residual, weight) from those of
+// (out, input + residual): saved = {the sum (an output), weight, rstd}, data = {normalized_shape}.
+// The sum's gradient adds to the normalisation's, and the total flows to input and residual.
+torch::autograd::variable_list add_rms_norm_input_grads(const kit::FormulaNode& node,
+                                                        torch::autograd::variable_list&& grads) {
+  const std::optional<at::Tensor> weight = optional_of(node.saved(1));
+  const bool want_input = node.wants(0);
+  const bool want_residual = node.wants(1);
+  const bool want_dw = weight.has_value() && node.wants(2);
+  const at::Tensor& grad_out = grads[0];
+  const at::Tensor& grad_sum = grads[1];
+  at::Tensor d_sum;
+  at::Tensor dw;
+  if (grad_out.defined()) {
     static const auto backward_op = kit::typed_op<RmsNormBackwardSignature>(kBackwardOp);
-    const auto saved = ctx->get_saved_variables();
-    const std::optional<at::Tensor> weight = optional_of(saved[1]);
-    // Edges exist only for tensor inputs that were given: the weight's is 1 when present.
-    const std::array<bool, 2> mask{ctx->needs_input_grad(0), weight.has_value() && ctx->needs_input_grad(1)};
-    auto [dx, dw] = backward_op.call(grads[0], saved[0], ctx->saved_data["normalized_shape"].toSymIntVector(),
-                                     saved[2], weight, mask, std::nullopt);
-    return {dx, at::Tensor(), dw, at::Tensor()};
+    std::tie(d_sum, dw) = backward_op.call(grad_out, node.saved(0), node.data[0].toSymIntVector(), node.saved(2),
+                                           weight, {want_input || want_residual, want_dw}, optional_of(grad_sum));
+  } else {
+    d_sum = grad_sum;  // only the sum was used (or nothing: undefined)
   }
-};
+  return {want_input ? d_sum : at::Tensor(), want_residual ? d_sum : at::Tensor(), dw};
+}
 
-// add_rms_norm and add_rms_norm_forward: (output, input + residual, rstd). The sum's gradient adds
-// to the normalisation's, and the total flows to both input and residual.
-class AddRmsNormFunction : public torch::autograd::Function<AddRmsNormFunction> {
- public:
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
-                                                const at::Tensor& residual, c10::SymIntArrayRef normalized_shape,
-                                                const std::optional<at::Tensor>& weight, std::optional<double> eps) {
-    static const auto forward_op = kit::typed_op<AddRmsNormForwardSignature>("tjit::add_rms_norm_forward");
-    at::Tensor out;
-    at::Tensor sum;
-    at::Tensor rstd;
-    {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(out, sum, rstd) = forward_op.call(input, residual, normalized_shape, weight, eps);
-    }
-    ctx->save_for_backward({sum, weight.value_or(at::Tensor()), rstd});
-    ctx->saved_data["normalized_shape"] = normalized_shape;
-    ctx->mark_non_differentiable({rstd});
-    ctx->set_materialize_grads(false);  // an output nobody used has no gradient: nothing to add
-    return {out, sum, rstd};
-  }
+bool differentiable_call(std::initializer_list<const at::Tensor*> inputs, bool& graph, bool& forward_ad) {
+  graph = kit::records_graph(inputs);
+  forward_ad = kit::has_forward_grad(inputs);
+  return graph || forward_ad;
+}
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    static const auto backward_op = kit::typed_op<RmsNormBackwardSignature>(kBackwardOp);
-    const auto saved = ctx->get_saved_variables();
-    const std::optional<at::Tensor> weight = optional_of(saved[1]);
-    const bool want_input = ctx->needs_input_grad(0);
-    const bool want_residual = ctx->needs_input_grad(1);
-    const bool want_dw = weight.has_value() && ctx->needs_input_grad(2);
-    const at::Tensor& grad_out = grads[0];
-    const at::Tensor& grad_sum = grads[1];
-    at::Tensor d_sum;
-    at::Tensor dw;
-    if (grad_out.defined()) {
-      std::tie(d_sum, dw) =
-          backward_op.call(grad_out, saved[0], ctx->saved_data["normalized_shape"].toSymIntVector(), saved[2], weight,
-                           {want_input || want_residual, want_dw}, optional_of(grad_sum));
-    } else {
-      d_sum = grad_sum;  // only the sum was used (or nothing: undefined)
-    }
-    return {want_input ? d_sum : at::Tensor(), want_residual ? d_sum : at::Tensor(), at::Tensor(), dw, at::Tensor()};
+// The forward below autograd, then the graph node on `out` (rstd is not differentiable) and its
+// tangent.
+Tensor2 rms_norm_recorded(c10::DispatchKeySet ks, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                          const std::optional<at::Tensor>& weight, std::optional<double> eps, bool graph,
+                          bool forward_ad) {
+  static const auto forward_op = kit::typed_op<RmsNormForwardSignature>("tjit::rms_norm_forward");
+  Tensor2 outputs;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    outputs = forward_op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, eps);
   }
-};
+  const auto& [out, rstd] = outputs;
+  if (graph) {
+    const auto node = kit::make_formula_node("TjitRmsNormBackward", &rms_norm_input_grads, input, weight);
+    kit::attach_outputs(node, {&out});
+    kit::FormulaNode& f = kit::formula(node);
+    f.save(input);
+    f.save(weight.value_or(at::Tensor()));
+    f.save(rstd);
+    f.data = {normalized_shape.vec()};
+  }
+  if (forward_ad) {
+    kit::set_tangent(out, norm::rms_norm_tangent(kit::primal(input), static_cast<int64_t>(normalized_shape.size()), rstd,
+                                                 kit::primal(weight),
+                                                 kit::tangent(input), kit::tangent(weight), out.scalar_type()));
+  }
+  return outputs;
+}
+
+Tensor3 add_rms_norm_recorded(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& residual,
+                              c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
+                              std::optional<double> eps, bool graph, bool forward_ad) {
+  static const auto forward_op = kit::typed_op<AddRmsNormForwardSignature>("tjit::add_rms_norm_forward");
+  Tensor3 outputs;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    outputs = forward_op.redispatch(ks & c10::after_autograd_keyset, input, residual, normalized_shape, weight, eps);
+  }
+  const auto& [out, sum, rstd] = outputs;
+  if (graph) {
+    const auto node =
+        kit::make_formula_node("TjitAddRmsNormBackward", &add_rms_norm_input_grads, input, residual, weight);
+    kit::attach_outputs(node, {&out, &sum});
+    kit::FormulaNode& f = kit::formula(node);
+    f.save(sum, /*is_output=*/true);
+    f.save(weight.value_or(at::Tensor()));
+    f.save(rstd);
+    f.data = {normalized_shape.vec()};
+  }
+  if (forward_ad) {
+    const at::Tensor input_t = kit::tangent(input);
+    const at::Tensor residual_t = kit::tangent(residual);
+    const at::Tensor sum_t = !input_t.defined()      ? residual_t
+                             : !residual_t.defined() ? input_t
+                                                     : input_t + residual_t;
+    kit::set_tangent(out, norm::rms_norm_tangent(sum, static_cast<int64_t>(normalized_shape.size()), rstd, kit::primal(weight),
+                                                 sum_t, kit::tangent(weight), out.scalar_type()));
+    kit::set_tangent(sum, sum_t.defined() ? sum_t.to(sum.scalar_type()) : sum_t);
+  }
+  return outputs;
+}
 
 at::Tensor rms_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                              const std::optional<at::Tensor>& weight, std::optional<double> eps) {
   kit::check_defined(input, kOp, "input");
-  if (!kit::records_graph({&input, weight ? &*weight : nullptr})) {
+  bool graph = false;
+  bool forward_ad = false;
+  if (!differentiable_call({&input, weight ? &*weight : nullptr}, graph, forward_ad)) {
     static const auto op = kit::typed_op<RmsNormSignature>(kOp);
     return op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, eps);
   }
-  return RmsNormFunction::apply(input, normalized_shape, weight, eps)[0];
+  return std::get<0>(rms_norm_recorded(ks, input, normalized_shape, weight, eps, graph, forward_ad));
 }
 
 Tensor2 rms_norm_forward_autograd(c10::DispatchKeySet ks, const at::Tensor& input,
                                   c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
                                   std::optional<double> eps) {
   kit::check_defined(input, kOp, "input");
-  if (!kit::records_graph({&input, weight ? &*weight : nullptr})) {
+  bool graph = false;
+  bool forward_ad = false;
+  if (!differentiable_call({&input, weight ? &*weight : nullptr}, graph, forward_ad)) {
     static const auto op = kit::typed_op<RmsNormForwardSignature>("tjit::rms_norm_forward");
     return op.redispatch(ks & c10::after_autograd_keyset, input, normalized_shape, weight, eps);
   }
-  auto outputs = RmsNormFunction::apply(input, normalized_shape, weight, eps);
-  return {outputs[0], outputs[1]};
+  return rms_norm_recorded(ks, input, normalized_shape, weight, eps, graph, forward_ad);
 }
 
 Tensor2 add_rms_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& residual,
@@ -473,12 +506,14 @@ Tensor2 add_rms_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, c
                               std::optional<double> eps) {
   kit::check_defined(input, kAddOp, "input");
   kit::check_defined(residual, kAddOp, "residual");
-  if (!kit::records_graph({&input, &residual, weight ? &*weight : nullptr})) {
+  bool graph = false;
+  bool forward_ad = false;
+  if (!differentiable_call({&input, &residual, weight ? &*weight : nullptr}, graph, forward_ad)) {
     static const auto op = kit::typed_op<AddRmsNormSignature>(kAddOp);
     return op.redispatch(ks & c10::after_autograd_keyset, input, residual, normalized_shape, weight, eps);
   }
-  auto outputs = AddRmsNormFunction::apply(input, residual, normalized_shape, weight, eps);
-  return {outputs[0], outputs[1]};
+  auto outputs = add_rms_norm_recorded(ks, input, residual, normalized_shape, weight, eps, graph, forward_ad);
+  return {std::get<0>(outputs), std::get<1>(outputs)};
 }
 
 Tensor3 add_rms_norm_forward_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& residual,
@@ -486,12 +521,36 @@ Tensor3 add_rms_norm_forward_autograd(c10::DispatchKeySet ks, const at::Tensor& 
                                       std::optional<double> eps) {
   kit::check_defined(input, kAddOp, "input");
   kit::check_defined(residual, kAddOp, "residual");
-  if (!kit::records_graph({&input, &residual, weight ? &*weight : nullptr})) {
+  bool graph = false;
+  bool forward_ad = false;
+  if (!differentiable_call({&input, &residual, weight ? &*weight : nullptr}, graph, forward_ad)) {
     static const auto op = kit::typed_op<AddRmsNormForwardSignature>("tjit::add_rms_norm_forward");
     return op.redispatch(ks & c10::after_autograd_keyset, input, residual, normalized_shape, weight, eps);
   }
-  auto outputs = AddRmsNormFunction::apply(input, residual, normalized_shape, weight, eps);
-  return {outputs[0], outputs[1], outputs[2]};
+  return add_rms_norm_recorded(ks, input, residual, normalized_shape, weight, eps, graph, forward_ad);
+}
+
+// rms_norm_backward's own derivatives (the RMS norms' second and higher ones): the composed
+// formula records where a graph or a tangent is asked for, the kernels run otherwise.
+Tensor2 rms_norm_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad_out, const at::Tensor& input,
+                                   c10::SymIntArrayRef normalized_shape, const at::Tensor& rstd,
+                                   const std::optional<at::Tensor>& weight, std::array<bool, 2> output_mask,
+                                   const std::optional<at::Tensor>& grad_sum) {
+  kit::check_defined(grad_out, kBackwardOp, "grad_out");
+  kit::check_defined(input, kBackwardOp, "input");
+  bool graph = false;
+  bool forward_ad = false;
+  if (differentiable_call({&grad_out, &input, weight ? &*weight : nullptr, grad_sum ? &*grad_sum : nullptr}, graph,
+                          forward_ad)) {
+    const int64_t lead =
+        check_inputs<c10::SymInt>(input, nullptr, normalized_shape, weight, input.sym_sizes(), kBackwardOp);
+    check_backward_inputs<c10::SymInt>(grad_out, input, rstd, grad_sum, input.sym_sizes().slice(0, lead));
+    return norm::rms_norm_backward(grad_out, input, static_cast<int64_t>(normalized_shape.size()), rstd, weight,
+                                   output_mask, grad_sum);
+  }
+  static const auto op = kit::typed_op<RmsNormBackwardSignature>(kBackwardOp);
+  return op.redispatch(ks & c10::after_autograd_keyset, grad_out, input, normalized_shape, rstd, weight, output_mask,
+                       grad_sum);
 }
 
 }  // namespace
@@ -537,7 +596,7 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
       "returned it.\n\n"
       "`output_mask` (two bools) says which to compute; an entry is None where it is False or the weight\n"
       "is absent. `grad_sum`, when given, is added to the input's gradient (`add_rms_norm`'s second\n"
-      "output). `grad_out` and `grad_sum` have the input's shape and dtype. Not differentiable.");
+      "output). `grad_out` and `grad_sum` have the input's shape and dtype. Differentiable (the RMS norms' second derivatives).");
 }
 // CUDA runs compiled kernels (capture_safe: another thread's graph capture does not refuse
 // them); CPU runs the same kernels through Triton's interpreter.
@@ -567,6 +626,7 @@ TORCH_LIBRARY_IMPL(tjit, Autograd, m) {
   m.impl("rms_norm_forward", &tjit::ops::rms_norm_forward_autograd);
   m.impl("add_rms_norm", &tjit::ops::add_rms_norm_autograd);
   m.impl("add_rms_norm_forward", &tjit::ops::add_rms_norm_forward_autograd);
+  m.impl("rms_norm_backward", &tjit::ops::rms_norm_backward_autograd);
 }
 
 namespace tjit {

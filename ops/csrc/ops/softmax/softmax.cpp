@@ -15,7 +15,8 @@
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/library.h>
 
 #include <cstdint>
@@ -243,42 +244,75 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
   return restore_dim(grad_in_moved, output, dim);
 }
 
-class SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, int64_t dim,
-                            std::optional<at::ScalarType> dtype) {
-    at::Tensor out;
-    {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      out = tjit::softmax(self, dim, dtype);
-    }
-    ctx->save_for_backward({out});
-    ctx->saved_data["dim"] = dim;
-    ctx->saved_data["input_dtype"] = self.scalar_type();
-    return out;
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const at::Tensor out = ctx->get_saved_variables()[0];
-    const auto input_dtype = static_cast<at::ScalarType>(ctx->saved_data["input_dtype"].toInt());
-    at::Tensor grad_in = tjit::softmax_backward(grads[0].to(out.scalar_type()), out,
-                                                ctx->saved_data["dim"].toInt(), input_dtype);
-    return {grad_in, at::Tensor(), at::Tensor()};
-  }
-};
-
 using SoftmaxSignature = at::Tensor(const at::Tensor&, int64_t, std::optional<at::ScalarType>);
 using SoftmaxBackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType);
+
+// softmax's input gradient: data = {dim, input dtype}, saved = {output}.
+torch::autograd::variable_list softmax_input_grad(const kit::FormulaNode& node, torch::autograd::variable_list&& grads) {
+  if (!grads[0].defined() || !node.wants(0)) {
+    return {at::Tensor()};
+  }
+  const at::Tensor out = node.saved(0);
+  return {tjit::softmax_backward(grads[0].to(out.scalar_type()), out, node.data[0].toInt(),
+                                 static_cast<at::ScalarType>(node.data[1].toInt()))};
+}
 
 at::Tensor softmax_autograd(c10::DispatchKeySet ks, const at::Tensor& self, int64_t dim,
                             std::optional<at::ScalarType> dtype) {
   kit::check_defined(self, kOp, "self");
-  if (!kit::records_graph({&self})) {
-    static const auto op = kit::typed_op<SoftmaxSignature>(kOp);
+  static const auto op = kit::typed_op<SoftmaxSignature>(kOp);
+  const bool graph = kit::records_graph({&self});
+  const bool forward_ad = kit::has_forward_grad({&self});
+  if (!graph && !forward_ad) {
     return op.redispatch(ks & c10::after_autograd_keyset, self, dim, dtype);
   }
-  return SoftmaxFunction::apply(self, dim, dtype);
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    out = op.redispatch(ks & c10::after_autograd_keyset, self, dim, dtype);
+  }
+  if (graph) {
+    const auto node = kit::make_formula_node("TjitSoftmaxBackward", &softmax_input_grad, self);
+    kit::attach_outputs(node, {&out});
+    kit::FormulaNode& f = kit::formula(node);
+    f.save(out, /*is_output=*/true);
+    f.data = {dim, static_cast<int64_t>(self.scalar_type())};
+  }
+  if (forward_ad) {
+    // The Jacobian is symmetric: the tangent goes through the backward's formula.
+    kit::set_tangent(out, tjit::softmax_backward(kit::tangent(self).to(out.scalar_type()), out, dim,
+                                                 out.scalar_type()));
+  }
+  return out;
+}
+
+// softmax_backward differentiated by composing aten's differentiable operators (in float32 for
+// half-precision tensors, as the kernels compute): second and higher derivatives of softmax, and
+// torch.func's transforms, record this instead of the kernel.
+at::Tensor softmax_backward_composite(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                      at::ScalarType input_dtype) {
+  dim = kit::wrap_dim(dim, output.dim(), kBackwardOp, "dim");
+  const at::ScalarType compute = kit::accumulator_type(output.scalar_type());
+  const at::Tensor g = grad_output.to(compute);
+  const at::Tensor y = output.to(compute);
+  const at::Tensor gy = g * y;
+  const at::Tensor dot = output.dim() == 0 ? gy : gy.sum(dim, /*keepdim=*/true);
+  return (y * (g - dot)).to(input_dtype);
+}
+
+at::Tensor softmax_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad_output, const at::Tensor& output,
+                                     int64_t dim, at::ScalarType input_dtype) {
+  kit::check_defined(grad_output, kBackwardOp, "grad_output");
+  kit::check_defined(output, kBackwardOp, "output");
+  if (kit::records_graph({&grad_output, &output}) || kit::has_forward_grad({&grad_output, &output})) {
+    check_floating(grad_output, kBackwardOp, "grad_output");
+    check_floating(output, kBackwardOp, "output");
+    TORCH_CHECK(grad_output.sym_sizes() == output.sym_sizes(), kBackwardOp, ": grad_output has shape ",
+                grad_output.sym_sizes(), " but output has shape ", output.sym_sizes());
+    return softmax_backward_composite(grad_output, output, dim, input_dtype);
+  }
+  static const auto op = kit::typed_op<SoftmaxBackwardSignature>(kBackwardOp);
+  return op.redispatch(ks & c10::after_autograd_keyset, grad_output, output, dim, input_dtype);
 }
 
 }  // namespace
@@ -310,7 +344,10 @@ TORCH_LIBRARY_IMPL(tjit, Meta, m) {
   m.impl("softmax", &tjit::ops::softmax_meta);
   m.impl("softmax_backward", &tjit::ops::softmax_backward_meta);
 }
-TORCH_LIBRARY_IMPL(tjit, Autograd, m) { m.impl("softmax", &tjit::ops::softmax_autograd); }
+TORCH_LIBRARY_IMPL(tjit, Autograd, m) {
+  m.impl("softmax", &tjit::ops::softmax_autograd);
+  m.impl("softmax_backward", &tjit::ops::softmax_backward_autograd);
+}
 
 namespace tjit {
 

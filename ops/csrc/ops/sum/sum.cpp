@@ -16,7 +16,6 @@
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -236,11 +235,42 @@ at::Tensor sum_triton(const at::Tensor& self, at::OptionalIntArrayRef dim, bool 
   return out;
 }
 
-class SumFunction : public torch::autograd::Function<SumFunction> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self,
-                            at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
-    // Reduced dims, wrapped and sorted, so backward can put them back.
+using SumSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>);
+
+// The output's gradient broadcast back over the summed dims: data = {dims (wrapped, sorted),
+// keepdim, input shape, input dtype}. Composed of differentiable operators, so every order works.
+torch::autograd::variable_list sum_input_grad(const kit::FormulaNode& node, torch::autograd::variable_list&& grads) {
+  if (!grads[0].defined() || !node.wants(0)) {
+    return {at::Tensor()};
+  }
+  at::Tensor grad = grads[0];
+  const auto shape = node.data[2].toSymIntVector();
+  if (!node.data[1].toBool() && !shape.empty()) {
+    for (int64_t d : node.data[0].toIntVector()) {
+      grad = grad.unsqueeze(d);
+    }
+  }
+  grad = grad.expand_symint(shape);  // every summed element receives the output's gradient
+  const auto input_dtype = static_cast<at::ScalarType>(node.data[3].toInt());
+  return {grad.scalar_type() == input_dtype ? grad : grad.to(input_dtype)};
+}
+
+at::Tensor sum_autograd(c10::DispatchKeySet ks, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                        std::optional<at::ScalarType> dtype) {
+  kit::check_defined(self, kOp, "self");
+  static const auto op = kit::typed_op<SumSignature>(kOp);
+  const bool graph = kit::records_graph({&self});
+  const bool forward_ad = kit::has_forward_grad({&self});
+  if (!graph && !forward_ad) {
+    return op.redispatch(ks & c10::after_autograd_keyset, self, dim, keepdim, dtype);
+  }
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    out = op.redispatch(ks & c10::after_autograd_keyset, self, dim, keepdim, dtype);
+  }
+  if (graph) {
+    // Reduced dims, wrapped and sorted, so the backward can put them back.
     std::vector<int64_t> dims;
     const int64_t n = std::max<int64_t>(self.dim(), 1);
     if (dim.has_value() && !dim->empty()) {
@@ -253,42 +283,14 @@ class SumFunction : public torch::autograd::Function<SumFunction> {
       }
     }
     std::sort(dims.begin(), dims.end());
-    ctx->saved_data["dims"] = dims;
-    ctx->saved_data["keepdim"] = keepdim;
-    ctx->saved_data["input_shape"] = self.sym_sizes();
-    ctx->saved_data["input_dtype"] = self.scalar_type();
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return tjit::sum(self, dim, keepdim, dtype);
+    const auto node = kit::make_formula_node("TjitSumBackward", &sum_input_grad, self);
+    kit::attach_outputs(node, {&out});
+    kit::formula(node).data = {dims, keepdim, self.sym_sizes().vec(), static_cast<int64_t>(self.scalar_type())};
   }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    at::Tensor grad = grads[0];
-    const auto shape = ctx->saved_data["input_shape"].toSymIntVector();
-    if (!ctx->saved_data["keepdim"].toBool() && !shape.empty()) {
-      for (int64_t d : ctx->saved_data["dims"].toIntVector()) {
-        grad = grad.unsqueeze(d);
-      }
-    }
-    grad = grad.expand_symint(shape);  // every summed element receives the output's gradient
-    const auto input_dtype = static_cast<at::ScalarType>(ctx->saved_data["input_dtype"].toInt());
-    if (grad.scalar_type() != input_dtype) {
-      grad = grad.to(input_dtype);
-    }
-    return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
+  if (forward_ad) {
+    kit::set_tangent(out, tjit::sum(kit::tangent(self), dim, keepdim, out.scalar_type()));
   }
-};
-
-using SumSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>);
-
-at::Tensor sum_autograd(c10::DispatchKeySet ks, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                        std::optional<at::ScalarType> dtype) {
-  kit::check_defined(self, kOp, "self");
-  if (!kit::records_graph({&self})) {
-    static const auto op = kit::typed_op<SumSignature>(kOp);
-    return op.redispatch(ks & c10::after_autograd_keyset, self, dim, keepdim, dtype);
-  }
-  return SumFunction::apply(self, dim, keepdim, dtype);
+  return out;
 }
 
 }  // namespace

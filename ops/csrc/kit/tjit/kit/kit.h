@@ -6,6 +6,7 @@
 #include <tjit/kit/capture_safe.h>    // capture_safe (CUDA kernels registered for shared GPUs)
 #include <tjit/kit/checks.h>          // check_defined, check_same_device, check_dtype_in, wrap_dim, ...
 #include <tjit/kit/dtypes.h>          // accumulator_type
+#include <tjit/kit/formula_node.h>    // FormulaNode, make_formula_node, attach_outputs, tangents (autograd, torch.func)
 #include <tjit/kit/grid.h>            // blocks_for, ceil_div, next_power_of_2, planning_multiprocessors
 #include <tjit/kit/kernel_files.h>    // find_kernel_dir
 #include <tjit/kit/operator_docs.h>   // define (schema + doc)
