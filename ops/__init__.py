@@ -64,6 +64,12 @@ from . import _functions  # noqa: E402
 
 _OPERATORS = _functions.define_all(_C, torch.ops.tjit, globals())
 
+# torch.vmap runs the operators' own kernels over a batch (batching rules, not torch's per-sample
+# fallback); grad, vjp, jvp, jacrev, jacfwd and hessian need nothing more than their autograd.
+from . import _vmap  # noqa: E402
+
+_vmap.install()
+
 
 
 def prepare(op, *args, **kwargs):

@@ -36,12 +36,8 @@ at::Tensor mean_over(const at::Tensor& t, const NormDims& d) { return t.mean(d.n
 // (aten's sum over an empty dim list would sum everything).
 at::Tensor sum_rows(const at::Tensor& t, const NormDims& d) { return d.leading.empty() ? t : t.sum(d.leading); }
 
-// rstd as a differentiable function of the input's second moment `moment`: its value is the
-// forward's `rstd` (eps is not an argument of the backward, so it stays inside the detached
-// term), its derivatives of every order those of (moment + eps)^-1/2.
-at::Tensor differentiable_rstd(const at::Tensor& moment, const at::Tensor& rstd, const NormDims& d) {
-  const at::Tensor given = rstd.to(moment.scalar_type()).reshape_symint(d.stat_shape);
-  return (moment + (given.pow(-2) - moment).detach()).rsqrt();
+at::Tensor stat_view(const at::Tensor& stat, const NormDims& d, at::ScalarType compute) {
+  return stat.to(compute).reshape_symint(d.stat_shape);
 }
 
 at::Tensor cast(const at::Tensor& t, const at::Tensor& like) {
@@ -62,17 +58,16 @@ at::Tensor normalised_grad(const at::Tensor& gw, const at::Tensor& xhat, const a
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
-                                                                   int64_t normalized_dims, const at::Tensor& rstd,
+                                                                   int64_t normalized_dims, const at::Tensor& mean,
+                                                                   const at::Tensor& rstd,
                                                                    const std::optional<at::Tensor>& weight,
                                                                    const std::optional<at::Tensor>& bias,
                                                                    std::array<bool, 3> output_mask) {
   const NormDims d = norm_dims(input, normalized_dims);
   const at::ScalarType compute = kit::accumulator_type(input.scalar_type());
-  const at::Tensor x = input.to(compute);
   const at::Tensor g = grad_out.to(compute);
-  const at::Tensor centred = x - mean_over(x, d);
-  const at::Tensor r = differentiable_rstd(mean_over(centred * centred, d), rstd, d);
-  const at::Tensor xhat = centred * r;
+  const at::Tensor r = stat_view(rstd, d, compute);
+  const at::Tensor xhat = (input.to(compute) - stat_view(mean, d, compute)) * r;
   at::Tensor dx;
   at::Tensor dw;
   at::Tensor db;
@@ -96,10 +91,9 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
                                                      const std::optional<at::Tensor>& grad_sum) {
   const NormDims d = norm_dims(input, normalized_dims);
   const at::ScalarType compute = kit::accumulator_type(input.scalar_type());
-  const at::Tensor x = input.to(compute);
   const at::Tensor g = grad_out.to(compute);
-  const at::Tensor r = differentiable_rstd(mean_over(x * x, d), rstd, d);
-  const at::Tensor xhat = x * r;
+  const at::Tensor r = stat_view(rstd, d, compute);
+  const at::Tensor xhat = input.to(compute) * r;
   at::Tensor dx;
   at::Tensor dw;
   if (output_mask[0]) {
@@ -116,20 +110,26 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
   return {dx, dw};
 }
 
-at::Tensor layer_norm_tangent(const at::Tensor& input, int64_t normalized_dims, const at::Tensor& mean,
-                              const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
-                              const at::Tensor& input_t, const at::Tensor& weight_t, const at::Tensor& bias_t,
-                              at::ScalarType out_dtype) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_tangents(
+    const at::Tensor& input, int64_t normalized_dims, const at::Tensor& mean, const at::Tensor& rstd,
+    const std::optional<at::Tensor>& weight, const at::Tensor& input_t, const at::Tensor& weight_t,
+    const at::Tensor& bias_t, at::ScalarType out_dtype) {
   const NormDims d = norm_dims(input, normalized_dims);
   const at::ScalarType compute = kit::accumulator_type(input.scalar_type());
-  const at::Tensor r = rstd.to(compute).reshape_symint(d.stat_shape);
-  const at::Tensor xhat = (input.to(compute) - mean.to(compute).reshape_symint(d.stat_shape)) * r;
+  const at::Tensor r = stat_view(rstd, d, compute);
+  const at::Tensor xhat = (input.to(compute) - stat_view(mean, d, compute)) * r;
   at::Tensor t = at::zeros_like(xhat);
+  at::Tensor mean_t;
+  at::Tensor rstd_t;
   if (input_t.defined()) {
+    const at::Tensor x_t = input_t.to(compute);
     // The input gradient's formula with the tangent for gw: the normalisation's Jacobian is
     // symmetric once the weight is taken out.
-    const at::Tensor xhat_t = normalised_grad(input_t.to(compute), xhat, r, d, /*centred=*/true);
+    const at::Tensor xhat_t = normalised_grad(x_t, xhat, r, d, /*centred=*/true);
     t = t + (weight.has_value() ? xhat_t * weight->to(compute) : xhat_t);
+    mean_t = mean_over(x_t, d).reshape_as(mean).to(mean.scalar_type());
+    // rstd = (var + eps)^-1/2: its tangent is -rstd^2 * mean(xhat * x_t).
+    rstd_t = (-(r * r) * mean_over(xhat * x_t, d)).reshape_as(rstd).to(rstd.scalar_type());
   }
   if (weight_t.defined()) {
     t = t + xhat * weight_t.to(compute);
@@ -137,25 +137,51 @@ at::Tensor layer_norm_tangent(const at::Tensor& input, int64_t normalized_dims, 
   if (bias_t.defined()) {
     t = t + bias_t.to(compute);
   }
-  return t.to(out_dtype);
+  return {t.to(out_dtype), mean_t, rstd_t};
 }
 
-at::Tensor rms_norm_tangent(const at::Tensor& input, int64_t normalized_dims, const at::Tensor& rstd,
-                            const std::optional<at::Tensor>& weight, const at::Tensor& input_t,
-                            const at::Tensor& weight_t, at::ScalarType out_dtype) {
+std::tuple<at::Tensor, at::Tensor> rms_norm_tangents(const at::Tensor& input, int64_t normalized_dims,
+                                                     const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+                                                     const at::Tensor& input_t, const at::Tensor& weight_t,
+                                                     at::ScalarType out_dtype) {
   const NormDims d = norm_dims(input, normalized_dims);
   const at::ScalarType compute = kit::accumulator_type(input.scalar_type());
-  const at::Tensor r = rstd.to(compute).reshape_symint(d.stat_shape);
+  const at::Tensor r = stat_view(rstd, d, compute);
   const at::Tensor xhat = input.to(compute) * r;
   at::Tensor t = at::zeros_like(xhat);
+  at::Tensor rstd_t;
   if (input_t.defined()) {
-    const at::Tensor xhat_t = normalised_grad(input_t.to(compute), xhat, r, d, /*centred=*/false);
+    const at::Tensor x_t = input_t.to(compute);
+    const at::Tensor xhat_t = normalised_grad(x_t, xhat, r, d, /*centred=*/false);
     t = t + (weight.has_value() ? xhat_t * weight->to(compute) : xhat_t);
+    rstd_t = (-(r * r) * mean_over(xhat * x_t, d)).reshape_as(rstd).to(rstd.scalar_type());
   }
   if (weight_t.defined()) {
     t = t + xhat * weight_t.to(compute);
   }
-  return t.to(out_dtype);
+  return {t.to(out_dtype), rstd_t};
+}
+
+at::Tensor statistics_grad(const at::Tensor& input, int64_t normalized_dims, const at::Tensor& mean,
+                           const at::Tensor& rstd, const at::Tensor& grad_mean, const at::Tensor& grad_rstd) {
+  const NormDims d = norm_dims(input, normalized_dims);
+  const at::ScalarType compute = kit::accumulator_type(input.scalar_type());
+  c10::SymInt n = 1;
+  for (int64_t i : d.normalized) {
+    n = n * input.sym_size(i);
+  }
+  const at::Tensor x = input.to(compute);
+  at::Tensor dx = at::zeros_like(x);
+  const at::Tensor centred = mean.defined() ? x - stat_view(mean, d, compute) : x;
+  if (grad_mean.defined()) {
+    dx = dx + stat_view(grad_mean, d, compute) / c10::Scalar(n);  // d mean / dx = 1 / n
+  }
+  if (grad_rstd.defined()) {
+    // d rstd / dx = -rstd^3 * (x - mean) / n (mean 0 for rms_norm)
+    const at::Tensor r = stat_view(rstd, d, compute);
+    dx = dx - stat_view(grad_rstd, d, compute) * r * r * r * centred / c10::Scalar(n);
+  }
+  return dx.to(input.scalar_type());
 }
 
 }  // namespace tjit::ops::norm

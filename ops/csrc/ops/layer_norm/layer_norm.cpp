@@ -6,6 +6,8 @@
 
 #include "../kernel_files.h"
 #include "../norm_formulas.h"
+
+#include <ATen/TensorOperators.h>
 #include "plan.h"
 
 #include <tjit/current_stream.h>
@@ -392,20 +394,32 @@ using LayerNormBackwardSignature = Tensor3(const at::Tensor&, const at::Tensor&,
 
 std::optional<at::Tensor> optional_of(const at::Tensor& t) { return t.defined() ? std::optional(t) : std::nullopt; }
 
-// layer_norm's and layer_norm_forward's gradients for (input, weight, bias): saved = {input,
-// weight, bias, mean, rstd} (undefined where absent), data = {normalized_shape}.
+// layer_norm's and layer_norm_forward's gradients for (input, weight, bias) from those of (out,
+// mean, rstd): saved = {input, weight, bias (undefined where absent), mean, rstd (outputs)},
+// data = {normalized_shape}.
 torch::autograd::variable_list layer_norm_input_grads(const kit::FormulaNode& node,
                                                       torch::autograd::variable_list&& grads) {
-  if (!grads[0].defined()) {
-    return {at::Tensor(), at::Tensor(), at::Tensor()};
-  }
+  const at::Tensor input = node.saved(0);
   const at::Tensor weight = node.saved(1);
   const at::Tensor bias = node.saved(2);
-  const std::array<bool, 3> mask{node.wants(0), weight.defined() && node.wants(1), bias.defined() && node.wants(2)};
-  static const auto backward_op = kit::typed_op<LayerNormBackwardSignature>(kBackwardOp);
-  auto [dx, dw, db] = backward_op.call(grads[0].contiguous(), node.saved(0), node.data[0].toSymIntVector(),
-                                       node.saved(3), node.saved(4), optional_of(weight), optional_of(bias), mask);
-  return {std::move(dx), std::move(dw), std::move(db)};
+  const at::Tensor mean = node.saved(3);
+  const at::Tensor rstd = node.saved(4);
+  at::Tensor dx;
+  at::Tensor dw;
+  at::Tensor db;
+  if (grads[0].defined()) {
+    const std::array<bool, 3> mask{node.wants(0), weight.defined() && node.wants(1),
+                                   bias.defined() && node.wants(2)};
+    static const auto backward_op = kit::typed_op<LayerNormBackwardSignature>(kBackwardOp);
+    std::tie(dx, dw, db) = backward_op.call(grads[0].contiguous(), input, node.data[0].toSymIntVector(), mean, rstd,
+                                            optional_of(weight), optional_of(bias), mask);
+  }
+  if ((grads[1].defined() || grads[2].defined()) && node.wants(0)) {
+    const at::Tensor from_stats = norm::statistics_grad(input, static_cast<int64_t>(node.data[0].toSymIntVector().size()),
+                                                        mean, rstd, grads[1], grads[2]);
+    dx = dx.defined() ? dx + from_stats : from_stats;
+  }
+  return {dx, dw, db};
 }
 
 // The forward below autograd, then the graph node on `out` (mean and rstd are not
@@ -422,19 +436,22 @@ Tensor3 layer_norm_recorded(c10::DispatchKeySet ks, const at::Tensor& input, c10
   const auto& [out, mean, rstd] = outputs;
   if (graph) {
     const auto node = kit::make_formula_node("TjitLayerNormBackward", &layer_norm_input_grads, input, weight, bias);
-    kit::attach_outputs(node, {&out});
+    kit::attach_outputs(node, {&out, &mean, &rstd});
     kit::FormulaNode& f = kit::formula(node);
     f.save(input);
     f.save(weight.value_or(at::Tensor()));
     f.save(bias.value_or(at::Tensor()));
-    f.save(mean);
-    f.save(rstd);
+    f.save(mean, /*is_output=*/true);
+    f.save(rstd, /*is_output=*/true);
     f.data = {normalized_shape.vec()};
   }
   if (forward_ad) {
-    kit::set_tangent(out, norm::layer_norm_tangent(kit::primal(input), static_cast<int64_t>(normalized_shape.size()),
-                                                   mean, rstd, kit::primal(weight), kit::tangent(input), kit::tangent(weight),
-                                                   kit::tangent(bias), out.scalar_type()));
+    auto [out_t, mean_t, rstd_t] = norm::layer_norm_tangents(
+        kit::primal(input), static_cast<int64_t>(normalized_shape.size()), mean, rstd, kit::primal(weight),
+        kit::tangent(input), kit::tangent(weight), kit::tangent(bias), out.scalar_type());
+    kit::set_tangent(out, out_t);
+    kit::set_tangent(mean, mean_t);
+    kit::set_tangent(rstd, rstd_t);
   }
   return outputs;
 }
@@ -483,8 +500,8 @@ Tensor3 layer_norm_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& g
     check_layer_norm_inputs<c10::SymInt>(input, normalized_shape, weight, bias, input.sym_sizes(), kBackwardOp);
     TORCH_CHECK(grad_out.sym_sizes() == input.sym_sizes(), kBackwardOp, ": grad_out has shape ", grad_out.sym_sizes(),
                 " but input has shape ", input.sym_sizes());
-    return norm::layer_norm_backward(grad_out, input, static_cast<int64_t>(normalized_shape.size()), rstd, weight,
-                                     bias, output_mask);
+    return norm::layer_norm_backward(grad_out, input, static_cast<int64_t>(normalized_shape.size()), mean, rstd,
+                                     weight, bias, output_mask);
   }
   static const auto op = kit::typed_op<LayerNormBackwardSignature>(kBackwardOp);
   return op.redispatch(ks & c10::after_autograd_keyset, grad_out, input, normalized_shape, mean, rstd, weight, bias,

@@ -370,27 +370,45 @@ using RmsNormBackwardSignature = Tensor2(const at::Tensor&, const at::Tensor&, c
 
 std::optional<at::Tensor> optional_of(const at::Tensor& t) { return t.defined() ? std::optional(t) : std::nullopt; }
 
-// rms_norm's and rms_norm_forward's gradients for (input, weight): saved = {input, weight, rstd},
-// data = {normalized_shape}.
+// The input gradient that rstd's gradient gives (undefined when unused or not wanted).
+at::Tensor rstd_input_grad(const kit::FormulaNode& node, const at::Tensor& input, const at::Tensor& rstd,
+                           const at::Tensor& grad_rstd, bool wanted) {
+  if (!grad_rstd.defined() || !wanted) {
+    return at::Tensor();
+  }
+  return norm::statistics_grad(input, static_cast<int64_t>(node.data[0].toSymIntVector().size()), at::Tensor(),
+                               rstd, at::Tensor(), grad_rstd);
+}
+
+at::Tensor plus(const at::Tensor& a, const at::Tensor& b) { return !a.defined() ? b : !b.defined() ? a : a + b; }
+
+// rms_norm's and rms_norm_forward's gradients for (input, weight) from those of (out, rstd):
+// saved = {input, weight, rstd (an output)}, data = {normalized_shape}.
 torch::autograd::variable_list rms_norm_input_grads(const kit::FormulaNode& node,
                                                     torch::autograd::variable_list&& grads) {
-  if (!grads[0].defined()) {
-    return {at::Tensor(), at::Tensor()};
-  }
+  const at::Tensor input = node.saved(0);
   const std::optional<at::Tensor> weight = optional_of(node.saved(1));
-  const std::array<bool, 2> mask{node.wants(0), weight.has_value() && node.wants(1)};
-  static const auto backward_op = kit::typed_op<RmsNormBackwardSignature>(kBackwardOp);
-  auto [dx, dw] = backward_op.call(grads[0], node.saved(0), node.data[0].toSymIntVector(), node.saved(2), weight,
-                                   mask, std::nullopt);
-  return {std::move(dx), std::move(dw)};
+  const at::Tensor rstd = node.saved(2);
+  at::Tensor dx;
+  at::Tensor dw;
+  if (grads[0].defined()) {
+    const std::array<bool, 2> mask{node.wants(0), weight.has_value() && node.wants(1)};
+    static const auto backward_op = kit::typed_op<RmsNormBackwardSignature>(kBackwardOp);
+    std::tie(dx, dw) =
+        backward_op.call(grads[0], input, node.data[0].toSymIntVector(), rstd, weight, mask, std::nullopt);
+  }
+  return {plus(dx, rstd_input_grad(node, input, rstd, grads[1], node.wants(0))), dw};
 }
 
 // add_rms_norm's and add_rms_norm_forward's gradients for (input, residual, weight) from those of
-// (out, input + residual): saved = {the sum (an output), weight, rstd}, data = {normalized_shape}.
-// The sum's gradient adds to the normalisation's, and the total flows to input and residual.
+// (out, input + residual, rstd): saved = {the sum, weight, rstd (outputs but the weight)},
+// data = {normalized_shape}. The sum's gradient adds to the normalisation's, and the total flows
+// to input and residual.
 torch::autograd::variable_list add_rms_norm_input_grads(const kit::FormulaNode& node,
                                                         torch::autograd::variable_list&& grads) {
+  const at::Tensor sum = node.saved(0);
   const std::optional<at::Tensor> weight = optional_of(node.saved(1));
+  const at::Tensor rstd = node.saved(2);
   const bool want_input = node.wants(0);
   const bool want_residual = node.wants(1);
   const bool want_dw = weight.has_value() && node.wants(2);
@@ -400,11 +418,12 @@ torch::autograd::variable_list add_rms_norm_input_grads(const kit::FormulaNode& 
   at::Tensor dw;
   if (grad_out.defined()) {
     static const auto backward_op = kit::typed_op<RmsNormBackwardSignature>(kBackwardOp);
-    std::tie(d_sum, dw) = backward_op.call(grad_out, node.saved(0), node.data[0].toSymIntVector(), node.saved(2),
-                                           weight, {want_input || want_residual, want_dw}, optional_of(grad_sum));
+    std::tie(d_sum, dw) = backward_op.call(grad_out, sum, node.data[0].toSymIntVector(), rstd, weight,
+                                           {want_input || want_residual, want_dw}, optional_of(grad_sum));
   } else {
     d_sum = grad_sum;  // only the sum was used (or nothing: undefined)
   }
+  d_sum = plus(d_sum, rstd_input_grad(node, sum, rstd, grads[2], want_input || want_residual));
   return {want_input ? d_sum : at::Tensor(), want_residual ? d_sum : at::Tensor(), dw};
 }
 
@@ -428,17 +447,19 @@ Tensor2 rms_norm_recorded(c10::DispatchKeySet ks, const at::Tensor& input, c10::
   const auto& [out, rstd] = outputs;
   if (graph) {
     const auto node = kit::make_formula_node("TjitRmsNormBackward", &rms_norm_input_grads, input, weight);
-    kit::attach_outputs(node, {&out});
+    kit::attach_outputs(node, {&out, &rstd});
     kit::FormulaNode& f = kit::formula(node);
     f.save(input);
     f.save(weight.value_or(at::Tensor()));
-    f.save(rstd);
+    f.save(rstd, /*is_output=*/true);
     f.data = {normalized_shape.vec()};
   }
   if (forward_ad) {
-    kit::set_tangent(out, norm::rms_norm_tangent(kit::primal(input), static_cast<int64_t>(normalized_shape.size()), rstd,
-                                                 kit::primal(weight),
-                                                 kit::tangent(input), kit::tangent(weight), out.scalar_type()));
+    auto [out_t, rstd_t] =
+        norm::rms_norm_tangents(kit::primal(input), static_cast<int64_t>(normalized_shape.size()), rstd,
+                                kit::primal(weight), kit::tangent(input), kit::tangent(weight), out.scalar_type());
+    kit::set_tangent(out, out_t);
+    kit::set_tangent(rstd, rstd_t);
   }
   return outputs;
 }
@@ -456,11 +477,11 @@ Tensor3 add_rms_norm_recorded(c10::DispatchKeySet ks, const at::Tensor& input, c
   if (graph) {
     const auto node =
         kit::make_formula_node("TjitAddRmsNormBackward", &add_rms_norm_input_grads, input, residual, weight);
-    kit::attach_outputs(node, {&out, &sum});
+    kit::attach_outputs(node, {&out, &sum, &rstd});
     kit::FormulaNode& f = kit::formula(node);
     f.save(sum, /*is_output=*/true);
     f.save(weight.value_or(at::Tensor()));
-    f.save(rstd);
+    f.save(rstd, /*is_output=*/true);
     f.data = {normalized_shape.vec()};
   }
   if (forward_ad) {
@@ -469,9 +490,11 @@ Tensor3 add_rms_norm_recorded(c10::DispatchKeySet ks, const at::Tensor& input, c
     const at::Tensor sum_t = !input_t.defined()      ? residual_t
                              : !residual_t.defined() ? input_t
                                                      : input_t + residual_t;
-    kit::set_tangent(out, norm::rms_norm_tangent(sum, static_cast<int64_t>(normalized_shape.size()), rstd, kit::primal(weight),
-                                                 sum_t, kit::tangent(weight), out.scalar_type()));
+    auto [out_t, rstd_t] = norm::rms_norm_tangents(sum, static_cast<int64_t>(normalized_shape.size()), rstd,
+                                                   kit::primal(weight), sum_t, kit::tangent(weight), out.scalar_type());
+    kit::set_tangent(out, out_t);
     kit::set_tangent(sum, sum_t.defined() ? sum_t.to(sum.scalar_type()) : sum_t);
+    kit::set_tangent(rstd, rstd_t);
   }
   return outputs;
 }
