@@ -377,16 +377,16 @@ def test_stats_and_backward_op(device, ops):
 
 
 def test_layer_norm_forward_is_differentiable(device, ops):
-    # layer_norm_forward records a graph through its output, as aten's native_layer_norm does; mean
-    # and rstd are not differentiable. (Without its Autograd kernel, autograd's fallback warned and
-    # left the inputs without gradients.)
+    # layer_norm_forward records a graph through its outputs, as aten's native_layer_norm does
+    # (mean and rstd too: test_higher_order checks their gradients). (Without its Autograd kernel,
+    # autograd's fallback warned and left the inputs without gradients.)
     import warnings
     x, _, w, b = make((5, 3, 8), (3, 8), torch.float64, device)
     leaves = [t.clone().requires_grad_() for t in (x, w, b)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # autograd's "silently incorrect" warning fails the test
         out, mean, rstd = ops.layer_norm_forward(leaves[0], [3, 8], leaves[1], leaves[2], 1e-5)
-        assert out.requires_grad and not mean.requires_grad and not rstd.requires_grad
+        assert out.requires_grad and mean.requires_grad and rstd.requires_grad
         g = random_tensor(out.shape, out.dtype, device)
         got = torch.autograd.grad(out, leaves, g)
     ref = [t.clone().requires_grad_() for t in (x, w, b)]
