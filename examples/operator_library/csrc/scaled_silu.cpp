@@ -10,7 +10,7 @@
 
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <ATen/TensorOperators.h>
 #include <torch/library.h>
 
 namespace myops {
@@ -45,11 +45,7 @@ void check_input(const at::Tensor& x, const char* op, const char* arg) {
 void check_backward_inputs(const at::Tensor& grad, const at::Tensor& x) {
   check_input(grad, kBackwardOp, "grad");
   check_input(x, kBackwardOp, "x");
-  tjit::kit::check_same_device(grad, "grad", x, "x", kBackwardOp);
-  TORCH_CHECK(grad.scalar_type() == x.scalar_type(), kBackwardOp, ": 'grad' has dtype ", grad.scalar_type(),
-              " but 'x' has dtype ", x.scalar_type(), "; both must have the same dtype");
-  TORCH_CHECK(grad.sym_sizes() == x.sym_sizes(), kBackwardOp, ": 'grad' has shape ", grad.sym_sizes(),
-              " but 'x' has shape ", x.sym_sizes(), "; they must be equal");
+  tjit::kit::check_same(grad, "grad", x, "x", kBackwardOp);  // device, dtype and shape
 }
 
 // Launches `kernel` over `n` elements with scale in the kernels' type for the dtype (see the
@@ -112,35 +108,61 @@ at::Tensor scaled_silu_backward_meta(const at::Tensor& grad, const at::Tensor& x
 
 namespace {
 
-// Autograd: the backward is the operator scaled_silu_backward, so it runs on every device, under
-// fake tensors and in compiled graphs.
-class ScaledSiluFunction : public torch::autograd::Function<ScaledSiluFunction> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, double scale) {
-    ctx->save_for_backward({x});
-    ctx->saved_data["scale"] = scale;
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return scaled_silu(x, scale);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
-    return {scaled_silu_backward(grads[0].contiguous(), x, ctx->saved_data["scale"].toDouble()), at::Tensor()};
-  }
-};
-
 using ScaledSiluSignature = at::Tensor(const at::Tensor&, double);
 using ScaledSiluBackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, double);
 
-// A call that records no graph goes on below autograd without the Function's bookkeeping.
+// Autograd, the way torch's own operators record it (works under torch.func too). The first
+// derivative is the operator scaled_silu_backward, so it runs on every device, under fake tensors
+// and in compiled graphs: saved = {x}, data = {scale}.
+torch::autograd::variable_list scaled_silu_input_grad(const tjit::kit::FormulaNode& node,
+                                                      torch::autograd::variable_list&& grads) {
+  if (!grads[0].defined() || !node.wants(0)) {
+    return {at::Tensor()};
+  }
+  return {scaled_silu_backward(grads[0].contiguous(), node.saved(0), node.data[0].toDouble())};
+}
+
+// A call that records no graph and carries no tangent goes on below autograd untouched.
 at::Tensor scaled_silu_autograd(c10::DispatchKeySet ks, const at::Tensor& x, double scale) {
   tjit::kit::check_defined(x, kOp, "x");
-  if (!tjit::kit::records_graph({&x})) {
-    static const auto op = tjit::kit::typed_op<ScaledSiluSignature>(kOp);
+  static const auto op = tjit::kit::typed_op<ScaledSiluSignature>(kOp);
+  const bool graph = tjit::kit::records_graph({&x});
+  const bool forward_ad = tjit::kit::has_forward_grad({&x});
+  if (!graph && !forward_ad) {
     return op.redispatch(ks & c10::after_autograd_keyset, x, scale);
   }
-  return ScaledSiluFunction::apply(x, scale);
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    out = op.redispatch(ks & c10::after_autograd_keyset, x, scale);
+  }
+  if (graph) {
+    const auto node = tjit::kit::make_formula_node("ScaledSiluBackward", &scaled_silu_input_grad, x);
+    tjit::kit::attach_outputs(node, {&out});
+    tjit::kit::formula(node).save(x);
+    tjit::kit::formula(node).data = {scale};
+  }
+  if (forward_ad) {
+    // Elementwise: the tangent goes through the backward's formula.
+    tjit::kit::set_tangent(out, scaled_silu_backward(tjit::kit::tangent(x), tjit::kit::primal(x), scale));
+  }
+  return out;
+}
+
+// The backward operator's own derivatives (second and higher of scaled_silu): where a graph or a
+// tangent is asked for, its formula composed of aten's differentiable operators records instead
+// of the kernel: scale * grad * sigmoid(x) * (1 + x * (1 - sigmoid(x))).
+at::Tensor scaled_silu_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad, const at::Tensor& x,
+                                         double scale) {
+  tjit::kit::check_defined(grad, kBackwardOp, "grad");
+  tjit::kit::check_defined(x, kBackwardOp, "x");
+  if (tjit::kit::records_graph({&grad, &x}) || tjit::kit::has_forward_grad({&grad, &x})) {
+    tjit::kit::check_same(grad, "grad", x, "x", kBackwardOp);
+    const at::Tensor sigmoid = x.sigmoid();
+    return grad * sigmoid * (x * (1 - sigmoid) + 1) * scale;
+  }
+  static const auto op = tjit::kit::typed_op<ScaledSiluBackwardSignature>(kBackwardOp);
+  return op.redispatch(ks & c10::after_autograd_keyset, grad, x, scale);
 }
 
 }  // namespace
@@ -179,4 +201,7 @@ TORCH_LIBRARY_IMPL(myops, Meta, m) {
   m.impl("scaled_silu", &myops::scaled_silu_meta);
   m.impl("scaled_silu_backward", &myops::scaled_silu_backward_meta);
 }
-TORCH_LIBRARY_IMPL(myops, Autograd, m) { m.impl("scaled_silu", &myops::scaled_silu_autograd); }
+TORCH_LIBRARY_IMPL(myops, Autograd, m) {
+  m.impl("scaled_silu", &myops::scaled_silu_autograd);
+  m.impl("scaled_silu_backward", &myops::scaled_silu_backward_autograd);
+}

@@ -78,6 +78,21 @@ def test_backward(device, dtype):
 def test_gradcheck(device):
     x = torch.randn(3, 19, device=device, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: torch.ops.myops.scaled_silu(t, 1.5), (x, ))
+    assert torch.autograd.gradgradcheck(lambda t: torch.ops.myops.scaled_silu(t, 1.5), (x, ))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_func(device):
+    # The operator's autograd works under torch.func's transforms, with torch's silu as reference.
+    x = torch.randn(3, 19, device=device, dtype=torch.float64)
+    t = torch.randn_like(x)
+    ours = lambda a: torch.ops.myops.scaled_silu(a, 1.5)  # noqa: E731
+    ref = lambda a: 1.5 * torch.nn.functional.silu(a)  # noqa: E731
+    loss = lambda f: (lambda a: (f(a)**3).sum())  # noqa: E731
+    for transform in (torch.func.grad, torch.func.hessian):
+        torch.testing.assert_close(transform(loss(ours))(x[0]), transform(loss(ref))(x[0]))
+    torch.testing.assert_close(torch.func.jvp(ours, (x, ), (t, )), torch.func.jvp(ref, (x, ), (t, )))
+    torch.testing.assert_close(torch.func.jacrev(ours)(x[0]), torch.func.jacrev(ref)(x[0]))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -97,9 +112,9 @@ def test_meta():
 def test_errors():
     with pytest.raises(RuntimeError, match=r"myops::scaled_silu: .*'x'.*Long"):
         torch.ops.myops.scaled_silu(torch.arange(4), 1.0)
-    with pytest.raises(RuntimeError, match=r"myops::scaled_silu_backward: 'grad' has shape"):
+    with pytest.raises(RuntimeError, match=r"myops::scaled_silu_backward: argument 'grad' has shape"):
         torch.ops.myops.scaled_silu_backward(torch.randn(3), torch.randn(4), 1.0)
-    with pytest.raises(RuntimeError, match=r"myops::scaled_silu_backward: 'grad' has dtype"):
+    with pytest.raises(RuntimeError, match=r"myops::scaled_silu_backward: argument 'grad' has dtype"):
         torch.ops.myops.scaled_silu_backward(torch.randn(3).double(), torch.randn(3), 1.0)
 
 

@@ -17,6 +17,16 @@ void check_same_device(const at::Tensor& t, const char* arg, const at::Tensor& r
               "' is on ", ref.device(), "; all tensors must be on the same device");
 }
 
+void check_same(const at::Tensor& t, const char* arg, const at::Tensor& ref, const char* ref_arg, const char* op) {
+  check_defined(t, op, arg);
+  check_defined(ref, op, ref_arg);
+  check_same_device(t, arg, ref, ref_arg, op);
+  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), op, ": argument '", arg, "' has dtype ", t.scalar_type(),
+              " but '", ref_arg, "' has dtype ", ref.scalar_type(), "; both must have the same dtype (convert one with .to())");
+  TORCH_CHECK(t.sym_sizes() == ref.sym_sizes(), op, ": argument '", arg, "' has shape ", t.sym_sizes(), " but '",
+              ref_arg, "' has shape ", ref.sym_sizes(), "; they must be equal");
+}
+
 void check_dtype_in(const at::Tensor& t, std::initializer_list<c10::ScalarType> allowed, const char* op,
                     const char* arg) {
   for (c10::ScalarType s : allowed) {

@@ -248,15 +248,13 @@ def test_vmap_matches_aten(device):
 
 
 def test_functorch_grad_behaves_as_torch_ops():
-    """Under torch.func.grad both entry points meet the same limit: tjit's autograd is a C++
-    autograd function, which functorch does not take (gradcheck and autograd work: below)."""
+    """Under torch.func.grad both entry points give torch's gradient (the direct path hands the
+    call to torch.ops; test_higher_order covers every transform)."""
     x = random_tensor((3, 5), torch.float64, "cpu")
-    errors = []
+    want = torch.func.grad(lambda a: (torch.softmax(a, -1)**2).sum())(x)
     for softmax in (tjit.softmax, torch.ops.tjit.softmax):
-        with pytest.raises(RuntimeError) as info:
-            torch.func.grad(lambda a, softmax=softmax: softmax(a, -1).sum())(x)
-        errors.append(str(info.value))
-    assert errors[0] == errors[1]
+        got = torch.func.grad(lambda a, softmax=softmax: (softmax(a, -1)**2).sum())(x)
+        torch.testing.assert_close(got, want)
 
 
 def test_gradcheck(device):

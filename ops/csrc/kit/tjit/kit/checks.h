@@ -14,6 +14,9 @@ void check_defined(const at::Tensor& t, const char* op, const char* arg);
 // `t` must be on the same device as `ref`; names both arguments otherwise.
 void check_same_device(const at::Tensor& t, const char* arg, const at::Tensor& ref, const char* ref_arg,
                        const char* op);
+// `t` must have `ref`'s device, dtype and shape (operands of an elementwise operator, a gradient
+// and its input); names both arguments and what differs.
+void check_same(const at::Tensor& t, const char* arg, const at::Tensor& ref, const char* ref_arg, const char* op);
 // `t`'s dtype must be one of `allowed`; the message lists them.
 void check_dtype_in(const at::Tensor& t, std::initializer_list<c10::ScalarType> allowed, const char* op,
                     const char* arg);
