@@ -72,6 +72,22 @@ _vmap.install()
 
 
 
+def operator_doc(op) -> str:
+    """The documentation an operator was defined with through tjit's kit (`kit::define`): tjit's
+    own and those of operator libraries built on the kit (`docs/writing_operators.md`), whose
+    `torch.ops.<namespace>.<name>.__doc__` torch leaves empty. `op` is `"namespace::name"`, a
+    `torch.ops` operator (`torch.ops.myops.scaled_silu` or its `.default`) or one of tjit's
+    functions; '' where none was given."""
+    if isinstance(op, str):
+        return _C.operator_doc(op)
+    name = getattr(op, "_qualified_op_name", None) or getattr(getattr(op, "_schema", None), "name", None)
+    if name is None and getattr(op, "__module__", None) == "tjit":
+        name = f"tjit::{op.__name__}"
+    if name is None:
+        raise TypeError(f"tjit.operator_doc: expected an operator or 'namespace::name', got {op!r}")
+    return _C.operator_doc(name)
+
+
 def prepare(op, *args, **kwargs):
     """Gets `op(*args, **kwargs)` ready for a CUDA graph capture without running it.
 
@@ -94,5 +110,5 @@ from . import distributed  # noqa: E402
 
 distributed.install()
 
-__all__ = [*_OPERATORS, "ops", "prepare", "kernel_store", "distributed", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR",
+__all__ = [*_OPERATORS, "ops", "operator_doc", "prepare", "kernel_store", "distributed", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR",
            "DEMO_BINARY"]

@@ -216,3 +216,16 @@ def test_meta():
     assert tjit.softmax(x, 0, torch.float64).dtype == torch.float64
     assert tjit.layer_norm(x, [9]).shape == (4, 9)
     assert tjit.add(x, x).device.type == "meta"
+
+
+def test_operator_doc_by_any_name():
+    # The documentation given to kit::define, for tjit's operators by every handle, and for an
+    # operator library's own namespace (a library defined with the kit registers its docs the same
+    # way; torch leaves its packets' __doc__ empty).
+    want = tjit.softmax.__doc__
+    assert want and "Softmax" in want
+    for handle in ("softmax", "tjit::softmax", torch.ops.tjit.softmax, torch.ops.tjit.softmax.default, tjit.softmax):
+        assert tjit.operator_doc(handle) == want
+    assert tjit.operator_doc("myops_not_loaded::nothing") == ""
+    with pytest.raises(TypeError, match="tjit.operator_doc: expected an operator"):
+        tjit.operator_doc(42)

@@ -349,8 +349,13 @@ PYBIND11_MODULE(_C, m) {
   TJIT_FOR_EACH_OPERATOR(TJIT_BIND_DIRECT_CALL)
 #undef TJIT_BIND_DIRECT_CALL
   m.attr("operator_names") = py::tuple(names);
-  m.def("operator_doc", [](const std::string& name) { return tjit::kit::operator_doc("tjit::" + name); },
-        "The documentation the operator tjit::<name> was defined with.");
+  m.def(
+      "operator_doc",
+      [](const std::string& name) {
+        return tjit::kit::operator_doc(name.find("::") == std::string::npos ? "tjit::" + name : name);
+      },
+      "The documentation an operator was defined with (kit::define): `name` is `namespace::op` (a "
+      "library's own too), or an operator of tjit's alone; '' where none was given.");
 
   m.def(
       "prepare",
