@@ -13,6 +13,7 @@ each release's sources; _TRITON_VERSION is the installed one as (major, minor).
 import ast
 import builtins
 import contextlib
+import difflib
 import functools
 import hashlib
 import importlib.machinery
@@ -398,6 +399,22 @@ def _default_of(param):
     return False, None
 
 
+def _no_such_kernel(path, module, name):
+    """The error for a kernel name `path` does not define: the closest names it does define first
+    (a misspelling), then every kernel it defines."""
+    kernels = sorted(n for n, v in vars(module).items()
+                     if not n.startswith("__") and isinstance(_unwrap(v), JITFunction))
+    close = difflib.get_close_matches(name, kernels, n=3, cutoff=0.6)
+    text = f"{path} defines no function named {name!r}"
+    if close:
+        text += "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+    if kernels:
+        text += f" (its @triton.jit kernels: {', '.join(kernels)})"
+    else:
+        text += " (it defines no @triton.jit kernel)"
+    return text
+
+
 def load_kernel(path, name):
     """Returns (handle, [(name, is_constexpr, is_const, dns, dns_on_alignment, annotation,
     (has_default, default))],
@@ -406,7 +423,7 @@ def load_kernel(path, name):
         raise FileNotFoundError(f"kernel file {path} does not exist")
     module = _import_file(path)
     if not hasattr(module, name):
-        raise AttributeError(f"{path} defines no function named {name!r}")
+        raise AttributeError(_no_such_kernel(path, module, name))
     wrapped = getattr(module, name)
     fn = _unwrap(wrapped)
     if not isinstance(fn, JITFunction):
@@ -851,6 +868,33 @@ def _fix_interpreter_scalar_index():
     interpreter._patch_lang_tensor = patched
 
 
+class _InterpretedKernelError(RuntimeError):
+    """A kernel failed in Triton's interpreter; the message says where in the kernel's source."""
+
+
+def _interpreter_failure(error, path):
+    """What went wrong, and the line of the kernel's file it went wrong at (the interpreter's own
+    message names neither the parameter nor the line; the compile path's does)."""
+    cause = error
+    while isinstance(cause.__cause__, Exception) and type(cause).__name__ == "InterpreterError":
+        cause = cause.__cause__
+    text = f"{type(cause).__name__}: {cause}"
+    location = None
+    seen = set()
+    for e in (error, cause):
+        tb = e.__traceback__
+        while tb is not None and id(tb) not in seen:
+            seen.add(id(tb))
+            if os.path.realpath(tb.tb_frame.f_code.co_filename) == os.path.realpath(path):
+                location = tb
+            tb = tb.tb_next
+    if location is not None:
+        import linecache
+        line = linecache.getline(location.tb_frame.f_code.co_filename, location.tb_lineno).strip()
+        text += f" (at {path}:{location.tb_lineno}, in {location.tb_frame.f_code.co_name}: {line})"
+    return text
+
+
 def run_interpreted(handle, grid, num_warps, args):
     """Runs the kernel through Triton's interpreter; tensors arrive as DLPack capsules."""
     interpreted = _interpreted.get(handle)
@@ -862,6 +906,7 @@ def run_interpreted(handle, grid, num_warps, args):
         path, name, _ = _kernels[handle]
         interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), name))
         _interpreted[handle] = interpreted
+    path = _kernels[handle][0]
     values = [_python_value(a) for a in args]
     with _mode_lock:
         saved = knobs.runtime.interpret
@@ -872,7 +917,10 @@ def run_interpreted(handle, grid, num_warps, args):
             # Masked lanes compute with -inf and NaN as they do on a GPU (a row's max over padding,
             # say), where nothing warns; numpy would print RuntimeWarnings for values never stored.
             with numpy.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-                interpreted[tuple(grid)](*values, num_warps=num_warps)
+                try:
+                    interpreted[tuple(grid)](*values, num_warps=num_warps)
+                except Exception as e:
+                    raise _InterpretedKernelError(_interpreter_failure(e, path)) from e
         finally:
             _interpreting.active = False
             knobs.runtime.interpret = saved

@@ -135,10 +135,20 @@ TEST(Compile, MissingFileNamesTheFile) {
 
 TEST(Compile, MissingFunctionNamesTheFunction) {
   const std::string msg = tjit::testing::error_message([] { TritonJitFunction::get_instance(test_kernels(), "no_such_kernel"); });
-  // The cause leads; where else the kernel could come from (bundles, the store) follows.
-  const size_t cause = msg.find("defines no function named 'no_such_kernel'");
+  // The cause leads; the file exists and Python read it, so no advice about bundles follows.
+  EXPECT_NE(msg.find("defines no function named 'no_such_kernel'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("bundle"), std::string::npos) << msg;
+}
+
+TEST(Compile, MisspeltFunctionSuggestsTheClosestKernels) {
+  const std::string msg = tjit::testing::error_message([] { TritonJitFunction::get_instance(test_kernels(), "scale_kernal"); });
+  const size_t cause = msg.find("defines no function named 'scale_kernal'");
   ASSERT_NE(cause, std::string::npos) << msg;
-  EXPECT_LT(cause, msg.find("bundle")) << msg;
+  const size_t suggestion = msg.find("did you mean 'scale_kernel'");
+  ASSERT_NE(suggestion, std::string::npos) << msg;
+  EXPECT_LT(cause, suggestion) << msg;
+  EXPECT_NE(msg.find("its @triton.jit kernels: "), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("bundle"), std::string::npos) << msg;
 }
 
 TEST(Compile, AnUndefinedTensorIsNamedWhenTheKernelFails) {
@@ -178,6 +188,34 @@ TEST(Compile, CompileErrorNamesKernelAndSignature) {
       tjit::testing::error_message([&] { fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{}, x, x, int64_t{8}, 2.0f, int64_t{3}); });
   EXPECT_NE(msg.find("triton.compile failed"), std::string::npos) << msg;
   EXPECT_NE(msg.find("power of 2"), std::string::npos) << msg;
+}
+
+// An int where the kernel takes a pointer (and a tensor where it takes a scalar): the compile path
+// and the interpreter path (CPU tensors) both name the kernel, the parameter and what it got.
+TEST(Compile, WrongKindOfArgumentIsNamed) {
+  auto& fn = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const at::Tensor x = cpu_floats(8);
+  const at::Tensor out = cpu_floats(8);
+  const std::string compiled = tjit::testing::error_message([&] {
+    fn.compile(CompileTarget::parse("cuda:90"), LaunchOptions{}, int64_t{1234}, out, int64_t{8}, 2.0f, int64_t{8});
+  });
+  const std::string interpreted = tjit::testing::error_message([&] {
+    fn(nullptr, tjit::Grid(1), LaunchOptions{}, int64_t{1234}, out, int64_t{8}, 2.0f, int64_t{8});
+  });
+  const std::string tensor_for_scalar = tjit::testing::error_message([&] {
+    fn(nullptr, tjit::Grid(1), LaunchOptions{}, x, out, int64_t{8}, x, int64_t{8});
+  });
+  for (const std::string& msg : {compiled, interpreted}) {
+    EXPECT_NE(msg.find("scale_kernel(x_ptr: i32, out_ptr: *fp32"), std::string::npos) << msg;
+  }
+  EXPECT_NE(interpreted.find("on CPU failed"), std::string::npos) << interpreted;
+  // Where in the kernel it failed: its line, which names the parameter.
+  EXPECT_NE(interpreted.find("runtime_test_kernels.py:11, in scale_kernel: tl.store(out_ptr + offsets, "
+                             "tl.load(x_ptr + offsets"),
+            std::string::npos)
+      << interpreted;
+  EXPECT_NE(tensor_for_scalar.find("scale: *fp32"), std::string::npos) << tensor_for_scalar;
+  EXPECT_NE(tensor_for_scalar.find("in scale_kernel: tl.store("), std::string::npos) << tensor_for_scalar;
 }
 
 TEST(Compile, BadLaunchOptionsAreRejected) {

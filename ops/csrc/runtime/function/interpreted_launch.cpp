@@ -75,8 +75,10 @@ void TritonJitFunction::Impl::launch_interpreted(Grid grid, const LaunchOptions&
   try {
     detail::python_bridge().run_interpreted(ensure_python(), grid, options, args);
   } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "tjit: kernel ", fn.function_name_, " from ", fn.kernel_file_, " on CPU: ",
-                none_arguments(spec), e.what_without_backtrace());
+    // The call's specialisation says what each parameter got (an int where a pointer is wanted
+    // reads "x_ptr: i32"), as the compile path's message does.
+    TORCH_CHECK(false, "tjit: running ", fn.function_name_, "(", spec.describe(parameter_names(fn.params_)),
+                ") from ", fn.kernel_file_, " on CPU failed: ", none_arguments(spec), e.what_without_backtrace());
   }
 }
 

@@ -66,11 +66,10 @@ TritonJitFunction::TritonJitFunction(std::string kernel_file, std::string functi
     try {
       impl_->load_python(/*known=*/false);
     } catch (const c10::Error& e) {
-      // The cause first (no such function, a syntax error); where else the kernel could come from after.
+      // The file exists and Python read it: the cause is in the file (no such function, a syntax
+      // error), not a missing bundle, so nothing else is said.
       TORCH_CHECK(false, "tjit: loading kernel ", function_name_, " from ", kernel_file_, " failed: ",
-                  e.what_without_backtrace(), " (", detail::describe_bundle_coverage(kernel_file_, function_name_,
-                                                                                     {}, {}, {}),
-                  without_python, ")");
+                  e.what_without_backtrace());
     }
   }
   params_ = impl_->signature.params;
