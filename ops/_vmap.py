@@ -150,11 +150,16 @@ def _stats_view(stat, x, normalized_dims):
     return stat.reshape(x.shape[:x.dim() - normalized_dims] + (1,) * normalized_dims)
 
 
+def _accumulator(dtype):
+    """The dtype tjit's norm kernels accumulate in (kit::accumulator_type): float64 or float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def _normalised(x, mean, rstd, normalized_dims):
     """xhat = (x - mean) * rstd of a norm's input (batch first) in the accumulator dtype (mean None
     for rms_norm). The statistics are differentiable outputs of the forward, so this is
     differentiable in x through them too."""
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    compute = _accumulator(x.dtype)
     x = x.to(compute)
     if mean is not None:
         x = x - _stats_view(mean, x, normalized_dims).to(compute)
@@ -191,7 +196,7 @@ def _layer_norm_backward(info, in_dims, grad_out, input, normalized_shape, mean,
         xhat = _normalised(x, mean_b, rstd_b, k)
         dw = _per_sample_sum(g.to(xhat.dtype) * xhat, k).to(weight.dtype)
     if output_mask[2] and bias is not None:
-        db = _per_sample_sum(g.to(torch.float64 if g.dtype == torch.float64 else torch.float32), k).to(bias.dtype)
+        db = _per_sample_sum(g.to(_accumulator(g.dtype)), k).to(bias.dtype)
     return (dx, dw, db), _dims_of((dx, dw, db))
 
 

@@ -392,8 +392,6 @@ using LayerNormBackwardSignature = Tensor3(const at::Tensor&, const at::Tensor&,
                                            const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                            const std::optional<at::Tensor>&, std::array<bool, 3>);
 
-std::optional<at::Tensor> optional_of(const at::Tensor& t) { return t.defined() ? std::optional(t) : std::nullopt; }
-
 // layer_norm's and layer_norm_forward's gradients for (input, weight, bias) from those of (out,
 // mean, rstd): saved = {input, weight, bias (undefined where absent), mean, rstd (outputs)},
 // data = {normalized_shape}.
@@ -412,7 +410,7 @@ torch::autograd::variable_list layer_norm_input_grads(const kit::FormulaNode& no
                                    bias.defined() && node.wants(2)};
     static const auto backward_op = kit::typed_op<LayerNormBackwardSignature>(kBackwardOp);
     std::tie(dx, dw, db) = backward_op.call(grads[0].contiguous(), input, node.data[0].toSymIntVector(), mean, rstd,
-                                            optional_of(weight), optional_of(bias), mask);
+                                            kit::defined_or_nullopt(weight), kit::defined_or_nullopt(bias), mask);
   }
   if ((grads[1].defined() || grads[2].defined()) && node.wants(0)) {
     const at::Tensor from_stats = norm::statistics_grad(input, static_cast<int64_t>(node.data[0].toSymIntVector().size()),

@@ -368,8 +368,6 @@ using RmsNormBackwardSignature = Tensor2(const at::Tensor&, const at::Tensor&, c
                                          const std::optional<at::Tensor>&, std::array<bool, 2>,
                                          const std::optional<at::Tensor>&);
 
-std::optional<at::Tensor> optional_of(const at::Tensor& t) { return t.defined() ? std::optional(t) : std::nullopt; }
-
 // The input gradient that rstd's gradient gives (undefined when unused or not wanted).
 at::Tensor rstd_input_grad(const kit::FormulaNode& node, const at::Tensor& input, const at::Tensor& rstd,
                            const at::Tensor& grad_rstd, bool wanted) {
@@ -387,7 +385,7 @@ at::Tensor plus(const at::Tensor& a, const at::Tensor& b) { return !a.defined() 
 torch::autograd::variable_list rms_norm_input_grads(const kit::FormulaNode& node,
                                                     torch::autograd::variable_list&& grads) {
   const at::Tensor input = node.saved(0);
-  const std::optional<at::Tensor> weight = optional_of(node.saved(1));
+  const std::optional<at::Tensor> weight = kit::defined_or_nullopt(node.saved(1));
   const at::Tensor rstd = node.saved(2);
   at::Tensor dx;
   at::Tensor dw;
@@ -407,7 +405,7 @@ torch::autograd::variable_list rms_norm_input_grads(const kit::FormulaNode& node
 torch::autograd::variable_list add_rms_norm_input_grads(const kit::FormulaNode& node,
                                                         torch::autograd::variable_list&& grads) {
   const at::Tensor sum = node.saved(0);
-  const std::optional<at::Tensor> weight = optional_of(node.saved(1));
+  const std::optional<at::Tensor> weight = kit::defined_or_nullopt(node.saved(1));
   const at::Tensor rstd = node.saved(2);
   const bool want_input = node.wants(0);
   const bool want_residual = node.wants(1);
@@ -419,7 +417,7 @@ torch::autograd::variable_list add_rms_norm_input_grads(const kit::FormulaNode& 
   if (grad_out.defined()) {
     static const auto backward_op = kit::typed_op<RmsNormBackwardSignature>(kBackwardOp);
     std::tie(d_sum, dw) = backward_op.call(grad_out, sum, node.data[0].toSymIntVector(), rstd, weight,
-                                           {want_input || want_residual, want_dw}, optional_of(grad_sum));
+                                           {want_input || want_residual, want_dw}, kit::defined_or_nullopt(grad_sum));
   } else {
     d_sum = grad_sum;  // only the sum was used (or nothing: undefined)
   }

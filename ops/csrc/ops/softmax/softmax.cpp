@@ -16,7 +16,6 @@
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 #include <ATen/TensorOperators.h>
-#include <ATen/core/grad_mode.h>
 #include <torch/library.h>
 
 #include <cstdint>

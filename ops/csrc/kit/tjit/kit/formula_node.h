@@ -28,6 +28,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -91,6 +92,12 @@ NodePointer make_formula_node(const char* name, BackwardFormula backward, const 
 }
 
 inline FormulaNode& formula(const NodePointer& node) { return static_cast<FormulaNode&>(*node); }
+
+// `t`, or nullopt where it is undefined (an absent weight saved in a node, passed on to an
+// operator's Tensor? argument).
+inline std::optional<at::Tensor> defined_or_nullopt(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
 
 // Makes `node` the grad_fn of each output, in order (output i receives gradient i). Outputs that
 // are not differentiable (statistics, integer results) are simply not passed.
