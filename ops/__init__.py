@@ -76,11 +76,15 @@ def operator_doc(op) -> str:
     """The documentation an operator was defined with through tjit's kit (`kit::define`): tjit's
     own and those of operator libraries built on the kit (`docs/writing_operators.md`), whose
     `torch.ops.<namespace>.<name>.__doc__` torch leaves empty. `op` is `"namespace::name"`, a
-    `torch.ops` operator (`torch.ops.myops.scaled_silu` or its `.default`) or one of tjit's
-    functions; '' where none was given."""
+    `torch.ops` operator (`torch.ops.myops.scaled_silu`, its `.default` or another overload:
+    `"tjit::add.Scalar"`, `torch.ops.tjit.add.Scalar`) or one of tjit's functions; '' where none
+    was given."""
     if isinstance(op, str):
         return _C.operator_doc(op)
-    name = getattr(op, "_qualified_op_name", None) or getattr(getattr(op, "_schema", None), "name", None)
+    schema = getattr(op, "_schema", None)
+    name = getattr(op, "_qualified_op_name", None)
+    if name is None and schema is not None:
+        name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
     if name is None and getattr(op, "__module__", None) == "tjit":
         name = f"tjit::{op.__name__}"
     if name is None:

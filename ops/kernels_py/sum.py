@@ -5,9 +5,10 @@ plan and every ``tl.constexpr``).
 
 Conventions shared by every kernel
 ----------------------------------
-* Pointers are typed by the tensors passed; inputs may be fp16, bf16, fp32 or fp64 (floating only).
-  Accumulation is fp32, or fp64 when the *input* is fp64. Results are cast to the output pointer's
-  element type, so a partial buffer should be allocated in the accumulator dtype (fp32/fp64).
+* Pointers are typed by the tensors passed; inputs may be fp16, bf16, fp32, fp64, int32 or int64.
+  Accumulation is fp32, fp64 when the *input* is fp64, int64 for integers. Results are cast to the
+  output pointer's element type, so a partial buffer should be allocated in the accumulator dtype
+  (fp32/fp64/int64: kit::accumulator_type).
 * Strides are in elements. The reduced/innermost columns are contiguous (stride 1).
 * ``INDEX_64``: pass True when any tensor touched has >= 2**31 elements (or any offset
   ``row * stride`` can reach 2**31); row/program indices are then widened to int64 before they
@@ -58,6 +59,14 @@ import triton
 import triton.language as tl
 
 
+@triton.constexpr_function
+def _accumulator(element_type):
+    """The accumulator dtype of a sum of `element_type` elements."""
+    if element_type == tl.float64:
+        return tl.float64
+    return tl.int64 if element_type.is_int() else tl.float32
+
+
 @triton.jit
 def _dependent_launch(PDL: tl.constexpr):
     """Programmatic dependent launch: wait for the kernel before (its writes visible), then let the next
@@ -74,7 +83,7 @@ def sum_rows_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_N: tl.constexpr,
     row = tl.program_id(0)
     if INDEX_64:
         row = row.to(tl.int64)
-    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else tl.float32
+    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
 
     in_row = in_ptr + row * stride_in_row
     cols = tl.arange(0, BLOCK_N)
@@ -92,7 +101,7 @@ def sum_rows_blocked_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_M: tl.co
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else tl.float32
+    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
 
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
@@ -110,7 +119,7 @@ def sum_rows_blocked_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_M: tl.co
 def _sum_mid_block(in_ptr, m, r_begin, r_end, k, K, stride_m, stride_r, BLOCK_R: tl.constexpr,
                    BLOCK_K: tl.constexpr, INDEX_64: tl.constexpr):
     """Sum in[m, r_begin:r_end, k] over r for a vector k of BLOCK_K column indices."""
-    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else tl.float32
+    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
     base = in_ptr + m * stride_m
     k_mask = k < K
     r_offs = tl.arange(0, BLOCK_R)
@@ -164,7 +173,7 @@ def sum_partial_kernel(in_ptr, partial_ptr, M, N, stride_in_row, chunk, BLOCK_N:
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else tl.float32
+    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
 
     num_splits = tl.cdiv(N, chunk)
     row = pid // num_splits
@@ -189,7 +198,7 @@ def sum_partial_strided_kernel(in_ptr, partial_ptr, M, N, stride_in_row, splits,
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)  # then the block index and the column offsets are int64 too
-    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else tl.float32
+    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
 
     row = pid // splits
     in_row = in_ptr + row * stride_in_row

@@ -57,7 +57,12 @@ def poison_allocator(numel, dtype, device):
     kernel forgets to write shows up instead of reading as a plausible zero."""
     if numel == 0:
         return
-    fill = float("nan") if dtype.is_floating_point else -123456
+    if dtype.is_floating_point:
+        fill = float("nan")
+    elif dtype == torch.bool:
+        fill = True
+    else:
+        fill = torch.iinfo(dtype).min + 17  # unlikely as a result; fits every integer dtype
     block = torch.full((numel, ), fill, dtype=dtype, device=device)
     del block
 

@@ -13,7 +13,8 @@
 //     (tensor subclasses, FX proxies): torch.ops hands the call to them;
 //   - functorch transforms (vmap, grad, ...) are active;
 //   - an argument is of any type other than the plain ones read here (a SymInt, a NumPy scalar, a
-//     wrong type): torch.ops converts it, or raises its usual error.
+//     wrong type, a Python number for add's tensor: the Scalar overloads): torch.ops converts it,
+//     picks the overload, or raises its usual error.
 // torch.compile and torch.export tracing are told apart in Python (torch.compiler.is_compiling),
 // where Dynamo can see the branch.
 
@@ -191,6 +192,7 @@ bool read_bools(py::handle obj, std::array<bool, N>& out) {
 // for the duration of the call.
 template <typename T>
 struct Reader;
+
 
 template <>
 struct Reader<const at::Tensor&> {

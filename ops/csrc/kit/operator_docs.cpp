@@ -21,7 +21,8 @@ Docs& docs() {
 void define(torch::Library& m, std::string_view ns, const char* schema, const char* doc) {
   m.def(schema);
   const std::string_view text(schema);
-  const std::string name = std::string(ns) + "::" + std::string(text.substr(0, text.find_first_of("(.")));
+  // "ns::name" for the default overload, "ns::name.overload" for the others.
+  const std::string name = std::string(ns) + "::" + std::string(text.substr(0, text.find('(')));
   Docs& d = docs();
   std::lock_guard<std::mutex> lock(d.mutex);
   d.by_name[name] = doc;

@@ -285,13 +285,14 @@ def test_other_argument_types_take_torch_ops(device):
         ("sum", (x, 1, 1), (x, 1, 1, None)),
         ("softmax", (x, np.int32(0)), (x, np.int32(0), None)),
         ("softmax", (x, torch.tensor(1)), (x, torch.tensor(1), None)),
-        ("add", (x, x), (x, x, True)),
+        ("add", (x, x), (x, x, np.float64(2.5))),
+        ("add", (x, 3), (x, 3, np.float64(2.5))),
         ("layer_norm", (x, [np.int64(6)]), (x, [np.int64(6)], None, None, 1e-5)),
         ("layer_norm", (x, [6], None, None, np.float64(1e-3)), (x, [6], None, None, np.float64(1e-3))),
     ]
     for name, args, c_args in cases:
         assert getattr(_C, name)(*c_args) is NotImplemented, name
-        kwargs = {"alpha": True} if name == "add" else {}
+        kwargs = {"alpha": np.float64(2.5)} if name == "add" else {}
         assert_same(getattr(tjit, name)(*args, **kwargs), getattr(torch.ops.tjit, name)(*args, **kwargs))
 
 
@@ -306,7 +307,8 @@ def test_errors_same_as_torch_ops(device):
     whether the operator rejects it (direct path) or torch.ops does (the function hands it over)."""
     x = random_tensor((4, 5), torch.float32, device)
     bad_calls = [
-        ("add", (x, x.double()), {}),  # the operator's dtype check
+        ("add", (x, x.to(torch.complex64)), {}),  # the operator's dtype check
+        ("add", (x.int(), x.int()), {"alpha": True}),  # a bool alpha for an integer result
         ("add", (x, random_tensor((3, ), torch.float32, device)), {}),  # shapes
         ("add", (x, None), {}),  # an undefined tensor
         ("add", (x.int(), x.int()), {"alpha": 0.5}),  # float alpha for integers

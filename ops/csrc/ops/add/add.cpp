@@ -12,6 +12,9 @@
 #include <tjit/triton_jit_function.h>
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sum.h>
 #include <c10/core/SymInt.h>
@@ -29,23 +32,49 @@ namespace {
 constexpr const char* kOp = "tjit::add";
 constexpr int kMaxCollapsedDims = 4;
 
-// Shared by the real and the Meta kernel, so both reject the same inputs.
-void check_inputs(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+// A CPU 0-dim tensor beside a tensor on another device (a Python number arrives as one, marked a
+// wrapped number) is a scalar operand, as in torch's elementwise operators.
+bool is_scalar_operand(const at::Tensor& t, const at::Tensor& partner) {
+  return t.dim() == 0 && t.device().is_cpu() && !partner.device().is_cpu();
+}
+
+// Every real dtype Triton can load: the result's dtype is torch's promotion of the two.
+bool is_supported_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kHalf: case at::kBFloat16: case at::kDouble:
+    case at::kBool: case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void check_operand_dtype(const at::Tensor& t, const char* arg) {
+  TORCH_CHECK(is_supported_dtype(t.scalar_type()), kOp, ": argument '", arg, "' has dtype ", t.scalar_type(),
+              ", which is not supported (supported: Float, Half, BFloat16, Double, Bool, Byte, Char, Short, Int, Long)");
+}
+
+// Shared by the real and the Meta kernel, so both reject the same inputs. Returns the result's
+// dtype: torch's type promotion (at::result_type), with torch.add's rules for alpha.
+at::ScalarType check_inputs(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   kit::check_defined(self, kOp, "self");
   kit::check_defined(other, kOp, "other");
-  kit::check_supported_device(self, kOp, "self");
-  kit::check_same_device(other, "other", self, "self", kOp);
-  kit::check_dtype_in(self,
-                         {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble, at::kInt, at::kLong},
-                         kOp, "self");
-  TORCH_CHECK(other.scalar_type() == self.scalar_type(), kOp, ": 'self' has dtype ", self.scalar_type(),
-              " but 'other' has dtype ", other.scalar_type(),
-              "; both must have the same dtype (convert one with .to())");
-  TORCH_CHECK(!alpha.isComplex(), kOp, ": alpha must be real, got ", alpha.toComplexDouble());
-  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
-    TORCH_CHECK(alpha.isIntegral(/*includeBool=*/false), kOp,
-                ": alpha must be an integer for integer tensors, got ", alpha.toDouble());
+  const bool self_is_scalar = is_scalar_operand(self, other);
+  const bool other_is_scalar = is_scalar_operand(other, self);
+  kit::check_supported_device(self_is_scalar ? other : self, kOp, self_is_scalar ? "other" : "self");
+  if (!self_is_scalar && !other_is_scalar) {
+    kit::check_same_device(other, "other", self, "self", kOp);
   }
+  check_operand_dtype(self, "self");
+  check_operand_dtype(other, "other");
+  const at::ScalarType result = at::result_type(self, other);
+  TORCH_CHECK(!alpha.isComplex(), kOp, ": alpha must be real, got ", alpha.toComplexDouble());
+  TORCH_CHECK(!alpha.isBoolean() || result == at::kBool, kOp, ": alpha=", alpha.toBool(),
+              " is a bool, which only a Bool result takes (this one is ", result, "), as in torch.add");
+  TORCH_CHECK(at::isFloatingType(result) || alpha.isIntegral(/*includeBool=*/true), kOp, ": alpha=",
+              alpha.toDouble(), " is a floating-point number but the result has dtype ", result,
+              "; integer results take an integer alpha, as in torch.add");
+  return result;
 }
 
 // numpy-style broadcast of two shapes (int64_t or SymInt), with an error naming both.
@@ -136,29 +165,44 @@ int64_t max_offset(const CollapsedShape& c, const std::array<int64_t, kMaxCollap
 
 }  // namespace
 
-at::Tensor add_meta(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  check_inputs(self, other, alpha);
-  const auto shape = broadcast_shape<c10::SymInt>(self.sym_sizes(), other.sym_sizes());
-  return at::empty_symint(shape, self.options());
+// The output's device: the tensor operand's when the other is a scalar operand.
+c10::Device output_device(const at::Tensor& self, const at::Tensor& other) {
+  return is_scalar_operand(self, other) ? other.device() : self.device();
 }
 
-at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  check_inputs(self, other, alpha);
-  const auto shape = broadcast_shape<int64_t>(self.sizes(), other.sizes());
-  at::Tensor out = kit::empty_output(shape, self.options());
+at::Tensor add_meta(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  const at::ScalarType result = check_inputs(self, other, alpha);
+  const auto shape = broadcast_shape<c10::SymInt>(self.sym_sizes(), other.sym_sizes());
+  return at::empty_symint(shape, self.options().dtype(result).device(output_device(self, other)));
+}
+
+at::Tensor add_triton(const at::Tensor& self_in, const at::Tensor& other_in, const at::Scalar& alpha) {
+  const at::ScalarType result = check_inputs(self_in, other_in, alpha);
+  const auto shape = broadcast_shape<int64_t>(self_in.sizes(), other_in.sizes());
+  const at::TensorOptions out_options = self_in.options().dtype(result).device(output_device(self_in, other_in));
+  at::Tensor out = kit::empty_output(shape, out_options);
   const int64_t n = out.numel();
   if (n == 0) {
     return out;
   }
+  // A scalar operand is filled into a device tensor of the result's dtype (a fill kernel: no
+  // copy from the host, so CUDA graphs capture it) and broadcast like any 0-dim tensor.
+  at::Tensor filled;
+  if (is_scalar_operand(self_in, other_in) || is_scalar_operand(other_in, self_in)) {
+    const at::Tensor& scalar = self_in.device() == out.device() ? other_in : self_in;
+    filled = at::full({}, scalar.item(), out_options);
+  }
+  const at::Tensor& self = filled.defined() && self_in.device() != out.device() ? filled : self_in;
+  const at::Tensor& other = filled.defined() && other_in.device() != out.device() ? filled : other_in;
 
-  const bool is_integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/false);
+  const bool is_integral = at::isIntegralType(result, /*includeBool=*/true);
   const bool has_alpha = is_integral ? alpha.toLong() != 1 : alpha.toDouble() != 1.0;
   // Floating alpha travels as fp32 (Triton's scalar float); for fp64 tensors the fp32 rounding
   // error travels too, so alpha keeps ~48 bits.
   const double alpha_d = alpha.toDouble();
   const float alpha_f = static_cast<float>(alpha_d);
-  const double alpha_lo = self.scalar_type() == at::kDouble ? alpha_d - static_cast<double>(alpha_f) : 0.0;
-  const Stream stream = current_stream(self.device());
+  const double alpha_lo = result == at::kDouble ? alpha_d - static_cast<double>(alpha_f) : 0.0;
+  const Stream stream = current_stream(out.device());
 
   CollapsedShape c;
   AddInputs inputs;
@@ -171,7 +215,7 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
     inputs.x_max_offset = max_offset(c, c.x_stride);
     inputs.y_max_offset = max_offset(c, c.y_stride);
   }
-  const AddPlan plan = plan_add(inputs, kit::device_facts(self));
+  const AddPlan plan = plan_add(inputs, kit::device_facts(out));
   const Grid grid(plan.programs);
   const LaunchOptions options{plan.num_warps};
   if (plan.flat) {
@@ -229,7 +273,8 @@ at::Tensor reduce_to_shape(const at::Tensor& grad, const std::vector<c10::SymInt
 
 bool is_one(const at::Scalar& alpha) { return alpha.isIntegral(false) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0; }
 
-// data = {self's shape, other's shape, alpha}; composed of differentiable operators.
+// data = {self's shape, other's shape, alpha, self's dtype, other's dtype}; composed of
+// differentiable operators. Each gradient takes its input's dtype (the result's may be wider).
 torch::autograd::variable_list add_input_grads(const kit::FormulaNode& node, torch::autograd::variable_list&& grads) {
   const at::Tensor& grad = grads[0];
   at::Tensor grad_self;
@@ -238,7 +283,7 @@ torch::autograd::variable_list add_input_grads(const kit::FormulaNode& node, tor
     return {grad_self, grad_other};
   }
   if (node.wants(0)) {
-    grad_self = reduce_to_shape(grad, node.data[0].toSymIntVector());
+    grad_self = reduce_to_shape(grad, node.data[0].toSymIntVector()).to(node.data[3].toScalarType());
   }
   if (node.wants(1)) {
     const at::Scalar alpha = node.data[2].toScalar();
@@ -246,6 +291,7 @@ torch::autograd::variable_list add_input_grads(const kit::FormulaNode& node, tor
     if (!is_one(alpha)) {
       grad_other = at::mul(grad_other, alpha);
     }
+    grad_other = grad_other.to(node.data[4].toScalarType());
   }
   return {grad_self, grad_other};
 }
@@ -276,7 +322,8 @@ at::Tensor add_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at
   if (graph) {
     const auto node = kit::make_formula_node("TjitAddBackward", &add_input_grads, self, other);
     kit::attach_outputs(node, {&out});
-    kit::formula(node).data = {self.sym_sizes().vec(), other.sym_sizes().vec(), alpha};
+    kit::formula(node).data = {self.sym_sizes().vec(), other.sym_sizes().vec(), alpha, self.scalar_type(),
+                               other.scalar_type()};
   }
   if (forward_ad) {
     const at::Tensor t_self = kit::tangent(self);
@@ -288,15 +335,44 @@ at::Tensor add_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at
   return out;
 }
 
+// `number` as a CPU 0-dim tensor of the dtype torch.add would give (self, number) (at::result_type):
+// a tensor of that dtype promotes with `tensor` to the same dtype and holds the number as torch
+// converts it. Not a wrapped-number tensor: under a Python dispatch mode (fake tensors) torch hands
+// those on as Python numbers, which the Tensor overload's schema refuses.
+at::Tensor number_operand(const at::Tensor& tensor, const at::Scalar& number) {
+  return at::scalar_tensor(number, at::TensorOptions().dtype(at::result_type(tensor, number)));
+}
+
+// add.Scalar and add.Scalar_Tensor, as torch.add with a Python number.
+at::Tensor add_tensor_number(const at::Tensor& self, const at::Scalar& other, const at::Scalar& alpha) {
+  kit::check_defined(self, kOp, "self");
+  return tjit::add(self, number_operand(self, other), alpha);
+}
+
+at::Tensor add_number_tensor(const at::Scalar& self, const at::Tensor& other, const at::Scalar& alpha) {
+  kit::check_defined(other, kOp, "other");
+  return tjit::add(number_operand(other, self), other, alpha);
+}
+
 }  // namespace
 }  // namespace tjit::ops
 
 TORCH_LIBRARY_FRAGMENT(tjit, m) {
   tjit::kit::define(m, "tjit", "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-                    "self + alpha * other, with broadcasting (`torch.ops.tjit.add`).\n\n"
-                    "Both tensors must have the same dtype (float32, float16, bfloat16, float64, int32, int64)\n"
-                    "and be on the same device; alpha must be an integer for integer tensors. The result is\n"
-                    "contiguous. Differentiable with respect to both tensors.");
+                    "self + alpha * other, with broadcasting and torch's type promotion, as torch.add\n"
+                    "(`torch.ops.tjit.add`).\n\n"
+                    "The result's dtype is torch.result_type(self, other): a Python number or a 0-dim tensor\n"
+                    "takes part by category only; a CPU 0-dim tensor may meet a CUDA tensor. Real dtypes only\n"
+                    "(float32, float16, bfloat16, float64, bool, uint8, int8, int16, int32, int64); alpha\n"
+                    "must be an integer for an integer result and may be a bool only for a bool one. The\n"
+                    "result is contiguous. Differentiable with respect to both tensors.");
+  tjit::kit::define(m, "tjit", "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+                    "self + alpha * other for a number `other`, as torch.add (`torch.ops.tjit.add.Scalar`):\n"
+                    "the number takes part in promotion as a Python number does.");
+  tjit::kit::define(m, "tjit", "add.Scalar_Tensor(Scalar self, Tensor other, *, Scalar alpha=1) -> Tensor",
+                    "self + alpha * other for a number `self`, as torch.add(2, x) "
+                    "(`torch.ops.tjit.add.Scalar_Tensor`):\n"
+                    "the number takes part in promotion as a Python number does.");
 }
 // CUDA runs compiled kernels (capture_safe: another thread's graph capture does not refuse
 // them); CPU runs the same kernels through Triton's interpreter.
@@ -304,6 +380,12 @@ TORCH_LIBRARY_IMPL(tjit, CUDA, m) { m.impl("add", tjit::kit::capture_safe<&tjit:
 TORCH_LIBRARY_IMPL(tjit, CPU, m) { m.impl("add", &tjit::ops::add_triton); }
 TORCH_LIBRARY_IMPL(tjit, Meta, m) { m.impl("add", &tjit::ops::add_meta); }
 TORCH_LIBRARY_IMPL(tjit, Autograd, m) { m.impl("add", &tjit::ops::add_autograd); }
+// The number forms are the Tensor form with the number as a 0-dim tensor: its kernels, autograd,
+// batching rule and Meta kernel apply.
+TORCH_LIBRARY_IMPL(tjit, CompositeImplicitAutograd, m) {
+  m.impl("add.Scalar", &tjit::ops::add_tensor_number);
+  m.impl("add.Scalar_Tensor", &tjit::ops::add_number_tensor);
+}
 
 namespace tjit {
 

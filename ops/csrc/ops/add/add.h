@@ -9,8 +9,10 @@
 
 namespace tjit {
 
-// self + alpha * other, with broadcasting; both of one dtype (float32, float16, bfloat16, float64,
-// int32, int64) and on one device; alpha an integer for integer tensors. The result is contiguous.
+// self + alpha * other, with broadcasting and torch's type promotion (at::result_type), as
+// torch.add: real dtypes; a CPU 0-dim tensor may meet a CUDA one; alpha an integer for an integer
+// result. The result is contiguous. A number: the operators tjit::add.Scalar (tensor + number) and
+// tjit::add.Scalar_Tensor (number + tensor), through the dispatcher, give at::add(x, 2.5)'s dtype.
 // Schema: add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha = 1);
 

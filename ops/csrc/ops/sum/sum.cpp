@@ -47,19 +47,26 @@ DimMask reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
   return mask;
 }
 
-// As torch.sum: with `dtype` the input is converted to it first, so any real input will do (integer
-// and bool ones included); without, `self` must have a supported floating dtype.
-void check_inputs(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+bool is_sum_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble || t == at::kInt ||
+         t == at::kLong;
+}
+
+// As torch.sum: the result's dtype is `dtype`, else int64 for bool and integer inputs, else the
+// input's; the input is converted to it first, so the sum runs in that precision. Shared by the
+// real and the Meta kernel.
+at::ScalarType check_inputs(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   kit::check_defined(self, kOp, "self");
   kit::check_supported_device(self, kOp, "self");
-  if (!dtype.has_value()) {
-    kit::check_dtype_in(self, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, kOp, "self");
-    return;
-  }
-  TORCH_CHECK(*dtype == at::kFloat || *dtype == at::kHalf || *dtype == at::kBFloat16 || *dtype == at::kDouble, kOp,
-              ": dtype=", *dtype, " is not supported (supported: Float, Half, BFloat16, Double)");
-  TORCH_CHECK(!at::isComplexType(self.scalar_type()), kOp, ": argument 'self' has dtype ", self.scalar_type(),
-              "; complex inputs are not supported");
+  const at::ScalarType in = self.scalar_type();
+  TORCH_CHECK(!at::isComplexType(in), kOp, ": argument 'self' has dtype ", in, "; complex inputs are not supported");
+  TORCH_CHECK(at::isFloatingType(in) || at::isIntegralType(in, /*includeBool=*/true), kOp, ": argument 'self' has dtype ",
+              in, ", which is not supported (supported: floating, integer and bool dtypes)");
+  const at::ScalarType out =
+      dtype.value_or(at::isIntegralType(in, /*includeBool=*/true) ? at::kLong : in);
+  TORCH_CHECK(is_sum_dtype(out), kOp, ": ", dtype.has_value() ? "dtype=" : "the result's dtype ", out,
+              " is not supported (supported: Float, Half, BFloat16, Double, Int, Long)");
+  return out;
 }
 
 template <typename T>
@@ -150,18 +157,17 @@ void sum_middle(const at::Tensor& in, int64_t m, int64_t r, int64_t k, const at:
 
 at::Tensor sum_meta(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype) {
-  check_inputs(self, dtype);
+  const at::ScalarType out_dtype = check_inputs(self, dtype);
   const DimMask mask = reduced_dims(self.dim(), dim);
   const auto shape = output_shape<c10::SymInt>(self.sym_sizes(), mask, keepdim);
-  return at::empty_symint(shape, self.options().dtype(dtype.value_or(self.scalar_type())));
+  return at::empty_symint(shape, self.options().dtype(out_dtype));
 }
 
 at::Tensor sum_triton(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                       std::optional<at::ScalarType> dtype) {
-  check_inputs(self, dtype);
+  const at::ScalarType out_dtype = check_inputs(self, dtype);
   const DimMask mask = reduced_dims(self.dim(), dim);
   const auto shape = output_shape<int64_t>(self.sizes(), mask, keepdim);
-  const at::ScalarType out_dtype = dtype.value_or(self.scalar_type());
   // As torch.sum: the input is converted to `dtype` first, so the sum runs in that precision.
   const at::Tensor x = out_dtype == self.scalar_type() ? self : self.to(out_dtype);
   at::Tensor out = kit::empty_output(shape, x.options());
@@ -302,8 +308,10 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
       "Sum of `self` over `dim` (`torch.ops.tjit.sum`), as `torch.sum`.\n\n"
       "`dim` is one dim or several (negative ones count from the end); None or an empty sequence sums\n"
       "over every dim. `keepdim` keeps the reduced dims with size 1. With `dtype` the input is converted\n"
-      "to it first and the result has it. Inputs and `dtype`: float32, float16, bfloat16, float64;\n"
-      "float16 and bfloat16 accumulate in float32. Differentiable with respect to `self`.");
+      "to it first and the result has it; without `dtype`, bool and integer inputs sum to int64 and\n"
+      "floating ones keep their dtype. Inputs: any real dtype; results: float32, float16, bfloat16,\n"
+      "float64, int32, int64. float16 and bfloat16 accumulate in float32, integers in int64.\n"
+      "Differentiable with respect to floating `self`.");
 }
 TORCH_LIBRARY_IMPL(tjit, CUDA, m) { m.impl("sum", tjit::kit::capture_safe<&tjit::ops::sum_triton>); }
 TORCH_LIBRARY_IMPL(tjit, CPU, m) { m.impl("sum", &tjit::ops::sum_triton); }

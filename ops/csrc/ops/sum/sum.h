@@ -9,9 +9,9 @@
 
 namespace tjit {
 
-// Sum over `dim` (all dims when absent or empty); negative dims count from the end. float32,
-// float16, bfloat16, float64; half types accumulate in float32. With `dtype` the input is converted
-// first (as torch.sum).
+// Sum over `dim` (all dims when absent or empty); negative dims count from the end, as torch.sum.
+// With `dtype` the input is converted first; without, bool and integer inputs sum to int64. Results
+// float32, float16, bfloat16, float64, int32 or int64; half types accumulate in float32.
 // Schema: sum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false,
                std::optional<at::ScalarType> dtype = std::nullopt);
