@@ -59,14 +59,6 @@ import triton
 import triton.language as tl
 
 
-@triton.constexpr_function
-def _accumulator(element_type):
-    """The accumulator dtype of a sum of `element_type` elements."""
-    if element_type == tl.float64:
-        return tl.float64
-    return tl.int64 if element_type.is_int() else tl.float32
-
-
 @triton.jit
 def _dependent_launch(PDL: tl.constexpr):
     """Programmatic dependent launch: wait for the kernel before (its writes visible), then let the next
@@ -83,7 +75,8 @@ def sum_rows_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_N: tl.constexpr,
     row = tl.program_id(0)
     if INDEX_64:
         row = row.to(tl.int64)
-    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
+    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else (
+        tl.int64 if in_ptr.dtype.element_ty.is_int() else tl.float32)
 
     in_row = in_ptr + row * stride_in_row
     cols = tl.arange(0, BLOCK_N)
@@ -101,7 +94,8 @@ def sum_rows_blocked_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_M: tl.co
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
+    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else (
+        tl.int64 if in_ptr.dtype.element_ty.is_int() else tl.float32)
 
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
@@ -119,7 +113,8 @@ def sum_rows_blocked_kernel(in_ptr, out_ptr, M, N, stride_in_row, BLOCK_M: tl.co
 def _sum_mid_block(in_ptr, m, r_begin, r_end, k, K, stride_m, stride_r, BLOCK_R: tl.constexpr,
                    BLOCK_K: tl.constexpr, INDEX_64: tl.constexpr):
     """Sum in[m, r_begin:r_end, k] over r for a vector k of BLOCK_K column indices."""
-    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
+    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else (
+        tl.int64 if in_ptr.dtype.element_ty.is_int() else tl.float32)
     base = in_ptr + m * stride_m
     k_mask = k < K
     r_offs = tl.arange(0, BLOCK_R)
@@ -173,7 +168,8 @@ def sum_partial_kernel(in_ptr, partial_ptr, M, N, stride_in_row, chunk, BLOCK_N:
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
+    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else (
+        tl.int64 if in_ptr.dtype.element_ty.is_int() else tl.float32)
 
     num_splits = tl.cdiv(N, chunk)
     row = pid // num_splits
@@ -198,7 +194,8 @@ def sum_partial_strided_kernel(in_ptr, partial_ptr, M, N, stride_in_row, splits,
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)  # then the block index and the column offsets are int64 too
-    ACC: tl.constexpr = _accumulator(in_ptr.dtype.element_ty)
+    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else (
+        tl.int64 if in_ptr.dtype.element_ty.is_int() else tl.float32)
 
     row = pid // splits
     in_row = in_ptr + row * stride_in_row
