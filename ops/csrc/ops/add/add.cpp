@@ -39,19 +39,10 @@ bool is_scalar_operand(const at::Tensor& t, const at::Tensor& partner) {
 }
 
 // Every real dtype Triton can load: the result's dtype is torch's promotion of the two.
-bool is_supported_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: case at::kHalf: case at::kBFloat16: case at::kDouble:
-    case at::kBool: case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong:
-      return true;
-    default:
-      return false;
-  }
-}
-
 void check_operand_dtype(const at::Tensor& t, const char* arg) {
-  TORCH_CHECK(is_supported_dtype(t.scalar_type()), kOp, ": argument '", arg, "' has dtype ", t.scalar_type(),
-              ", which is not supported (supported: Float, Half, BFloat16, Double, Bool, Byte, Char, Short, Int, Long)");
+  kit::check_dtype_in(t, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble, at::kBool, at::kByte, at::kChar,
+                          at::kShort, at::kInt, at::kLong},
+                      kOp, arg);
 }
 
 // Shared by the real and the Meta kernel, so both reject the same inputs. Returns the result's
@@ -163,12 +154,12 @@ int64_t max_offset(const CollapsedShape& c, const std::array<int64_t, kMaxCollap
   return m;
 }
 
-}  // namespace
-
 // The output's device: the tensor operand's when the other is a scalar operand.
 c10::Device output_device(const at::Tensor& self, const at::Tensor& other) {
   return is_scalar_operand(self, other) ? other.device() : self.device();
 }
+
+}  // namespace
 
 at::Tensor add_meta(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   const at::ScalarType result = check_inputs(self, other, alpha);
