@@ -196,8 +196,10 @@ def _first_error_line(exc):
 
 class Runner:
 
-    def __init__(self, device, smoke, timer, ops_filter=None, dtypes=None, log=print, peers=None, impls_filter=None):
+    def __init__(self, device, smoke, timer, ops_filter=None, dtypes=None, log=print, peers=None, impls_filter=None,
+                 passes=("fwd", "bwd")):
         self.device = device
+        self.passes = passes  # the decode grid times forward passes alone
         # Only these implementations (IMPL_ORDER names; "copy" included) when given: an A/B of two
         # tjit builds times tjit and the copy alone.
         self.impls_filter = impls_filter
@@ -275,6 +277,8 @@ class Runner:
         base = {"op": op, "pass": pas, "dtype": dtype_name, "shape": list(shape), "numel": math.prod(shape),
                 "bytes": int(nbytes)}
         label = f"{op} {pas} {dtype_name} {'x'.join(map(str, shape))}"
+        if pas not in self.passes:
+            return
         if footprint > self.max_footprint:
             note = f"{label}: skipped, needs ~{footprint / 1e9:.0f} GB (limit {self.max_footprint / 1e9:.0f} GB)"
             self.notes.append(note)
@@ -665,15 +669,19 @@ OPS = ("add", "sum", "softmax", "layer_norm", "rms_norm", "add_rms_norm")
 
 
 def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep_ms=60, log=print, llm=False,
-                  impls_filter=None):
-    """The sweep (powers of two; softmax and layer_norm over a fixed row count), or with llm=True
-    the LLM part: softmax at vocabulary sizes and layer_norm at hidden sizes (llm_shapes).
-    impls_filter: measure only these implementations (IMPL_ORDER names)."""
+                  impls_filter=None, grid=None, passes=("fwd", "bwd")):
+    """The sweep (powers of two; softmax and layer_norm over a fixed row count), with llm=True
+    the LLM part: softmax at vocabulary sizes and layer_norm at hidden sizes (llm_shapes), or the
+    sizes of grid ({op: sizes}, as grids.dense_grid and grids.decode_grid make them).
+    impls_filter: measure only these implementations (IMPL_ORDER names); passes: "fwd", "bwd"."""
     timer = Timer(device, smoke, warmup_ms, rep_ms)
     runner = Runner(device, smoke, timer, ops_filter, dtypes, log,
                     peers={} if impls_filter and not set(impls_filter) & {"flaggems", "liger"} else None,
-                    impls_filter=impls_filter)
-    if llm:
+                    impls_filter=impls_filter, passes=passes)
+    if grid is not None:
+        sizes = grid
+        per_op = dict(grid)
+    elif llm:
         sizes = llm_shapes(smoke)
         per_op = {op: sizes[op] for op in ("softmax", "layer_norm", "rms_norm", "add_rms_norm")}
     else:

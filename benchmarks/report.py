@@ -39,6 +39,8 @@ import math
 import os
 import sys
 
+import grid_report
+
 IMPL_ORDER = ("tjit", "tjit_torch_ops", "aten", "compile", "python_triton", "tutorial", "flaggems", "liger", "triton_op", "triton_launch",
               "copy")
 COLORS = {"tjit": "C0", "tjit_torch_ops": "C8", "aten": "C1", "compile": "C7", "python_triton": "C2", "tutorial": "C3", "triton_op": "C4",
@@ -439,7 +441,7 @@ def evaluate_targets(results):
         if status == "MISS" and reason is None:
             reason = MISS_NOTES.get(tid)
         out.append(dict(t, ratio=ratio, worst_at=at, status=status, note=reason))
-    return out
+    return out + grid_report.evaluate(results)
 
 
 # ------------------------------------------------------------------------------------ formatting
@@ -576,6 +578,7 @@ def write_markdown(results, path, plots=()):
               "Softmax over vocabulary sizes and layer_norm over hidden sizes, rows chosen so that one bf16 tensor "
               "holds at least 256 MiB (benchmarks/bandwidth.py: llm_shapes; `--only llm`).", ""]
     lines += bandwidth_markdown(results.get("llm"))
+    lines += grid_report.markdown(results)
 
     lines += ["## Cold start (fresh processes)", ""] + cold_start_markdown(results.get("cold_start"))
 
@@ -797,6 +800,7 @@ def write_plots(results, out_dir, log=print):
                               "columns (rows fixed)")
     paths += _bandwidth_plots(plt, (results.get("llm") or {}).get("records", []), f"LLM shapes - {title}", out_dir,
                               "llm", "columns (rows: one bf16 tensor >= 256 MiB)")
+    paths += grid_report.write_plots(plt, results, out_dir, title)
     cold = results.get("cold_start")
     if cold and not cold.get("skipped"):
         headers, rows = cold_start_rows(cold)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """tjit's benchmark suite: host overhead (Python and C++), memory bandwidth (a power-of-two sweep, and
-the shapes language models run: `--only llm`) and cold start, tjit against
+the shapes language models run: `--only llm`; grids of sizes chosen by rule: `--only dense` and
+`--only decode`, run only when named) and cold start, tjit against
 aten, Python Triton, torch.library.triton_op, FlagGems and Liger-Kernel (where installed; peers.py) and a
 device copy, with the targets checked at the end.
 
@@ -34,9 +35,11 @@ def parse_args(argv):
                    "(default: benchmarks/results, or a new temporary folder with --smoke)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes and few iterations, to check that everything runs (implied on CPU)")
-    p.add_argument("--only", choices=("overhead", "bandwidth", "llm", "cold_start", "autotune"),
+    p.add_argument("--only", choices=("overhead", "bandwidth", "llm", "cold_start", "autotune", "dense", "decode"),
                    help="run one part only (llm: softmax at vocabulary sizes, layer_norm, rms_norm and "
-                   "add_rms_norm at hidden sizes)")
+                   "add_rms_norm at hidden sizes; dense and decode: the grids of grids.py, run only when named)")
+    p.add_argument("--shard", default="0/1", help="dense and decode: run the I-th of N interleaved shares of the "
+                   "sizes (I/N, default 0/1: all), so a part fits a 10-minute command; --merge the shards")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available, else cpu")
     p.add_argument("--ops", help=f"comma-separated subset of {','.join(OPS)} (default: all)")
     p.add_argument("--dtypes", help="bandwidth dtypes, comma-separated (default: float32,bfloat16)")
@@ -94,6 +97,16 @@ def merge_previous(results, path, ops_filter):
             # dict.fromkeys: notes not tied to an op (absent peers) come with every run, once is enough
             results[part]["notes"] = list(dict.fromkeys(
                 [n for n in old[part].get("notes", []) if not any(op in n for op in ran)] + results[part]["notes"]))
+    for part in ("dense", "decode"):
+        if not old.get(part):
+            continue
+        if results.get(part) is None:
+            results[part] = old[part]
+        else:  # another shard, or the same sizes again: keep what was not measured now
+            case = lambda r: (r["op"], r["pass"], r["dtype"], tuple(r["shape"]))  # noqa: E731
+            now = {case(r) for r in results[part]["records"]}
+            results[part]["records"] = [r for r in old[part]["records"] if case(r) not in now] + results[part]["records"]
+            results[part]["notes"] = list(dict.fromkeys(old[part].get("notes", []) + results[part]["notes"]))
     results["meta"]["merged_with_run_of"] = old.get("meta", {}).get("date_utc")
     return results
 
@@ -138,6 +151,7 @@ def main(argv=None):
         python_baselines.patch_interpreter_for_numpy()
     import bandwidth
     import autotune
+    import grids
     import cold_start
     import overhead
     import report
@@ -164,7 +178,8 @@ def main(argv=None):
     if missing:
         print(f"note: torch.ops.tjit has no {', '.join(missing)} yet; tjit is skipped there")
 
-    results = {"meta": meta, "overhead": {}, "bandwidth": None, "llm": None, "cold_start": None, "autotune": None}
+    results = {"meta": meta, "overhead": {}, "bandwidth": None, "llm": None, "cold_start": None, "autotune": None,
+               "dense": None, "decode": None}
     if args.only in (None, "overhead"):
         print("\n== host overhead, Python ==", flush=True)
         results["overhead"]["python"] = overhead.run_python_overhead(device, smoke, ops_filter)
@@ -178,6 +193,15 @@ def main(argv=None):
         print("\n== bandwidth at LLM shapes (vocabulary softmax, hidden-size layer_norm and rms_norm) ==", flush=True)
         results["llm"] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms,
                                                  llm=True)
+    if args.only in ("dense", "decode"):
+        index, count = grids.parse_shard(args.shard)
+        make = grids.dense_grid if args.only == "dense" else grids.decode_grid
+        grid = make(smoke, index, count)
+        print(f"\n== {args.only} grid, shard {index}/{count}: {grids.grid_size(grid)} sizes ==", flush=True)
+        results[args.only] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms,
+                                                     grid=grid,
+                                                     passes=("fwd", ) if args.only == "decode" else ("fwd", "bwd"))
+        results[args.only]["config"]["shard"] = [index, count]
     if args.only in (None, "cold_start"):
         print("\n== cold start (fresh processes) ==", flush=True)
         results["cold_start"] = cold_start.run_cold_start(device, smoke, runs=args.cold_start_runs)
