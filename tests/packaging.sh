@@ -2,7 +2,10 @@
 # Installs and uses tjit the ways its users do, from the build that `./run.sh test` left in ./build:
 #   1. wheel:        `pip wheel --no-build-isolation` installed into a fresh virtual environment,
 #                    and the pytest suite run against it from outside the checkout (but for the
-#                    tests of the checkout's benchmarks and kernel sources: CHECKOUT_ONLY_TESTS);
+#                    tests of the checkout's benchmarks and kernel sources: CHECKOUT_ONLY_TESTS),
+#                    every test function with about one in TJIT_PACKAGING_SAMPLE (default 3) of its
+#                    parametrized cases (tests/python/conftest.py: --tjit-sample): `./run.sh test`
+#                    ran them all against the same code, this run checks what the wheel installs;
 #   2. consumers:    tests/consumer (a program with its own kernel plus tjit's operators) built
 #                    with find_package(tjit) from an installed prefix, with find_package(tjit)
 #                    from the wheel's tjit.cmake_prefix_path, and with FetchContent; each is run;
@@ -80,7 +83,7 @@ pytest_against_wheel() {
   [[ -z $workers ]] || solo=("${SOLO_TESTS[@]/#/$ROOT/}")
   # shellcheck disable=SC2086  # $workers is pytest's options, as words
   (cd "$WORK" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" "${ignore[@]}" \
-    "${solo[@]/#/--ignore=}" $workers)
+    "${solo[@]/#/--ignore=}" --tjit-sample "${TJIT_PACKAGING_SAMPLE:-3}" $workers)
   if ((${#solo[@]})); then
     (cd "$WORK" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${solo[@]}")
   fi

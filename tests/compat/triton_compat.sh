@@ -13,7 +13,9 @@
 #      launch layout differs between releases; Devices/DescriptorLaunchTest.* through the
 #      interpreter) and @triton.autotune / @triton.heuristics through run() on CPU
 #      (Devices/Autotune.*, which read the decorators' attributes);
-#   3. pytest: every operator test that runs on CPU, through Triton's interpreter.
+#   3. pytest: every operator test function that runs on CPU, through Triton's interpreter, with
+#      about one in TJIT_COMPAT_SAMPLE (default 2) of its parametrized cases (--tjit-sample,
+#      tests/python/conftest.py; 1 runs every case).
 # Prints one summary line last; exits non-zero on any failure. Logs: build/compat/logs-VERSION/.
 # PYTHON selects the interpreter (default python3), as for run.sh.
 set -euo pipefail
@@ -95,7 +97,8 @@ done
 workers=$(pytest_workers "$PY")
 log "operator tests on CPU (pytest -k cpu${workers:+ $workers}: ${operator_tests[*]})"
 # shellcheck disable=SC2086  # $workers is pytest's options, as words
-"$PY" -m pytest "${operator_tests[@]}" -k cpu -q -p no:cacheprovider $workers --junitxml="$logs/pytest.xml" 2>&1 |
+"$PY" -m pytest "${operator_tests[@]}" -k cpu -q -p no:cacheprovider --tjit-sample "${TJIT_COMPAT_SAMPLE:-2}" \
+  $workers --junitxml="$logs/pytest.xml" 2>&1 |
   tee "$logs/pytest.log" || status=1
 
 { read -r cpp_passed cpp_failed cpp_skipped; read -r py_passed py_failed py_skipped; } \
