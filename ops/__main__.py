@@ -55,17 +55,26 @@ def _cache(args):
                   "set by TJIT_CACHE_MAX_BYTES, least recently used entries are removed past it")
             if summary["damaged"]:
                 print(f"  {summary['damaged']} damaged files (ignored by the runtime, replaced on next use)")
+            for refused in summary["refused"]:
+                print(f"  refused: {refused['path']}: {refused['reason']} (the runtime does not read it; "
+                      + ("`cache prune` removes it)" if refused["yours"] else "not yours: its owner or root can remove "
+                         "it, or set TJIT_CACHE_DIR to a folder of your own)"))
         return 0
     if args.command == "list":
         items = [item for item in kernel_store.read(folder) if kernel_store.matches(item, args.kernel)]
         if args.json:
             print(json.dumps([item.as_dict() if isinstance(item, kernel_store.Entry) else
+                              {"path": item.path, "bytes": item.size, "refused": item.reason}
+                              if isinstance(item, kernel_store.Refused) else
                               {"path": item.path, "bytes": item.size, "damaged": item.reason} for item in items],
                              indent=2))
             return 0
         for item in items:
             if isinstance(item, kernel_store.Damaged):
                 print(f"DAMAGED {item.path}: {item.reason}")
+                continue
+            if isinstance(item, kernel_store.Refused):
+                print(f"REFUSED {item.path}: {item.reason}")
                 continue
             print(f"{item.function}({item.signature})\n    file {item.file}\n    {item.options}\n"
                   f"    target {item.target}, triton {item.triton}, {_size(item.size)}: {item.path}")
@@ -86,6 +95,8 @@ def _cache(args):
         else:
             print(f"removed {len(result['removed'])} files ({_size(result['bytes_removed'])}) from {folder}; "
                   f"{_size(result['bytes_left'])} left, bound {_size(result['max_bytes'])}")
+        for path in result["refused_kept"]:
+            print(f"kept {path}: the runtime refuses it, but it is not yours to remove (see `cache info`)")
         return 0
     removed = kernel_store.clear(folder, args.kernel)
     print(f"removed {len(removed)} files" + (f" of {args.kernel}" if args.kernel else "") + f" from {folder}")

@@ -3,16 +3,25 @@
 The C++ runtime writes the store (tjit/kernel_store.h; docs/design.md, "Kernel store" describes the
 files). This module reads the same files without importing triton or loading tjit's libraries;
 `python -m tjit cache {info,list,clear,prune}` is its command line.
+
+It trusts what the runtime trusts (ops/csrc/runtime/binaries/store_access.h): folders and files
+that the running user or root owns and nobody else can write (with TJIT_CACHE_SHARED=<group>, also
+that group's members, group-writable for that group), never a symbolic link. Anything else is a
+Refused item, never read.
 """
 
 import dataclasses
 import fcntl
+import grp
 import hashlib
 import json
 import os
+import pwd
 import re
 import shutil
+import stat
 import struct
+import sys
 import time
 from typing import Iterator, List, Optional
 
@@ -49,6 +58,91 @@ def directory() -> Optional[str]:
         else:
             return None
     return os.path.normpath(os.path.abspath(chosen))
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """Whose store files are read: the running user's and root's, and with TJIT_CACHE_SHARED the
+    members' of that group (group, its gid; None for a private store)."""
+    user: int
+    group: Optional[int] = None
+    group_name: str = ""
+
+
+def policy() -> Policy:
+    """The policy of this process's environment, as the runtime reads it."""
+    shared = os.environ.get("TJIT_CACHE_SHARED", "")
+    if not shared:
+        return Policy(os.geteuid())
+    try:
+        entry = grp.getgrnam(shared)
+        return Policy(os.geteuid(), entry.gr_gid, entry.gr_name)
+    except KeyError:
+        if shared.isdigit():
+            return Policy(os.geteuid(), int(shared), shared)
+    print(f"tjit: TJIT_CACHE_SHARED={shared} names no group of this machine; the store stays private to you",
+          file=sys.stderr)
+    return Policy(os.geteuid())
+
+
+def _user(uid: int):
+    try:
+        return pwd.getpwuid(uid)
+    except KeyError:
+        return None
+
+
+def _members(gid: int) -> Optional[List[str]]:
+    try:
+        return list(grp.getgrgid(gid).gr_mem)
+    except KeyError:
+        return None
+
+
+def _is_member(uid: int, gid: int) -> bool:
+    user = _user(uid)
+    return user is not None and (user.pw_gid == gid or user.pw_name in (_members(gid) or []))
+
+
+def _owner(uid: int) -> str:
+    user = _user(uid)
+    return f"uid {uid}" + (f" ({user.pw_name})" if user else "")
+
+
+def distrust_reason(st: os.stat_result, rules: Policy) -> Optional[str]:
+    """Why a store folder or file with status `st` must not be read under `rules`; None when it may
+    (the runtime's rule, store_access.cpp: distrust_reason)."""
+    shared = rules.group is not None and st.st_gid == rules.group
+    if st.st_uid not in (rules.user, 0) and not (shared and _is_member(st.st_uid, rules.group)):
+        return (f"owned by {_owner(st.st_uid)}, not by you ({_owner(rules.user)}) or root"
+                + (f" or a member of TJIT_CACHE_SHARED's group {rules.group_name}" if rules.group is not None else ""))
+    mode = f"{stat.S_IMODE(st.st_mode):04o}"
+    if st.st_mode & stat.S_IWOTH:
+        return f"writable by every user (mode {mode})"
+    if st.st_mode & stat.S_IWGRP and not shared:
+        user, members = _user(st.st_uid), _members(st.st_gid)
+        private = user is not None and user.pw_gid == st.st_gid and members is not None and \
+            all(m == user.pw_name for m in members)
+        if not private:
+            return (f"writable by group {st.st_gid} (mode {mode}), which " +
+                    (f"is not TJIT_CACHE_SHARED's group {rules.group_name}" if rules.group is not None
+                     else "TJIT_CACHE_SHARED does not name"))
+    return None
+
+
+def _refusal(path: str, rules: Policy, folder: bool) -> Optional[str]:
+    """Why `path` is not read (a link, not a folder or file, or distrust_reason), or None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if folder and not stat.S_ISDIR(st.st_mode):
+        return "not a folder"
+    if not folder and not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    return distrust_reason(st, rules)
 
 
 def parse_size(text: str) -> int:
@@ -159,31 +253,82 @@ class Damaged:
     reason: str
 
 
+@dataclasses.dataclass
+class Refused:
+    """A store folder or file that is not read: another user could have planted it (reason says
+    how). mine: the running user owns it, so `cache prune` removes it."""
+    path: str
+    size: int
+    reason: str
+    mine: bool
+
+
 def _format_root(folder: str) -> str:
     return os.path.join(folder, f"v{FORMAT_VERSION}")
 
 
-def _store_files(folder: str):
+def _walk(folder: str, rules: Policy):
+    """(path, refusal) for every kernel file of the store, and for every folder refused (whose
+    files are then not looked at); refusal is None for what may be read."""
     root = _format_root(folder)
+    # The store's folder as the user named it (a link there is theirs to choose), then checked.
+    for path, why in ((folder, distrust_reason(os.stat(folder), rules) if os.path.isdir(folder) else None),
+                      (root, _refusal(root, rules, folder=True))):
+        if why:
+            yield path, why
+            return
     if not os.path.isdir(root):
         return
     for kernel_dir in sorted(os.scandir(root), key=lambda d: d.name):
-        if not kernel_dir.is_dir():
+        if kernel_dir.name.startswith("."):  # the prune lock
+            continue
+        why = _refusal(kernel_dir.path, rules, folder=True)
+        if why:
+            yield kernel_dir.path, why
             continue
         for f in sorted(os.scandir(kernel_dir.path), key=lambda d: d.name):
-            if f.is_file() and not f.name.startswith("."):  # .*.tmp: a write under way
-                yield f.path
+            if not f.name.startswith("."):  # .*.tmp: a write under way
+                yield f.path, _refusal(f.path, rules, folder=False)
+
+
+def _store_files(folder: str):
+    """The store's kernel files that may be read."""
+    for path, why in _walk(folder, policy()):
+        if why is None:
+            yield path
+
+
+def _read_trusted(path: str, rules: Policy) -> bytes:
+    """The bytes of `path`, opened without following a link and checked on the open file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        why = "not a regular file" if not stat.S_ISREG(st.st_mode) else distrust_reason(st, rules)
+        if why:
+            raise PermissionError(f"{path}: {why}")
+        return f.read()
 
 
 def read(folder: Optional[str] = None) -> Iterator[object]:
-    """Every entry (Entry) and damaged file (Damaged) in the store; signature and decision records
-    are checked and reported only when damaged."""
+    """Every entry (Entry), damaged file (Damaged) and refused folder or file (Refused) in the
+    store; signature and decision records are checked and reported only when damaged."""
     folder = folder or directory()
     if folder is None:
         return
-    for path in _store_files(folder):
-        with open(path, "rb") as f:
-            data = f.read()
+    rules = policy()
+    for path, why in _walk(folder, rules):
+        if why is not None:
+            st = os.lstat(path)
+            yield Refused(path, st.st_size, why, st.st_uid == rules.user)
+            continue
+        try:
+            data = _read_trusted(path, rules)
+        except FileNotFoundError:
+            continue  # removed meanwhile
+        except (PermissionError, OSError) as e:
+            st = os.lstat(path)
+            yield Refused(path, st.st_size, str(e).split(": ", 1)[-1], st.st_uid == rules.user)
+            continue
         is_signature = os.path.basename(path) == SIGNATURE_NAME
         if path.endswith(DECISION_SUFFIX):
             try:
@@ -208,17 +353,18 @@ def read(folder: Optional[str] = None) -> Iterator[object]:
 def _kernel_identity(kernel_dir: str):
     """(function, kernel file or None) of a kernel folder: from its signature record or an entry
     when one is intact, else the function from the folder's name (<function>-<hash of file>)."""
-    for name in [SIGNATURE_NAME] + sorted(os.listdir(kernel_dir)):
+    rules = policy()
+    names = sorted(os.listdir(kernel_dir)) if _refusal(kernel_dir, rules, folder=True) is None else []
+    for name in [SIGNATURE_NAME] + names:
         path = os.path.join(kernel_dir, name)
-        if name.startswith(".") or not os.path.isfile(path):
+        if name.startswith(".") or not os.path.exists(path) or _refusal(path, rules, folder=False):
             continue
-        with open(path, "rb") as f:
-            data = f.read()
         try:
+            data = _read_trusted(path, rules)
             header, _ = decode(data, SIGNATURE_MAGIC if name == SIGNATURE_NAME else ENTRY_MAGIC)
             kernel = header if name == SIGNATURE_NAME else header["kernel"]
             return kernel["function"], kernel["file"]
-        except (DamagedFile, KeyError, TypeError):
+        except (OSError, DamagedFile, KeyError, TypeError):
             continue
     return os.path.basename(kernel_dir).rsplit("-", 1)[0], None
 
@@ -237,7 +383,7 @@ def info(folder: Optional[str] = None) -> dict:
     folder = folder or directory()
     summary = {"directory": folder, "enabled": folder is not None, "exists": bool(folder and os.path.isdir(folder)),
                "kernels": 0, "entries": 0, "signatures": 0, "decisions": 0, "damaged": 0, "bytes": 0,
-               "max_bytes": max_bytes()}
+               "max_bytes": max_bytes(), "refused": []}
     if folder is None:
         return summary
     functions = set()
@@ -251,6 +397,8 @@ def info(folder: Optional[str] = None) -> dict:
         if isinstance(item, Entry):
             summary["entries"] += 1
             functions.add((item.file, item.function))
+        elif isinstance(item, Refused):
+            summary["refused"].append({"path": item.path, "reason": item.reason, "yours": item.mine})
         else:
             summary["damaged"] += 1
     summary["kernels"] = len(functions)
@@ -287,14 +435,26 @@ def prune(folder: Optional[str] = None, limit: Optional[int] = None) -> dict:
     time first: the runtime refreshes it on every hit) until the store holds at most `limit` bytes
     (default: the bound, max_bytes(), and nothing when there is none; 0 removes every entry and
     record), and temporary files of writes that died (an hour old). Takes the store's prune lock, as the runtime does, so it is safe while
-    processes use the store. Returns {"removed": [paths], "bytes_removed", "bytes_left", "max_bytes"}."""
+    processes use the store. Files the runtime refuses to read (Refused) that are the user's own go
+    first, whatever the bound; those of other users stay ("refused_kept": [paths]).
+    Returns {"removed": [paths], "bytes_removed", "bytes_left", "max_bytes", "refused_kept"}."""
     folder = folder or directory()
     if limit is None:
         limit = max_bytes() or None  # 0: no bound
-    result = {"removed": [], "bytes_removed": 0, "bytes_left": 0, "max_bytes": limit}
+    result = {"removed": [], "bytes_removed": 0, "bytes_left": 0, "max_bytes": limit, "refused_kept": []}
     root = _format_root(folder) if folder else None
     if root is None or not os.path.isdir(root):
         return result
+    for item in read(folder):
+        if not isinstance(item, Refused):
+            continue
+        if item.mine and item.path not in (folder, root) and _remove_refused(item.path):
+            result["removed"].append(item.path)
+            result["bytes_removed"] += item.size
+        else:
+            result["refused_kept"].append(item.path)
+    if root in result["refused_kept"] or folder in result["refused_kept"]:
+        return result  # a store the runtime does not use: nothing in it is touched
     try:
         lock = open(os.path.join(root, PRUNE_LOCK_NAME), "a")
     except OSError as e:  # a read-only store: nothing here can be removed either
@@ -304,7 +464,7 @@ def prune(folder: Optional[str] = None, limit: Optional[int] = None) -> dict:
         total, evictable = 0, []
         now = time.time()
         for kernel_dir in os.scandir(root):
-            if not kernel_dir.is_dir(follow_symlinks=False):
+            if not kernel_dir.is_dir(follow_symlinks=False) or kernel_dir.path in result["refused_kept"]:
                 continue
             for f in os.scandir(kernel_dir.path):
                 try:
@@ -333,6 +493,18 @@ def prune(folder: Optional[str] = None, limit: Optional[int] = None) -> dict:
                 total -= size  # removed now, or by another process before the lock
         result["bytes_left"] = total
     return result
+
+
+def _remove_refused(path: str) -> bool:
+    """Removes a refused file, link or folder of the user's own (a link itself, never its target)."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+        return True
+    except OSError:
+        return False
 
 
 def _unlink(path: str) -> bool:

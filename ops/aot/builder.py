@@ -71,12 +71,12 @@ def store_decisions(folder: str, kernels: Sequence[Kernel]) -> List[Decision]:
     out), as manifest decisions. Damaged records are left out too."""
     by_identity = {(k.file, k.function): k for k in kernels}
     found = []
-    for path in kernel_store._store_files(folder):
+    rules = kernel_store.policy()
+    for path in kernel_store._store_files(folder):  # what the runtime would read (kernel_store.Refused)
         if not path.endswith(kernel_store.DECISION_SUFFIX):
             continue
         try:
-            with open(path, "rb") as f:
-                header, _ = kernel_store.decode(f.read(), kernel_store.DECISION_MAGIC)
+            header, _ = kernel_store.decode(kernel_store._read_trusted(path, rules), kernel_store.DECISION_MAGIC)
             lines = header["key"].split("\n")
             fields = dict(line.split(" ", 1) for line in lines[1:] if " " in line)
             value = json.loads(header["value"]) if isinstance(header["value"], str) else header["value"]

@@ -62,11 +62,11 @@ int main(int argc, char** argv) {
   const tjit::KernelStoreCounters c = tjit::kernel_store_counters();
   std::printf("python=%d\n", libpython_mapped() ? 1 : 0);
   std::printf("counters signature_hits=%llu hits=%llu misses=%llu stale=%llu corrupt=%llu writes=%llu "
-              "write_failures=%llu\n",
+              "write_failures=%llu refused=%llu\n",
               static_cast<unsigned long long>(c.signature_hits), static_cast<unsigned long long>(c.hits),
               static_cast<unsigned long long>(c.misses), static_cast<unsigned long long>(c.stale),
               static_cast<unsigned long long>(c.corrupt), static_cast<unsigned long long>(c.writes),
-              static_cast<unsigned long long>(c.write_failures));
+              static_cast<unsigned long long>(c.write_failures), static_cast<unsigned long long>(c.refused));
   const auto dir = tjit::kernel_store_directory();
   std::printf("directory=%s\n", dir ? dir->c_str() : "(off)");
   return 0;

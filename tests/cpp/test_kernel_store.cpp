@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-// fsync(2) and rename(2), interposed: this executable's definitions win symbol lookup over libc's
+// fsync(2) and renameat(2), interposed: this executable's definitions win symbol lookup over libc's
 // for libtriton_jit's calls too. Each records what it did while `recording` is set, then calls
 // libc's (KernelStoreTest.EntryIsOnDiskBeforeItIsRenamedIntoPlace).
 namespace io_log {
@@ -49,19 +49,27 @@ void record(const std::string& event) {
 }
 }  // namespace io_log
 
-extern "C" int fsync(int fd) {
-  static const auto real = reinterpret_cast<int (*)(int)>(::dlsym(RTLD_NEXT, "fsync"));
+// The path an open descriptor names.
+static std::string descriptor_path(int fd) {
   char path[4096] = {};
   const std::string link = "/proc/self/fd/" + std::to_string(fd);
   const ssize_t n = ::readlink(link.c_str(), path, sizeof(path) - 1);
-  io_log::record("fsync " + std::string(path, n > 0 ? static_cast<size_t>(n) : 0));
+  return std::string(path, n > 0 ? static_cast<size_t>(n) : 0);
+}
+
+extern "C" int fsync(int fd) {
+  static const auto real = reinterpret_cast<int (*)(int)>(::dlsym(RTLD_NEXT, "fsync"));
+  io_log::record("fsync " + descriptor_path(fd));
   return real(fd);
 }
 
-extern "C" int rename(const char* from, const char* to) noexcept {
-  static const auto real = reinterpret_cast<int (*)(const char*, const char*)>(::dlsym(RTLD_NEXT, "rename"));
-  io_log::record(std::string("rename ") + from + " -> " + to);
-  return real(from, to);
+// The store renames within a folder it opened (binaries/kernel_store.cpp: write_atomically).
+extern "C" int renameat(int from_folder, const char* from, int to_folder, const char* to) noexcept {
+  static const auto real =
+      reinterpret_cast<int (*)(int, const char*, int, const char*)>(::dlsym(RTLD_NEXT, "renameat"));
+  io_log::record("rename " + descriptor_path(from_folder) + "/" + from + " -> " + descriptor_path(to_folder) + "/" +
+                 to);
+  return real(from_folder, from, to_folder, to);
 }
 
 namespace {

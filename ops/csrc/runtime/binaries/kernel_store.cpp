@@ -9,6 +9,7 @@
 #include "binaries/compiler_identity.h"
 #include "binaries/kernel_store_bound.h"
 #include "binaries/source_fingerprint.h"
+#include "binaries/store_access.h"
 #include "settings/settings.h"
 
 #include <tjit/kernel_store.h>
@@ -23,10 +24,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <unordered_set>
+#include <vector>
 
 namespace tjit {
 namespace {
@@ -100,16 +100,76 @@ fs::path decision_record_path(const fs::path& root, const KernelSignature& kerne
   return kernel_folder(root, kernel.file, kernel.function) / ("decision-" + sha1_hex(key).substr(0, 32) + ".tjd");
 }
 
+// The folders from the store's folder down to `path`'s folder ("v1", "<function>-<hash>"), and its
+// file name; nullopt when `path` is not inside the store's folder.
+struct StorePlace {
+  fs::path directory;
+  std::vector<std::string> folders;
+  std::string name;
+};
+
+std::optional<StorePlace> place_of(const fs::path& path) {
+  const auto directory = store_directory();
+  if (!directory) {
+    return std::nullopt;
+  }
+  StorePlace place{fs::path(*directory), {}, path.filename().string()};
+  for (const fs::path& part : path.parent_path().lexically_relative(place.directory)) {
+    if (part == ".." || part.empty()) {
+      return std::nullopt;
+    }
+    if (part != ".") {
+      place.folders.push_back(part.string());
+    }
+  }
+  return place;
+}
+
+// Opens `path`'s folder through detail::open_store_folder: nullopt when it is missing, or refused
+// (reported once).
+std::optional<detail::Descriptor> open_folder_of(const StorePlace& place, bool create) {
+  detail::StoreOpen folder = detail::open_store_folder(place.directory, place.folders, create);
+  if (folder.refused) {
+    detail::report_refusal(*folder.refused);
+  }
+  if (!folder.fd) {
+    return std::nullopt;
+  }
+  return std::move(folder.fd);
+}
+
+// The bytes of store file `path`, read from a descriptor that was checked (store_access.h); nullopt
+// when it is missing, unreadable or refused.
 std::optional<std::string> read_file(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
+  const auto place = place_of(path);
+  if (!place) {
     return std::nullopt;
   }
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (file.bad()) {
+  const auto folder = open_folder_of(*place, /*create=*/false);
+  if (!folder) {
     return std::nullopt;
   }
-  return bytes;
+  detail::StoreOpen file = detail::open_store_file(*folder, path.parent_path(), place->name);
+  if (file.refused) {
+    detail::report_refusal(*file.refused);
+  }
+  if (!file.fd) {
+    return std::nullopt;
+  }
+  std::string bytes;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(file.fd.get(), buffer, sizeof(buffer));
+    if (n == 0) {
+      return bytes;
+    }
+    if (n < 0 && errno != EINTR) {
+      return std::nullopt;
+    }
+    if (n > 0) {
+      bytes.append(buffer, static_cast<size_t>(n));
+    }
+  }
 }
 
 void report_damage(const fs::path& path, const std::string& reason) {
@@ -140,55 +200,67 @@ std::optional<T> read_store_file(const fs::path& path, T (*decode)(const std::st
   }
 }
 
-// Makes a rename in `folder` durable (the new name is on disk, not only in the page cache).
-void sync_folder(const fs::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-// Writes `bytes` to a temporary file beside `path`, flushes it to disk, then renames it into
-// place: a reader sees the old file or the whole new one, never a part, and a power cut after the
-// rename leaves the whole file, not a truncated one. False (after one warning per process) on
-// failure.
+// Writes `bytes` to a new temporary file in `path`'s folder (made with the store's private or
+// group modes, store_access.h), flushes it to disk, then renames it into place: a reader sees the
+// old file or the whole new one, never a part, and a power cut after the rename leaves the whole
+// file, not a truncated one. False on failure (after one warning per process) or when the folder
+// is refused (reported once per path).
 bool write_atomically(const fs::path& path, const std::string& bytes) {
   static std::atomic<uint64_t> sequence{0};
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  std::string name(1, '.');  // hidden, unique per process and write, renamed into place
-  name += path.filename().string();
-  name += '.';
-  name += std::to_string(::getpid());
-  name += '.';
-  name += std::to_string(sequence.fetch_add(1));
-  name += ".tmp";
-  const fs::path temporary = path.parent_path() / name;
+  StoreState& s = state();
+  const auto place = place_of(path);
+  if (!place) {
+    return false;
+  }
+  errno = 0;
   const auto failure = [] { return errno != 0 ? errno : EIO; };
   int error = 0;
-  errno = 0;
-  std::FILE* f = std::fopen(temporary.c_str(), "wb");
-  if (f == nullptr) {
+  detail::StoreOpen opened = detail::open_store_folder(place->directory, place->folders, /*create=*/true);
+  if (opened.refused) {
+    detail::report_refusal(*opened.refused);
+    return false;
+  }
+  if (!opened.fd) {
     error = failure();
   } else {
-    if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fflush(f) != 0 ||
-        ::fsync(::fileno(f)) != 0) {
+    const int folder = opened.fd.get();
+    std::string name(1, '.');  // hidden, unique per process and write, renamed into place
+    name += place->name;
+    name += '.';
+    name += std::to_string(::getpid());
+    name += '.';
+    name += std::to_string(sequence.fetch_add(1));
+    name += ".tmp";
+    detail::Descriptor file = detail::create_store_file(opened.fd, name);
+    if (!file) {
       error = failure();
+    } else {
+      for (size_t done = 0; done < bytes.size() && error == 0;) {
+        const ssize_t n = ::write(file.get(), bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno != EINTR) {
+          error = failure();
+        } else if (n > 0) {
+          done += static_cast<size_t>(n);
+        }
+      }
+      if (error == 0 && ::fsync(file.get()) != 0) {
+        error = failure();
+      }
+      if (::close(file.release()) != 0 && error == 0) {
+        error = failure();
+      }
+      if (error == 0 && ::renameat(folder, name.c_str(), folder, place->name.c_str()) != 0) {
+        error = failure();
+      }
+      if (error != 0) {
+        ::unlinkat(folder, name.c_str(), 0);
+      }
     }
-    if (std::fclose(f) != 0 && error == 0) {
-      error = failure();
-    }
-    if (error == 0 && std::rename(temporary.c_str(), path.c_str()) != 0) {
-      error = failure();
-    }
-    if (error != 0) {
-      std::remove(temporary.c_str());
+    if (error == 0) {
+      ::fsync(folder);  // the rename is on disk, not only in the page cache
     }
   }
-  StoreState& s = state();
   if (error == 0) {
-    sync_folder(path.parent_path());
     s.counters.writes.fetch_add(1);
     return true;
   }
@@ -257,6 +329,7 @@ KernelStoreCounters kernel_store_counters() {
   out.tuning_hits = c.tuning_hits.load();
   out.write_failures = c.write_failures.load();
   out.evictions = detail::store_evictions();
+  out.refused = detail::store_refusals();
   return out;
 }
 

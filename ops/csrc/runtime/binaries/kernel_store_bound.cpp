@@ -9,6 +9,7 @@
 
 #include "binaries/kernel_store_bound.h"
 
+#include "binaries/store_access.h"
 #include "settings/settings.h"
 
 #include <dirent.h>
@@ -142,7 +143,9 @@ Scan scan_store(const fs::path& root, bool remove_dead) {
 class PruneLock {
  public:
   PruneLock(const fs::path& root, bool wait) {
-    fd_ = ::open((root / kLockName).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // Group members of a shared store take the same lock (store_access.h).
+    fd_ = ::open((root / kLockName).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                 detail::store_policy().group ? 0660 : 0600);
     held_ = fd_ >= 0 && ::flock(fd_, LOCK_EX | (wait ? 0 : LOCK_NB)) == 0;
   }
   ~PruneLock() {
@@ -238,7 +241,7 @@ std::optional<uint64_t> parse_byte_size(const std::string& text) {
   return value << shift;
 }
 
-void mark_store_file_used(const fs::path& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+void mark_store_file_used(const fs::path& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW); }
 
 void note_store_write(const fs::path& root, uint64_t bytes) {
   const uint64_t bound = kernel_store_max_bytes();

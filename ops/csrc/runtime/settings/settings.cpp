@@ -102,6 +102,8 @@ std::optional<std::string> kernel_store_directory() {
 
 std::optional<std::string> kernel_store_max_bytes() { return non_empty("TJIT_CACHE_MAX_BYTES"); }
 
+std::optional<std::string> kernel_store_shared_group() { return non_empty("TJIT_CACHE_SHARED"); }
+
 std::optional<std::string> record_manifest() { return non_empty("TJIT_RECORD"); }
 
 std::optional<std::string> python_executable() { return non_empty("TJIT_PYTHON_EXECUTABLE"); }

@@ -12,6 +12,7 @@
 // | TJIT_CACHE | settings::kernel_store_directory(), at the store's first use | 0, off, OFF, false, no: no kernel store |
 // | TJIT_CACHE_DIR, XDG_CACHE_HOME, HOME | the same | the store's folder: TJIT_CACHE_DIR, else $XDG_CACHE_HOME/tjit, else ~/.cache/tjit |
 // | TJIT_CACHE_MAX_BYTES | settings::kernel_store_max_bytes(), when the bound is first needed | the store's bound (K, M, G, T suffixes; 0: none) |
+// | TJIT_CACHE_SHARED | settings::kernel_store_shared_group(), once | a group (name or number) whose members share the store (binaries/store_access.h) |
 // | TJIT_RECORD | settings::record_manifest(), when recording is first consulted | the manifest file to record specialisations into |
 // | TJIT_PYTHON_EXECUTABLE | settings::python_executable(), when Python is first loaded | the interpreter to start in a process without one |
 // | TJIT_LIBPYTHON | settings::libpython(), the same | the libpython to load in a process without one |
@@ -36,6 +37,10 @@ std::optional<std::string> kernel_store_directory();
 // TJIT_CACHE_MAX_BYTES as given; nullopt when unset or empty (binaries/kernel_store_bound.cpp
 // parses it, and falls back to the default bound with one log line when it is not a size).
 std::optional<std::string> kernel_store_max_bytes();
+
+// TJIT_CACHE_SHARED as given: the group whose members may share the kernel store; nullopt when
+// unset or empty (the store is private to the running user).
+std::optional<std::string> kernel_store_shared_group();
 
 // TJIT_RECORD as given (relative to the working directory); nullopt when unset or empty.
 std::optional<std::string> record_manifest();

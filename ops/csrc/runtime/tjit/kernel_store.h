@@ -18,7 +18,10 @@ namespace tjit {
 // The store's folder; nullopt when the store is off. Chosen on first use: off when TJIT_CACHE=0;
 // else TJIT_CACHE_DIR; else $XDG_CACHE_HOME/tjit; else $HOME/.cache/tjit. A folder that cannot be
 // written (a read-only image, a full disk) still serves lookups; writes then fail with one
-// warning and kernels stay in memory.
+// warning and kernels stay in memory. Only what the running user or root owns, and nobody else
+// can write, is read (a folder or file another user could have planted is refused with one
+// warning, and treated as absent); what the store creates is private (0700 folders, 0600 files),
+// or shared with one group by TJIT_CACHE_SHARED=<group> (docs/deploying.md, "Sharing a store").
 std::optional<std::string> kernel_store_directory();
 
 // Replaces that choice for the rest of this process; nullopt turns the store off. Kernels already
@@ -36,6 +39,8 @@ struct KernelStoreCounters {
   uint64_t write_failures = 0;  // writes that failed (the first one is logged)
   uint64_t tuning_hits = 0;     // autotune choices and heuristic values read from the store
   uint64_t evictions = 0;       // files this process removed to keep the store under its bound
+  uint64_t refused = 0;         // folders and files not read or written: another user could have
+                                // planted them (each path logged once; TJIT_CACHE_SHARED to share)
 };
 KernelStoreCounters kernel_store_counters();
 
