@@ -432,11 +432,14 @@ class Runner:
                 def check_fwd(name, got, x):
                     return rel_err(got, torch.softmax(x.float(), -1))
 
+                compiled = self._compiled(lambda x: torch.softmax(x, -1))
                 impls = {"tjit": self.tjit_or_none("softmax", lambda x: (lambda: torch.ops.tjit.softmax(x, -1))),
                          "aten": lambda x: (lambda: torch.softmax(x, -1)),
+                         "compile": (lambda x: (lambda: compiled(x))) if compiled else None,
                          "python_triton": lambda x: (lambda: tw.softmax(x)),
                          "tutorial": (lambda x: (lambda: pb.tutorial_softmax(x))) if n <= TUTORIAL_MAX_COLS else None}
                 peers, skipped = self.peer_impls("softmax", "fwd", [m, n], lambda x: (x, ))
+                self._note_uncompiled(compiled, skipped)
                 self.case("softmax", "fwd", dtype_name, [m, n], nbytes, (self.n_sets(nbytes) + 3) * mn * e, make_fwd,
                           {**impls, **peers}, check_fwd, skipped)
 
@@ -452,12 +455,16 @@ class Runner:
                     ref = torch.ops.aten._softmax_backward_data(go.float(), o.float(), -1, torch.float32)
                     return rel_err(got, ref)
 
+                compiled = self._compiled(lambda go, o, dtype=dtype: torch.ops.aten._softmax_backward_data(go, o, -1,
+                                                                                                          dtype))
                 impls = {"tjit": self.tjit_or_none("softmax_backward", lambda s, dtype=dtype:
                                                    (lambda: tjit_softmax_backward(s[0], s[1], -1, dtype))),
                          "aten": lambda s, dtype=dtype:
                          (lambda: torch.ops.aten._softmax_backward_data(s[0], s[1], -1, dtype)),
+                         "compile": (lambda s: (lambda: compiled(*s))) if compiled else None,
                          "python_triton": lambda s: (lambda: tw.softmax_backward(s[0], s[1]))}
                 peers, skipped = self.peer_impls("softmax", "bwd", [m, n], lambda s, dtype=dtype: (s[0], s[1], dtype))
+                self._note_uncompiled(compiled, skipped)
                 self.case("softmax", "bwd", dtype_name, [m, n], nbytes, (2 * self.n_sets(nbytes) + 3) * mn * e,
                           make_bwd, {**impls, **peers}, check_bwd, skipped)
 
@@ -484,10 +491,13 @@ class Runner:
                 def tjit_fwd(s, n=n):
                     return lambda: torch.ops.tjit.layer_norm(s[0], [n], s[1], s[2], eps)
 
+                compiled = self._compiled(lambda x, w, b, n=n: F.layer_norm(x, (n, ), w, b, eps))
                 impls = {"tjit": self.tjit_or_none("layer_norm", tjit_fwd),
                          "aten": lambda s, n=n: (lambda: F.layer_norm(s[0], (n, ), s[1], s[2], eps)),
+                         "compile": (lambda s: (lambda: compiled(*s))) if compiled else None,
                          "python_triton": lambda s: (lambda: tw.layer_norm(s[0], s[1], s[2], eps, stats=False)[0])}
                 peers, skipped = self.peer_impls("layer_norm", "fwd", [m, n], lambda s: (*s, eps))
+                self._note_uncompiled(compiled, skipped)
                 self.case("layer_norm", "fwd", dtype_name, [m, n], nbytes, (self.n_sets(nbytes) + 3) * mn * e,
                           make_fwd, {**impls, **peers}, check_fwd, skipped)
 
@@ -527,13 +537,20 @@ class Runner:
 
                     return make
 
+                def compiled_bwd(s):
+                    """The backward torch.compile's forward records (AOTAutograd's), as the engine runs it."""
+                    leaves = [t.detach().requires_grad_() for t in s[:3]]
+                    return self._grads([compiled(*leaves)], leaves, [s[3]])
+
                 impls = {"tjit": self.tjit_or_none("layer_norm_backward", op_bwd(
                     torch.ops.tjit.layer_norm_forward, torch.ops.tjit.layer_norm_backward)),
                          "aten": op_bwd(torch.ops.aten.native_layer_norm, torch.ops.aten.native_layer_norm_backward),
+                         "compile": compiled_bwd if compiled else None,
                          "python_triton": triton_bwd}
                 # The peers' backward functions too (peers.py computes their mean/rstd once, here).
                 peers, skipped = self.peer_impls("layer_norm", "bwd", [m, n],
                                                  lambda s: (*(t.detach() for t in s), eps))
+                self._note_uncompiled(compiled, skipped)
                 self.case("layer_norm", "bwd", dtype_name, [m, n], nbytes, (4 * self.n_sets(nbytes) + 4) * mn * e,
                           make_bwd, {**impls, **peers}, check_bwd, skipped)
 
@@ -545,6 +562,11 @@ class Runner:
             self.note_once("compile: torch.compile peers run on CUDA only; skipped on CPU")
             return None
         return compile_static(fn)
+
+    @staticmethod
+    def _note_uncompiled(compiled, skipped):
+        if compiled is None:
+            skipped["compile"] = "torch.compile peers run on CUDA only"
 
     @staticmethod
     def _grads(out, inputs, grad):
@@ -596,8 +618,7 @@ class Runner:
                 impls = {"tjit": self.tjit_or_none(op, tjit_fwd), "aten": bind(torch_fwd),
                          "compile": bind(compiled) if compiled else None}
                 peers, skipped = self.peer_impls(op, "fwd", [m, n], lambda s: (*s, eps))
-                if compiled is None:
-                    skipped["compile"] = "torch.compile peers run on CUDA only"
+                self._note_uncompiled(compiled, skipped)
                 self.case(op, "fwd", dtype_name, [m, n], nbytes, (tensors * self.n_sets(nbytes) + 3) * mn * e,
                           make_fwd, {**impls, **peers}, check_fwd, skipped)
 
@@ -655,8 +676,7 @@ class Runner:
                          "aten": autograd_bwd(torch_fwd),
                          "compile": autograd_bwd(compiled) if compiled else None}
                 peers, skipped = self.peer_impls(op, "bwd", [m, n], lambda s: (*(t.detach() for t in s), eps))
-                if compiled is None:
-                    skipped["compile"] = "torch.compile peers run on CUDA only"
+                self._note_uncompiled(compiled, skipped)
                 self.case(op, "bwd", dtype_name, [m, n], nbytes,
                           ((2 * tensors + 2) * self.n_sets(nbytes) + 6) * mn * e, make_bwd, {**impls, **peers},
                           check_bwd, skipped)

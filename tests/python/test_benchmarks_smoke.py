@@ -33,7 +33,9 @@ TARGET_IDS = ("cpp_add_vs_aten", "cpp_bare_vs_raw", "py_add_vs_aten", "py_add_vs
                                                                        "llm_softmax_copy", "llm_layer_norm_fwd_copy",
                                                                        "llm_layer_norm_bwd_copy", "sum_fwd_flaggems",
                                                                        "llm_rms_norm_peers", "llm_rms_norm_fwd_copy",
-                                                                       "llm_rms_norm_bwd_copy")
+                                                                       "llm_rms_norm_bwd_copy",
+                                                                       "dense_peers_every_point", "dense_peers_median",
+                                                                       "decode_peers_every_point")
 
 
 def import_bench(name):
