@@ -445,14 +445,16 @@ def prune(folder: Optional[str] = None, limit: Optional[int] = None) -> dict:
     root = _format_root(folder) if folder else None
     if root is None or not os.path.isdir(root):
         return result
-    for item in read(folder):
-        if not isinstance(item, Refused):
+    rules = policy()
+    for path, why in _walk(folder, rules):  # the refusals alone: no file is read
+        if why is None:
             continue
-        if item.mine and item.path not in (folder, root) and _remove_refused(item.path):
-            result["removed"].append(item.path)
-            result["bytes_removed"] += item.size
+        st = os.lstat(path)
+        if st.st_uid == rules.user and path not in (folder, root) and _remove_refused(path):
+            result["removed"].append(path)
+            result["bytes_removed"] += st.st_size
         else:
-            result["refused_kept"].append(item.path)
+            result["refused_kept"].append(path)
     if root in result["refused_kept"] or folder in result["refused_kept"]:
         return result  # a store the runtime does not use: nothing in it is touched
     try:
