@@ -325,8 +325,11 @@ def read(folder: Optional[str] = None) -> Iterator[object]:
             data = _read_trusted(path, rules)
         except FileNotFoundError:
             continue  # removed meanwhile
-        except (PermissionError, OSError) as e:
-            st = os.lstat(path)
+        except OSError as e:  # swapped for a link or another owner's file since the walk looked
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
             yield Refused(path, st.st_size, str(e).split(": ", 1)[-1], st.st_uid == rules.user)
             continue
         is_signature = os.path.basename(path) == SIGNATURE_NAME

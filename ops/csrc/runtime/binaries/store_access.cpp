@@ -211,24 +211,39 @@ Descriptor& Descriptor::operator=(Descriptor&& other) noexcept {
   return *this;
 }
 
+namespace {
+
+// Opens folder `name` in `parent` (AT_FDCWD for a path) with `flags`; with `create`, a missing one is
+// made first with the policy's mode (and group), and one another process made meanwhile is opened.
+Descriptor open_or_make_folder(int parent, const char* name, int flags, bool create, const StorePolicy& policy) {
+  Descriptor folder(::openat(parent, name, flags));
+  if (folder || errno != ENOENT || !create) {
+    return folder;
+  }
+  if (::mkdirat(parent, name, folder_mode(policy)) == 0) {
+    folder = Descriptor(::openat(parent, name, flags));
+    if (folder) {
+      share_with_group(folder.get(), folder_mode(policy), policy);
+    }
+  } else if (errno == EEXIST) {
+    folder = Descriptor(::openat(parent, name, flags));
+  }
+  return folder;
+}
+
+}  // namespace
+
 StoreOpen open_store_folder(const fs::path& root, const std::vector<std::string>& components, bool create) {
   const StorePolicy& policy = store_policy();
   StoreOpen out;
-  // The root as the user named it (links in its path are theirs to choose), then checked.
-  Descriptor folder(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!folder && errno == ENOENT && create) {
+  if (create) {  // the folders above the store's own are the user's: made as any program makes them
     std::error_code ec;
-    fs::create_directories(root.parent_path(), ec);
-    if (::mkdir(root.c_str(), folder_mode(policy)) == 0) {
-      Descriptor made(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-      if (made) {
-        share_with_group(made.get(), folder_mode(policy), policy);
-      }
-      folder = std::move(made);
-    } else if (errno == EEXIST) {
-      folder = Descriptor(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fs::exists(root, ec)) {
+      fs::create_directories(root.parent_path(), ec);
     }
   }
+  // The root as the user named it (links in its path are theirs to choose), then checked.
+  Descriptor folder = open_or_make_folder(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, create, policy);
   if (!folder) {
     return out;
   }
@@ -238,18 +253,8 @@ StoreOpen open_store_folder(const fs::path& root, const std::vector<std::string>
   fs::path path = root;
   for (const std::string& name : components) {
     path /= name;
-    constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-    Descriptor next(::openat(folder.get(), name.c_str(), kFlags));
-    if (!next && errno == ENOENT && create) {
-      if (::mkdirat(folder.get(), name.c_str(), folder_mode(policy)) == 0) {
-        next = Descriptor(::openat(folder.get(), name.c_str(), kFlags));
-        if (next) {
-          share_with_group(next.get(), folder_mode(policy), policy);
-        }
-      } else if (errno == EEXIST) {
-        next = Descriptor(::openat(folder.get(), name.c_str(), kFlags));
-      }
-    }
+    Descriptor next = open_or_make_folder(folder.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                                          create, policy);
     if (!next) {
       out.refused = open_failure(errno, path, /*folder=*/true);
       return out;
