@@ -165,6 +165,24 @@ at::Tensor scaled_silu_backward_autograd(c10::DispatchKeySet ks, const at::Tenso
   return op.redispatch(ks & c10::after_autograd_keyset, grad, x, scale);
 }
 
+// torch.func.vmap: the kernels are elementwise, so the batch is one more leading dimension and each
+// level runs the kernel once (without a rule torch would call it once per sample, with a warning).
+at::Tensor scaled_silu_batched(const at::Tensor& x, double scale) {
+  tjit::kit::VmapCall vmap({&x});
+  if (!vmap.batched()) {
+    return scaled_silu(x, scale);
+  }
+  return vmap.batch(scaled_silu(vmap.front(x), scale));
+}
+
+at::Tensor scaled_silu_backward_batched(const at::Tensor& grad, const at::Tensor& x, double scale) {
+  tjit::kit::VmapCall vmap({&grad, &x});
+  if (!vmap.batched()) {
+    return scaled_silu_backward(grad, x, scale);
+  }
+  return vmap.batch(scaled_silu_backward(vmap.front(grad), vmap.front(x), scale));
+}
+
 }  // namespace
 
 // The typed C++ entry points: through the dispatcher, like at:: functions.
@@ -204,4 +222,8 @@ TORCH_LIBRARY_IMPL(myops, Meta, m) {
 TORCH_LIBRARY_IMPL(myops, Autograd, m) {
   m.impl("scaled_silu", &myops::scaled_silu_autograd);
   m.impl("scaled_silu_backward", &myops::scaled_silu_backward_autograd);
+}
+TORCH_LIBRARY_IMPL(myops, FuncTorchBatched, m) {
+  m.impl("scaled_silu", &myops::scaled_silu_batched);
+  m.impl("scaled_silu_backward", &myops::scaled_silu_backward_batched);
 }

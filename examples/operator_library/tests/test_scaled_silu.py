@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -93,6 +94,38 @@ def test_torch_func(device):
         torch.testing.assert_close(transform(loss(ours))(x[0]), transform(loss(ref))(x[0]))
     torch.testing.assert_close(torch.func.jvp(ours, (x, ), (t, )), torch.func.jvp(ref, (x, ), (t, )))
     torch.testing.assert_close(torch.func.jacrev(ours)(x[0]), torch.func.jacrev(ref)(x[0]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap(device):
+    # Batching rules (the FuncTorchBatched kernels): the kernel runs once over the batch; torch's
+    # per-sample fallback would warn, which fails the test.
+    x = torch.randn(4, 3, 19, device=device, dtype=torch.float64)
+    g = torch.randn_like(x)
+    ours = lambda a: torch.ops.myops.scaled_silu(a, 1.5)  # noqa: E731
+    ref = lambda a: 1.5 * torch.nn.functional.silu(a)  # noqa: E731
+    backward = torch.ops.myops.scaled_silu_backward
+    ref_backward = lambda gr, a: torch.func.vjp(ref, a)[1](gr)[0]  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for in_dims in (0, 1, 2):
+            torch.testing.assert_close(torch.vmap(ours, in_dims=in_dims)(x), torch.vmap(ref, in_dims=in_dims)(x))
+        torch.testing.assert_close(torch.vmap(torch.vmap(ours), in_dims=1)(x), torch.vmap(torch.vmap(ref), in_dims=1)(x))
+        # The backward with both, and either one, batched.
+        cases = [((0, 0), (g, x)), ((1, 1), (g, x)), ((0, None), (g, x[0])), ((None, 1), (g[:, 0], x))]
+        for in_dims, args in cases:
+            torch.testing.assert_close(torch.vmap(lambda gr, a: backward(gr, a, 1.5), in_dims=in_dims)(*args),
+                                       torch.vmap(ref_backward, in_dims=in_dims)(*args))
+        # Per-sample gradients and a Jacobian: vmap over the backward operator.
+        torch.testing.assert_close(torch.vmap(torch.func.grad(lambda a: ours(a).sum()))(x[:, 0]),
+                                   torch.vmap(torch.func.grad(lambda a: ref(a).sum()))(x[:, 0]))
+        torch.testing.assert_close(torch.func.jacrev(ours)(x[0, 0]), torch.func.jacrev(ref)(x[0, 0]))
+        torch.testing.assert_close(torch.func.hessian(lambda a: ours(a).pow(3).sum())(x[0, 0]),
+                                   torch.func.hessian(lambda a: ref(a).pow(3).sum())(x[0, 0]))
+    # Float32 and an empty batch.
+    y = torch.randn(5, 7, 33, device=device)
+    torch.testing.assert_close(torch.vmap(ours)(y), ref(y), **TOLERANCE[torch.float32])
+    assert torch.vmap(ours)(torch.empty(3, 0, device=device)).shape == (3, 0)
 
 
 @pytest.mark.parametrize("device", DEVICES)

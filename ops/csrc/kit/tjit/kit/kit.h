@@ -14,5 +14,6 @@
 #include <tjit/kit/plans.h>           // DeviceFacts, device_facts, Tuner, plan describers
 #include <tjit/kit/row_exchange.h>    // row_exchange_workspace, long-row kernels' contract
 #include <tjit/kit/rows.h>            // RowsView, as_rows, rows_of, needs_index64
+#include <tjit/kit/vmap.h>            // VmapCall (torch.func.vmap batching rules)
 // Not included here: <tjit/kit/library_kernels.h> (library_kernel_path), for libraries built with
 // tjit_add_operator_library, which defines the macros it reads.
