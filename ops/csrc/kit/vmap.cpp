@@ -1,11 +1,10 @@
 #include <tjit/kit/vmap.h>
 
+#include <ATen/functorch/BatchRulesHelper.h>  // ensure_has_bdim
 #include <ATen/functorch/BatchedTensorImpl.h>
 #include <ATen/functorch/DynamicLayer.h>
 #include <ATen/functorch/PlumbingHelper.h>
 #include <c10/util/Exception.h>
-
-#include <vector>
 
 namespace tjit::kit {
 
@@ -33,10 +32,7 @@ at::Tensor VmapCall::front(const at::Tensor& t) const {
   if (dim.has_value()) {
     return value.movedim(*dim, 0);
   }
-  std::vector<c10::SymInt> shape{batch_size_};
-  const auto sizes = value.sym_sizes();
-  shape.insert(shape.end(), sizes.begin(), sizes.end());
-  return value.unsqueeze(0).expand_symint(shape);
+  return at::functorch::ensure_has_bdim(value, /*has_bdim=*/false, batch_size_);
 }
 
 at::Tensor VmapCall::batch(const at::Tensor& result) const { return at::functorch::makeBatched(result, 0, level_); }
