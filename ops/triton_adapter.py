@@ -201,10 +201,26 @@ def _import_file(path, interpreted=False):
         return module
 
 
+def _without_front_end(obj):
+    """The kernel a tjit.jit object (tjit.python_kernels.JitKernel) launches, else `obj`: a kernel
+    file may decorate its kernels with tjit.jit on top of @triton.jit."""
+    while getattr(type(obj), "__tjit_jit__", False):
+        obj = obj.kernel
+    return obj
+
+
+def _registered_kernel(path, name):
+    """The kernel object tjit.jit registered as `name` of `path` (the user's own object: importing the
+    file again would make another), or None."""
+    front_end = sys.modules.get("tjit.python_kernels")
+    return None if front_end is None else front_end.registered_kernel(path, name)
+
+
 def _unwrap(obj):
     # triton.autotune / triton.heuristics wrap the JITFunction in `.fn`.
+    obj = _without_front_end(obj)
     while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
-        obj = obj.fn
+        obj = _without_front_end(obj.fn)
     return obj
 
 
@@ -212,6 +228,7 @@ def _wrappers(obj):
     """The @triton.autotune / @triton.heuristics layers around a kernel, outermost first."""
     from triton.runtime.autotuner import Autotuner, Heuristics
     layers = []
+    obj = _without_front_end(obj)
     while not isinstance(obj, JITFunction):
         if not isinstance(obj, (Autotuner, Heuristics)):
             raise TypeError(f"{type(obj).__name__} wraps the kernel; tjit runs @triton.jit kernels under "
@@ -421,10 +438,18 @@ def load_kernel(path, name):
     [(source path, fingerprint)], triton version, tuning description (_tuning_description))."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"kernel file {path} does not exist")
-    module = _import_file(path)
-    if not hasattr(module, name):
-        raise AttributeError(_no_such_kernel(path, module, name))
-    wrapped = getattr(module, name)
+    wrapped = _registered_kernel(path, name)
+    if wrapped is not None:
+        module = sys.modules.get(_unwrap(wrapped).__module__)
+        with _lock:
+            if path not in _fingerprints:
+                with open(path, "rb") as f:
+                    _fingerprints[path] = source_fingerprint(f.read())
+    else:
+        module = _import_file(path)
+        if not hasattr(module, name):
+            raise AttributeError(_no_such_kernel(path, module, name))
+        wrapped = _without_front_end(getattr(module, name))
     fn = _unwrap(wrapped)
     if not isinstance(fn, JITFunction):
         raise TypeError(f"{name!r} in {path} is not a @triton.jit function")
@@ -903,8 +928,9 @@ def run_interpreted(handle, grid, num_warps, args):
             if _TRITON_VERSION >= (3, 6):
                 _restore_language_after_device_calls()
             _fix_interpreter_scalar_index()
-        path, name, _ = _kernels[handle]
-        interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), name))
+        path, _, fn = _kernels[handle]
+        # By the function's own name: tjit.jit may have registered the kernel under another.
+        interpreted = _unwrap_interpreted(getattr(_import_file(path, interpreted=True), fn.__name__))
         _interpreted[handle] = interpreted
     path = _kernels[handle][0]
     values = [_python_value(a) for a in args]
@@ -930,8 +956,9 @@ def run_interpreted(handle, grid, num_warps, args):
 
 def _unwrap_interpreted(obj):
     from triton.runtime.interpreter import InterpretedFunction
+    obj = _without_front_end(obj)
     while not isinstance(obj, InterpretedFunction) and hasattr(obj, "fn"):
-        obj = obj.fn
+        obj = _without_front_end(obj.fn)
     return obj
 
 

@@ -185,6 +185,16 @@ class TritonJitFunction {
     return specialization_of(pack);
   }
 
+  // operator() and run() for a front end that learns a call's arguments only at run time (tjit.jit,
+  // Python's kernel[grid](...)): the arguments already handed to `pack` (every parameter, in
+  // order, as operator() hands them) or captured (the caller's parameters, as run() captures them).
+  void launch_packed(Stream stream, Grid grid, const LaunchOptions& options, detail::ArgumentPackBase& pack) const {
+    launch(stream, grid, options, pack);
+  }
+  void run_with(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, size_t num_args) const {
+    run_captured(stream, grid, args, num_args, RunMode::Launch);
+  }
+
   const std::string& kernel_file() const { return kernel_file_; }
   const std::string& function_name() const { return function_name_; }
   const std::vector<KernelParam>& params() const { return params_; }
