@@ -115,7 +115,7 @@ class JitKernel:
         with self._launcher_lock:
             if self._launcher is None:
                 path, name = _register(self.kernel, self._fn)
-                self._launcher = _C.kernel_launcher(path, name, self._wrapped, self._fallback)
+                self._launcher = _C.kernel_launcher(path, name, self._fn.__name__, self._wrapped, self._fallback)
             return self._launcher
 
     def __getitem__(self, grid):

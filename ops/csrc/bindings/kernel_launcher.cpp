@@ -65,7 +65,7 @@ struct Launcher {
   std::vector<size_t> param_index;
   std::vector<py::object> option_names;  // kOptions' names, interned
   py::object fallback;                   // fallback(grid, *args, **kwargs)
-  std::string kernel_name;
+  std::string kernel_name;  // the function's own name, for messages
 };
 
 const std::vector<KernelParam>& params_of(const Launcher& l) { return l.function->params(); }
@@ -449,7 +449,8 @@ PyMethodDef launch_def{"launch", reinterpret_cast<PyCFunction>(reinterpret_cast<
 void register_kernel_launcher(py::module_& m) {
   m.def(
       "kernel_launcher",
-      [](const std::string& file, const std::string& name, bool wrapped, py::object fallback) {
+      [](const std::string& file, const std::string& name, const std::string& label, bool wrapped,
+         py::object fallback) {
         if (triton_dtype_type == nullptr) {
           py::module_ tl = py::module_::import("triton.language");
           triton_dtype_type = py::object(tl.attr("dtype")).release().ptr();
@@ -463,7 +464,7 @@ void register_kernel_launcher(py::module_& m) {
         launcher->function = &TritonJitFunction::get_instance(file, name);
         launcher->wrapped = wrapped;
         launcher->fallback = std::move(fallback);
-        launcher->kernel_name = name;
+        launcher->kernel_name = label;
         const auto& params = launcher->function->params();
         const std::vector<std::string> caller = wrapped ? launcher->function->caller_parameters()
                                                         : std::vector<std::string>{};
@@ -486,9 +487,10 @@ void register_kernel_launcher(py::module_& m) {
         }
         return py::reinterpret_steal<py::object>(fn);
       },
-      py::arg("file"), py::arg("name"), py::arg("wrapped"), py::arg("fallback"),
-      "A launcher for kernel `name` of `file` (tjit.jit): launcher(grid, *args, **kwargs) launches it through "
-      "tjit's runtime; fallback(grid, *args, **kwargs) takes calls with tensor subclasses.");
+      py::arg("file"), py::arg("name"), py::arg("label"), py::arg("wrapped"), py::arg("fallback"),
+      "A launcher for kernel `name` of `file` (tjit.jit; errors call it `label`): launcher(grid, *args, "
+      "**kwargs) launches it through tjit's runtime; fallback(grid, *args, **kwargs) takes calls with tensor "
+      "subclasses.");
 }
 
 }  // namespace tjit::python
