@@ -311,7 +311,6 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
     values[i] = args[1 + i];
   }
   LaunchOptions options;
-  bool options_given = false;
   const size_t n_keywords = kwnames == nullptr ? 0 : static_cast<size_t>(PyTuple_GET_SIZE(kwnames));
   for (size_t k = 0; k < n_keywords; ++k) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, k);
@@ -340,7 +339,6 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
     if (value == Py_None) {
       continue;
     }
-    options_given = true;
     switch (kOptions[o].second) {
       case Option::NumWarps: options.num_warps = py::cast<int>(value); break;
       case Option::NumStages: options.num_stages = py::cast<int>(value); break;
@@ -351,21 +349,23 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
       case Option::LaunchPdl: options.launch_pdl = PyObject_IsTrue(value) == 1; break;
     }
   }
-  (void)options_given;
   if (needs_fallback(values.data(), n_names)) {
     return call_fallback(l, args, static_cast<size_t>(nargsf), kwnames);
   }
   const auto& params = params_of(l);
-  // A missing argument takes its parameter's default, as Python binds it.
-  std::array<std::optional<py::object>, kMaxSlots> defaults;
+  // A missing argument takes its parameter's default, as Python binds it (values[i] stays null).
   for (size_t i = 0; i < n_names; ++i) {
     if (values[i] == nullptr) {
       const KernelParam& p = params[l.param_index[i]];
       TORCH_CHECK_TYPE(p.default_value.has_value(), "tjit.jit: kernel ", l.kernel_name, " is missing argument ",
                        p.name, " (", i + 1, " of ", n_names, ")");
-      values[i] = defaults[i].emplace(python_value(*p.default_value)).ptr();
     }
   }
+  // Argument i as a Python object (a default converted), for a grid callable's meta-parameters.
+  const auto python_argument = [&](size_t i) {
+    return values[i] != nullptr ? py::reinterpret_borrow<py::object>(values[i])
+                                : python_value(*params[l.param_index[i]].default_value);
+  };
   DescriptorStorage descriptors;
   PyObject* grid_arg = args[0];
   const bool grid_is_callable = !PyLong_Check(grid_arg) && !PyTuple_Check(grid_arg) && !PyList_Check(grid_arg) &&
@@ -373,14 +373,18 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
   if (!l.wrapped) {
     detail::ArgumentPack<kMaxSlots> pack(params, l.kernel_name.c_str());
     for (size_t i = 0; i < n_names; ++i) {
-      add_python(pack, l, i, values[i], descriptors);
+      if (values[i] != nullptr) {
+        add_python(pack, l, i, values[i], descriptors);
+      } else {
+        detail::add_value(pack, *params[l.param_index[i]].default_value);
+      }
     }
     Grid grid;
     if (grid_is_callable) {
       // Triton calls it with the bound arguments by name.
       py::dict meta;
       for (size_t i = 0; i < n_names; ++i) {
-        meta[l.names[i]] = py::reinterpret_borrow<py::object>(values[i]);
+        meta[l.names[i]] = python_argument(i);
       }
       py::object result = py::reinterpret_borrow<py::object>(grid_arg)(meta);
       grid = grid_of(result.ptr(), l);
@@ -397,6 +401,10 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
     c10::Device device(c10::kCPU);
     for (size_t i = 0; i < n_names; ++i) {
       PyObject* o = values[i];
+      if (o == nullptr) {
+        detail::add_value(captured[i], *params[l.param_index[i]].default_value);
+        continue;
+      }
       if (PyTuple_Check(o)) {
         walks[i] = TupleWalk{&l, i, o, &descriptors};
         captured[i].kind = detail::CapturedArg::Kind::Tuple;
@@ -419,7 +427,7 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
         }
       }
       for (size_t i = 0; i < n_names; ++i) {
-        if (THPVariable_Check(values[i])) {
+        if (values[i] != nullptr && THPVariable_Check(values[i])) {
           dict[l.names[i]] = py::reinterpret_borrow<py::object>(values[i]);
         }
       }
