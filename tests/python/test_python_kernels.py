@@ -277,3 +277,33 @@ def test_prepare_compiles_without_launching(device):
     assert out.isnan().all()
     jk.add_kernel[(3,)](x, x, out, 300)
     torch.testing.assert_close(out, x + x)
+
+
+def test_recorded_launches_build_a_bundle(tmp_path):
+    # TJIT_RECORD records tjit.jit's launches as it records the operators' (CPU launches specialise
+    # as CUDA ones do); the bundle builder then compiles them for a GPU from the kernel's file, as a
+    # C++ deployment would load them, and tuned kernels carry their choice.
+    script = textwrap.dedent(f"""
+        import sys, torch, triton, tjit
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import jit_kernels as jk
+        x = torch.randn(1000)
+        out = torch.empty_like(x)
+        jk.add_kernel[(8,)](x, x, out, 1000)
+        tjit.jit(jk.autotuned_scale)[lambda meta: (triton.cdiv(1000, meta["BLOCK"]),)](x, out, 1000, 2.0)
+    """)
+    manifest, bundle = tmp_path / "m.json", tmp_path / "k.tjb"
+    env = {**os.environ, "TJIT_RECORD": str(manifest), "TJIT_CACHE_DIR": str(tmp_path / "store")}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    import json
+    entries = json.loads(manifest.read_text())["entries"]
+    assert {e["function"] for e in entries} == {"add_kernel", "autotuned_scale"}
+    assert {os.path.basename(e["file"]) for e in entries} == {"jit_kernels.py"}
+    build = subprocess.run([sys.executable, "-m", "tjit", "aot", "build", "--manifest", str(manifest), "--target",
+                            "cuda:90", "-o", str(bundle), "-j", "1"], capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    listing = subprocess.run([sys.executable, "-m", "tjit", "aot", "list", str(bundle)], capture_output=True,
+                             text=True, timeout=300)
+    assert listing.returncode == 0, listing.stderr
+    assert "add_kernel" in listing.stdout and "autotuned_scale" in listing.stdout
