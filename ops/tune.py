@@ -224,6 +224,8 @@ def main(argv=None, prog="python -m tjit tune"):
         parser.error(f"--rows must be powers of two (the row classes), got {bad}")
     table = tune(plans=args.plans.split(",") if args.plans else None, dtypes=args.dtypes.split(","), rows=args.rows,
                  cols=args.cols, flags=args.flags, budget_s=args.budget_s)
+    table["generated_by"] = " ".join([prog] + [a for a in (argv if argv is not None else sys.argv[1:])
+                                               if not a.startswith("--budget")])
     write(table, args.out)
     print(f"wrote {args.out}")
     return 0
