@@ -144,9 +144,10 @@ def tune(plans=None, dtypes=DTYPES, rows=ROWS, cols=COLS, flags=None, budget_s=N
                         best = min(times, key=times.get)
                         entries.append([r, c, best])
                         measured.append([r, c, {k: round(v * 1e3, 3) for k, v in times.items()}])  # us
+                        now = described["candidate"]
                         log(f"  {plan} {dtype_name} flags {flag} {r:>6} x {c:<6} best {best:<14} "
-                            f"{times[best] * 1e3:8.2f} us; default rule's {described['candidate']} "
-                            f"{times.get(described['candidate'], float('nan')) / times[best]:.3f}x")
+                            f"{times[best] * 1e3:8.2f} us; the current choice ({described['source']}) {now} "
+                            f"{times.get(now, float('nan')) / times[best]:.3f}x")
     return table
 
 
