@@ -40,6 +40,9 @@ constexpr int64_t kMaxRowsClass = 65536;
 // Time each candidate gets at a first call: the estimate runs, then this much warm-up and timing.
 constexpr double kTuneWarmupMs = 5;
 constexpr double kTuneRepMs = 20;
+// Another candidate replaces the default rule's only when faster by more than this (the spread of
+// repeated timings): a choice is not made by noise.
+constexpr double kTuneNoise = 0.01;
 
 bool env_off(const char* name) {
   const char* v = std::getenv(name);
@@ -388,6 +391,7 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
   const auto start = std::chrono::steady_clock::now();
   int best = default_index;
   double best_ms = std::numeric_limits<double>::infinity();
+  double default_ms = std::numeric_limits<double>::infinity();
   nlohmann::json timings = nlohmann::json::object();
   for (const int i : fitting) {
     double ms = std::numeric_limits<double>::infinity();
@@ -402,6 +406,13 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
       best_ms = ms;
       best = i;
     }
+    if (i == default_index) {
+      default_ms = ms;
+    }
+  }
+  if (default_ms <= best_ms * (1 + kTuneNoise)) {
+    best = default_index;  // within the timings' spread: the default rule stands
+    best_ms = default_ms;
   }
   if (timer.store_with != nullptr && std::isfinite(best_ms)) {
     timer.store_with->store_decision(what, nlohmann::json{{"candidate", names_[best]}, {"timings_ms", timings}}.dump());
