@@ -1,5 +1,7 @@
 #include <tjit/kit/plan_choice.h>
 
+#include <tjit/dtype.h>
+#include <tjit/environment.h>
 #include <tjit/timing.h>
 #include <tjit/triton_jit_function.h>
 
@@ -43,25 +45,6 @@ constexpr double kTuneRepMs = 20;
 // Another candidate replaces the default rule's only when faster by more than this (the spread of
 // repeated timings): a choice is not made by noise.
 constexpr double kTuneNoise = 0.01;
-
-bool env_off(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) {
-    return false;
-  }
-  const std::string_view s(v);
-  return s == "0" || s == "off" || s == "OFF" || s == "false" || s == "no";
-}
-
-const char* dtype_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::kFloat: return "float32";
-    case c10::kHalf: return "float16";
-    case c10::kBFloat16: return "bfloat16";
-    case c10::kDouble: return "float64";
-    default: return c10::toString(t);
-  }
-}
 
 struct TableEntry {
   int64_t rows;
@@ -112,7 +95,7 @@ PlanTable parse_table(const std::string& text, const std::string& origin) {
 // ones; TJIT_PLAN_TABLES=0 (off, false, no): none at all, as on a card without a table.
 std::vector<PlanTable> read_tables() {
   std::vector<PlanTable> tables;
-  if (env_off("TJIT_PLAN_TABLES")) {
+  if (switched_off("TJIT_PLAN_TABLES")) {
     return tables;
   }
   if (const char* dir = std::getenv("TJIT_PLAN_TABLES"); dir != nullptr && *dir != '\0') {
@@ -181,11 +164,6 @@ Registry& registry() {
   return *r;
 }
 
-bool log_enabled() {
-  static const bool on = !env_off("TJIT_LOG_COMPILES");
-  return on;
-}
-
 }  // namespace
 
 int64_t rows_class(int64_t rows) {
@@ -197,7 +175,7 @@ int64_t rows_class(int64_t rows) {
 }
 
 bool first_call_tuning_enabled() {
-  static const bool on = !env_off("TJIT_TUNE");
+  static const bool on = !switched_off("TJIT_TUNE");
   return on;
 }
 
@@ -272,7 +250,7 @@ int PlanCandidates::from_table(const ChoiceKey& key, const DeviceFacts& device,
       if (!table.serves(device)) {
         continue;
       }
-      const auto it = table.entries.find(plan_ + "/" + dtype_name(key.dtype) + "/" + std::to_string(key.flags));
+      const auto it = table.entries.find(plan_ + "/" + Dtype(key.dtype).attribute_name() + "/" + std::to_string(key.flags));
       if (it == table.entries.end()) {
         return -1;  // the card's table does not cover this plan and dtype
       }
@@ -311,7 +289,7 @@ int PlanCandidates::peek(const ChoiceKey& key, const DeviceFacts& device, c10::f
   };
   if (const int f = forced(); f >= 0) {
     TORCH_CHECK(fits(f), "tjit: plan ", plan_, ": the forced candidate '", names_[f], "' does not fit this call (",
-                dtype_name(key.dtype), ", ", key.rows, " rows of ", key.cols, " columns)");
+                Dtype(key.dtype).attribute_name(), ", ", key.rows, " rows of ", key.cols, " columns)");
     return say(ChoiceSource::Forced, f);
   }
   if (const int t = from_table(key, device, fits); t >= 0) {
@@ -375,7 +353,7 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
   const std::string what = "plan " + plan_ + "\ncandidates " + names_text + "\ncard capability " +
                            std::to_string(device.capability) + " multiprocessors " +
                            std::to_string(device.multiprocessors) + " memory_gbps " +
-                           std::to_string(device.memory_gbps) + "\ncall " + dtype_name(key.dtype) + " rows_class " +
+                           std::to_string(device.memory_gbps) + "\ncall " + Dtype(key.dtype).attribute_name() + " rows_class " +
                            std::to_string(rows_class(key.rows)) + " cols " + std::to_string(key.cols) + " flags " +
                            std::to_string(key.flags) + "\n";
   if (timer.store_with != nullptr) {
@@ -417,12 +395,12 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
   if (timer.store_with != nullptr && std::isfinite(best_ms)) {
     timer.store_with->store_decision(what, nlohmann::json{{"candidate", names_[best]}, {"timings_ms", timings}}.dump());
   }
-  if (log_enabled()) {
+  if (log_compiles()) {
     const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr,
                  "[tjit] tuned plan %s for %s, %lld rows (class %lld) of %lld columns, flags %lld: %zu candidates in "
                  "%.0f ms; best %s at %.4f ms\n",
-                 plan_.c_str(), dtype_name(key.dtype), static_cast<long long>(key.rows),
+                 plan_.c_str(), Dtype(key.dtype).attribute_name(), static_cast<long long>(key.rows),
                  static_cast<long long>(rows_class(key.rows)), static_cast<long long>(key.cols),
                  static_cast<long long>(key.flags), fitting.size(), took, names_[best].c_str(), best_ms);
   }
