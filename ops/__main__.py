@@ -1,4 +1,5 @@
-"""tjit's command line: `python -m tjit cache {info,list,clear,prune}` and `python -m tjit aot {build,list,merge}`.
+"""tjit's command line: `python -m tjit cache {info,list,clear,prune}`, `python -m tjit aot {build,list,merge}`
+and `python -m tjit tune`.
 
     python -m tjit cache info                  where the kernel store is, its bound, kernels, entries, bytes
     python -m tjit cache list [--kernel NAME]  each entry: kernel, specialisation, options, target, Triton, size
@@ -12,6 +13,8 @@ $XDG_CACHE_HOME/tjit, else ~/.cache/tjit); --json prints machine-readable output
     python -m tjit aot build --manifest M.json --target cuda:90 -o OUT.tjb   compile a bundle (tjit.aot)
     python -m tjit aot list OUT.tjb                                          a bundle's entries
     python -m tjit aot merge A.json B.json -o C.json                         merge manifests
+
+    python -m tjit tune -o TABLE.json    measure this GPU's plan table (tjit.tune)
 """
 
 import argparse
@@ -117,7 +120,12 @@ def main(argv=None):
                             "0 removes every entry); default: the store's bound")
     tools.add_parser("aot", add_help=False,
                      help="ahead-of-time kernel bundles: build, list, merge (python -m tjit aot --help)")
+    tools.add_parser("tune", add_help=False,
+                     help="measure this GPU's plan table (python -m tjit tune --help)")
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "tune":
+        from . import tune
+        return tune.main(argv[1:], prog="python -m tjit tune")
     if argv and argv[0] == "aot":  # its own command line (tjit.aot.main), which also runs as a plain script
         from . import aot
         return aot.main(argv[1:], prog="python -m tjit aot")

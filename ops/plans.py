@@ -2,7 +2,10 @@
 
 ``plan(name, dtype=..., device=..., **inputs)`` runs the operator's plan function and returns what it
 chose: ``{"kind", "needs_occupancy", "launches": [{"kernel", "grid", "num_warps", "maxnreg",
-"launch_pdl", "constexprs", "args"}], "workspace"}``. ``device`` is a torch.device (its real facts),
+"launch_pdl", "constexprs", "args"}], "workspace"}``, and for a plan made of measured choices
+(tjit/kit/plan_choice.h) ``"candidate"``, ``"source"`` (forced, table or default: a describer never
+measures) and ``"fitting"`` (every candidate that fits); ``candidate=<index in
+tjit._C.plan_candidates(name)>`` asks for that candidate's plan. ``device`` is a torch.device (its real facts),
 or a dict of device facts, so that any device's plan can be asked for on any machine::
 
     tjit.plans.plan("softmax", rows=4096, cols=50257, dtype=torch.bfloat16,
@@ -15,7 +18,7 @@ Plan names: ``tjit.plans.names()``. Inputs by plan (defaults in brackets):
     resident_programs_per_sm [0: the plan says needs_occupancy when it needs it];
   layer_norm_backward: rows, cols, want_dx/want_dw/want_db [1], has_weight [1], index64,
     resident_programs_per_sm [0];
-  rms_norm_forward: rows, cols, index64, has_residual [0], has_weight [1];
+  rms_norm_forward: rows, cols, index64, has_residual [0], has_weight [1], candidate [-1: the choice];
   rms_norm_backward: rows, cols, want_dx/want_dw [1], has_weight [1], has_grad_sum [0] (add_rms_norm's),
     index64, resident_programs_per_sm [0];
   sum_rows: rows, cols, index64; sum_middle: m, r, k, index64;
@@ -26,7 +29,7 @@ import json
 
 import torch
 
-CPU = {"is_cuda": False, "multiprocessors": 4, "memory_gbps": 0, "dependent_launch": False}
+CPU = {"is_cuda": False, "multiprocessors": 4, "memory_gbps": 0, "dependent_launch": False, "capability": 0}
 
 
 def _c():
@@ -38,7 +41,8 @@ def names():
     return list(_c().plan_names())
 
 
-def device_facts(device=None, *, is_cuda=None, multiprocessors=None, memory_gbps=None, dependent_launch=None):
+def device_facts(device=None, *, is_cuda=None, multiprocessors=None, memory_gbps=None, dependent_launch=None,
+                 capability=None):
     """The facts plans use for `device` (None: the CPU interpreter's), with any fact overridden."""
     if device is None:
         facts = dict(CPU)
@@ -48,7 +52,7 @@ def device_facts(device=None, *, is_cuda=None, multiprocessors=None, memory_gbps
             device = torch.device("cuda", torch.cuda.current_device())
         facts = dict(_c().device_facts(str(device)))
     for key, value in (("is_cuda", is_cuda), ("multiprocessors", multiprocessors), ("memory_gbps", memory_gbps),
-                       ("dependent_launch", dependent_launch)):
+                       ("dependent_launch", dependent_launch), ("capability", capability)):
         if value is not None:
             facts[key] = value
     if is_cuda and multiprocessors is None and device is None:

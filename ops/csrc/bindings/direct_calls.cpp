@@ -22,6 +22,7 @@
 
 #include <tjit/prepare.h>
 #include <tjit/kit/operator_docs.h>
+#include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
 #include <tjit/operators.h>
 
@@ -392,10 +393,46 @@ PYBIND11_MODULE(_C, m) {
         query.device.multiprocessors = device["multiprocessors"].cast<int>();
         query.device.memory_gbps = device["memory_gbps"].cast<int>();
         query.device.dependent_launch = device["dependent_launch"].cast<bool>();
+        query.device.capability = device.contains("capability") ? device["capability"].cast<int>() : 0;
         return tjit::kit::describe_plan(name, query);
       },
       "The plan `name` as JSON for `inputs` (names to ints or lists of ints), `dtype` and `device` facts "
-      "(is_cuda, multiprocessors, memory_gbps, dependent_launch).");
+      "(is_cuda, multiprocessors, memory_gbps, dependent_launch, capability).");
+  // Plans as measured choices (tjit/kit/plan_choice.h), for tjit.plans and the tuning command.
+  m.def(
+      "plan_candidates",
+      [](const std::string& plan) {
+        const tjit::kit::PlanCandidates* c = tjit::kit::find_plan_candidates(plan);
+        std::vector<std::string> names;
+        for (int i = 0; c != nullptr && i < c->size(); ++i) {
+          names.push_back(c->name(i));
+        }
+        return names;
+      },
+      "The candidates of plan `plan`, in order ([] for a plan that has none).");
+  m.def(
+      "force_plan_candidate",
+      [](const std::string& plan, const std::optional<std::string>& candidate) {
+        tjit::kit::PlanCandidates* c = tjit::kit::find_plan_candidates(plan);
+        TORCH_CHECK(c != nullptr, "force_plan_candidate: plan '", plan, "' has no candidates");
+        const int index = candidate ? c->index_of(*candidate) : -1;
+        TORCH_CHECK(!candidate || index >= 0, "force_plan_candidate: plan '", plan, "' has no candidate '",
+                    *candidate, "'");
+        c->force(index);
+        c->forget();
+      },
+      "Every call of plan `plan` takes `candidate` (None: the usual choice again). For tests and tuning.");
+  m.def(
+      "plan_table",
+      [](const std::string& device) {
+        std::string origin;
+        std::string text = tjit::kit::plan_table_for(tjit::kit::device_facts(c10::Device(device)), &origin);
+        return py::make_tuple(text, origin);
+      },
+      "The plan table serving `device` as JSON text, and where it came from ('' for none).");
+  m.def("reload_plan_tables", &tjit::kit::reload_plan_tables,
+        "Reads the plan tables again (TJIT_PLAN_TABLES) and forgets the choices made so far.");
+  m.def("plans_with_candidates", &tjit::kit::plans_with_candidates, "The plans that have candidates.");
   m.def(
       "device_facts",
       [](const std::string& device) {
@@ -405,6 +442,7 @@ PYBIND11_MODULE(_C, m) {
         d["multiprocessors"] = f.multiprocessors;
         d["memory_gbps"] = f.memory_gbps;
         d["dependent_launch"] = f.dependent_launch;
+        d["capability"] = f.capability;
         return d;
       },
       "The device facts the operators plan with for `device` (e.g. \"cuda:0\", \"cpu\").");

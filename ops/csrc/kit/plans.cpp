@@ -18,6 +18,8 @@ DeviceFacts device_facts(const c10::Device& device) {
     facts.multiprocessors = multiprocessor_count(device);
     facts.memory_gbps = memory_bandwidth_gbps(device);
     facts.dependent_launch = dependent_launch_supported(device);
+    facts.capability = compute_capability(device);
+    facts.device_index = device.has_index() ? device.index() : 0;
   }
   return facts;
 }
@@ -116,10 +118,15 @@ std::string PlanWriter::json() const {
   for (const auto& [name, value] : workspace_) {
     workspace[name] = value.size() == 1 ? Json(value.front()) : Json(value);
   }
-  const Json plan = {{"kind", kind_},
-                     {"needs_occupancy", needs_occupancy_},
-                     {"launches", std::move(launches)},
-                     {"workspace", std::move(workspace)}};
+  Json plan = {{"kind", kind_},
+               {"needs_occupancy", needs_occupancy_},
+               {"launches", std::move(launches)},
+               {"workspace", std::move(workspace)}};
+  if (!candidate_.empty()) {
+    plan["candidate"] = candidate_;
+    plan["source"] = source_;
+    plan["fitting"] = fitting_;
+  }
   return plan.dump();
 }
 

@@ -4,6 +4,8 @@
 #include <tjit/kit/rows.h>
 
 #include <algorithm>
+#include <iterator>
+#include <string_view>
 
 namespace tjit::ops {
 namespace {
@@ -11,19 +13,19 @@ namespace {
 constexpr const char* kOp = "tjit::rms_norm";
 constexpr const char* kBackwardOp = "tjit::rms_norm_backward";
 
-// Up to here the forward takes several rows a program.
+// Up to here the forward may take several rows a program.
 constexpr int64_t kShortRowLimit = 1024;
 // The forward keeps a row in registers up to this many columns (fp64: half, twice the registers an
-// element); past it, the row is read in kLoopBlock steps.
+// element); past it, the row is read in steps.
 constexpr int64_t kSinglePassLimit = 32768;
+// Elements a thread holds of a block in registers at most (fp64: half): more spill.
+constexpr int64_t kMaxElementsPerThread = 64;
+// Steps a compile-time step count unrolls at most.
+constexpr int64_t kMaxUnrolledSteps = 16;
 // The backward's one fused pass holds a row of dy, x, w and the dw sums: up to the largest hidden
 // sizes (fp64: half); past it dx and dw go separately.
 constexpr int64_t kFusedBackwardLimit = 16384;
 constexpr int64_t kLoopBlock = 4096;
-// Rows of a few whole kStepBlock steps (the widths at the forward's rule) are read twice in such
-// steps at 16 warps where memory wants more bytes in flight.
-constexpr int64_t kStepBlock = 4096;
-constexpr int64_t kShortStepBlock = 2048;
 // Up to this many columns (head plus tail) a fused program of the backward has registers left to
 // load the next tile before this one's sums, and to hold w across its rows (sm_90 binaries: no
 // spills at the plan's warps; past it 32 warps leave 64 registers a thread).
@@ -43,111 +45,158 @@ constexpr int kTeamLagStages = 2;
 
 }  // namespace
 
-RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& device) {
-  const int64_t element_size = c10::elementSize(in.dtype);
-  RmsNormForwardPlan plan;
-  plan.index64 = in.index64;
-  const int64_t block = kit::next_power_of_2(in.cols);
-  if (in.cols <= kShortRowLimit) {
-    plan.kind = RmsNormForwardPlan::Kind::ShortRows;
-    plan.block_n = block;
-    plan.block_m = std::max<int64_t>(1, std::min((element_size == 2 ? 2048 : 1024) / block,
-                                                 kit::next_power_of_2(in.rows)));
-    plan.num_warps = block <= 128 ? 8 : 4;
-    plan.programs = kit::blocks_for(in.rows, plan.block_m, kOp);
-    return plan;
-  }
-  plan.programs = kit::blocks_for(in.rows, 1, kOp);
-  // Where memory wants more bytes in flight (and on CPU, so the interpreter runs both forms), these
-  // rows go faster read twice, the row kept in L2 from the first pass to the second (keep_row),
-  // than held in registers through the sum. Other widths measured slower read twice with a run-time
-  // step count (fp32 5120: -1%).
-  const bool more_in_flight = !device.is_cuda || kit::memory_wants_more_in_flight(device);
-  // fp32 rms_norm rows that fill more than 3/4 of a 2048..8192-column block: 2048-column steps.
-  const bool keep_rms_row = !in.has_residual && element_size == 4 && block >= 2048 && block <= 8192 &&
-                            in.cols * 4 > block * 3;
-  // add_rms_norm's fp16/bf16/fp32 rows of an 8192-column block: one step, the one-pass plan's warps.
-  const bool keep_add_row = in.has_residual && element_size != 8 && block == 8192;
-  // Rows of whole 4096-column steps: 2..4 steps of 2-byte rows, 2..3 of fp32 rms_norm rows, 3..4 of
-  // fp16/bf16/fp32 add_rms_norm rows. Their step count is a compile-time constant (row_steps), so
-  // both passes unroll and issue every step's loads at once, as Inductor's code for a constant row
-  // length does (bf16 12288: +5.5%, level with torch.compile).
-  const int64_t whole_steps = in.cols % kStepBlock == 0 ? in.cols / kStepBlock : 0;
-  const bool step_rms_row = !in.has_residual && ((element_size == 2 && whole_steps >= 2 && whole_steps <= 4) ||
-                                                 (element_size == 4 && whole_steps >= 2 && whole_steps <= 3));
-  const bool step_add_row = in.has_residual && element_size != 8 && whole_steps >= 3 && whole_steps <= 4;
-  if (more_in_flight && (step_rms_row || step_add_row)) {
-    plan.kind = RmsNormForwardPlan::Kind::Looped;
-    plan.block_n = kStepBlock;
-    plan.single_pass = false;
-    plan.keep_row = true;
-    plan.row_steps = whole_steps;
-    plan.num_warps = 16;
-    return plan;
-  }
-  // fp16/bf16 rows of two whole 2048-column steps (4096), both operators: the same at 8 warps (bf16:
-  // rms_norm +2.5%, add_rms_norm +3.1%).
-  if (more_in_flight && element_size == 2 && in.cols == 2 * kShortStepBlock) {
-    plan.kind = RmsNormForwardPlan::Kind::Looped;
-    plan.block_n = kShortStepBlock;
-    plan.single_pass = false;
-    plan.keep_row = true;
-    plan.row_steps = 2;
-    plan.num_warps = 8;
-    return plan;
-  }
-  if (more_in_flight && (keep_rms_row || keep_add_row)) {
-    plan.kind = RmsNormForwardPlan::Kind::Looped;
-    plan.block_n = keep_add_row ? block : 2048;
-    plan.single_pass = false;
-    plan.keep_row = true;
-    // fp32 add_rms_norm rows that fill at most 3/4 of the block: its one step a compile-time count
-    // (fp32 5120: +1.9%).
-    plan.row_steps = keep_add_row && element_size == 4 && in.cols * 4 <= block * 3 ? 1 : 0;
-    plan.num_warps = (keep_add_row ? element_size == 4 : block > 2048) ? 16 : 8;
-    return plan;
-  }
-  // 2-byte rows that fill at most 3/4 of a 8192- or 16384-column block hold it padded in registers,
-  // two programs an SM at 16384 (122 registers), too few bytes in flight where the memory wants
-  // more. There the row is read twice in blocks of one 16-byte load a thread, the second time from
-  // its end, out of L2 (bf16 9216 columns: +17%, level with FlagGems' loop): 4096 columns where
-  // they divide the row (taken above), else 2048 (a partial 4096 block idles the most lanes).
-  // Rows of an 8192-column block are kept in L2 between the passes, with a compile-time step
-  // count as above (bf16 5120: +5.6%); so are fp32 ones, at 16 warps (fp32 5120: +3.3%).
-  // add_rms_norm, whose second pass reads back the sum the first wrote, measured within 2% either
-  // way: one pass. CPU tensors take it too, so the interpreter runs both forms.
-  const bool padded_quarter = in.cols * 4 <= block * 3 && (block == 8192 || block == 16384);
-  const bool fp32_quarter = element_size == 4 && padded_quarter && block == 8192;
-  if ((element_size == 2 || fp32_quarter) && !in.has_residual && padded_quarter && more_in_flight) {
-    plan.kind = RmsNormForwardPlan::Kind::Looped;
-    plan.block_n = 2048;
-    plan.single_pass = false;
-    plan.keep_row = block == 8192;
-    plan.row_steps = plan.keep_row ? kit::ceil_div(in.cols, plan.block_n) : 0;
-    plan.num_warps = fp32_quarter ? 16 : 8;
-    return plan;
-  }
-  if (in.cols <= (element_size == 8 ? kSinglePassLimit / 2 : kSinglePassLimit)) {
-    plan.kind = RmsNormForwardPlan::Kind::Row;
-    plan.block_n = block;
-    // 2-byte rows want fewer warps than 4-byte ones of the same length.
-    if (element_size == 2) {
-      plan.num_warps = block <= 2048 ? 4 : block <= 16384 ? 8 : 16;
-    } else if (element_size == 4) {
-      plan.num_warps = block <= 2048 ? 8 : block <= 8192 ? 16 : 32;
-      // Two 32-warp programs fit an SM at <= 32 registers a thread; left to itself the compiler
-      // takes 34-37 (sm_90, no spills at 32), leaving one row an SM and memory idle while it sums.
-      plan.maxnreg = plan.num_warps == 32 && block <= 16384 ? 32 : 0;
-    } else {
-      plan.num_warps = static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16));
+namespace {
+
+// The forward's candidate forms. Which one runs at a size is measured (plan_choice.h): the card's
+// table, else first-call tuning; the default rule below serves where neither may.
+struct ForwardForm {
+  const char* name;
+  RmsNormForwardPlan::Kind kind;
+  int64_t block_n;  // Looped: the step; 0: the row's whole block
+  int num_warps;    // 0: by the block (short rows)
+  bool keep_row;    // Looped: the row kept in L2 for the second pass, which goes from its start
+  bool const_steps; // Looped: the step count a compile-time constant
+  int maxnreg;
+};
+
+using Kind = RmsNormForwardPlan::Kind;
+constexpr ForwardForm kForwardForms[] = {
+    {"short_rows", Kind::ShortRows, 0, 0, false, false, 0},
+    {"row_w4", Kind::Row, 0, 4, false, false, 0},
+    {"row_w8", Kind::Row, 0, 8, false, false, 0},
+    {"row_w16", Kind::Row, 0, 16, false, false, 0},
+    {"row_w32", Kind::Row, 0, 32, false, false, 0},
+    // Two 32-warp programs an SM at <= 32 registers a thread (sm_90: the compiler takes 34-37).
+    {"row_w32_reg32", Kind::Row, 0, 32, false, false, 32},
+    {"loop2048_w8", Kind::Looped, 2048, 8, false, false, 0},
+    {"loop2048_w16", Kind::Looped, 2048, 16, false, false, 0},
+    {"loop4096_w8", Kind::Looped, 4096, 8, false, false, 0},
+    {"loop4096_w16", Kind::Looped, 4096, 16, false, false, 0},
+    {"keep2048_w8", Kind::Looped, 2048, 8, true, true, 0},
+    {"keep2048_w16", Kind::Looped, 2048, 16, true, true, 0},
+    {"keep4096_w8", Kind::Looped, 4096, 8, true, true, 0},
+    {"keep4096_w16", Kind::Looped, 4096, 16, true, true, 0},
+    {"keeprow_w8", Kind::Looped, 0, 8, true, true, 0},
+    {"keeprow_w16", Kind::Looped, 0, 16, true, true, 0},
+};
+constexpr int kNumForwardForms = static_cast<int>(std::size(kForwardForms));
+
+int form_index(const char* name) {
+  for (int i = 0; i < kNumForwardForms; ++i) {
+    if (std::string_view(kForwardForms[i].name) == name) {
+      return i;
     }
-    return plan;
   }
-  plan.kind = RmsNormForwardPlan::Kind::Looped;
-  plan.block_n = kLoopBlock;
-  plan.single_pass = false;
-  plan.num_warps = 16;
+  TORCH_INTERNAL_ASSERT(false, "rms_norm forward: no form ", name);
+}
+
+const kit::PlanCandidates& forward_candidates() {
+  static const kit::PlanCandidates candidates("rms_norm_forward", [] {
+    std::vector<std::string> names;
+    for (const ForwardForm& f : kForwardForms) {
+      names.emplace_back(f.name);
+    }
+    return names;
+  }());
+  return candidates;
+}
+
+int64_t single_pass_limit(int64_t element_size) { return element_size == 8 ? kSinglePassLimit / 2 : kSinglePassLimit; }
+
+// What correctness and resources allow: a block held in registers within kMaxElementsPerThread a
+// thread and at least one element a thread; steps only where the row takes two or more.
+bool forward_fits(const RmsNormForwardInputs& in, const ForwardForm& f) {
+  const int64_t element_size = c10::elementSize(in.dtype);
+  const int64_t block = kit::next_power_of_2(in.cols);
+  const int64_t max_per_thread = element_size == 8 ? kMaxElementsPerThread / 2 : kMaxElementsPerThread;
+  const auto holds = [&](int64_t width, int warps) {
+    return width >= int64_t{32} * warps && width <= max_per_thread * 32 * warps;
+  };
+  switch (f.kind) {
+    case Kind::ShortRows:
+      return in.cols <= kShortRowLimit;
+    case Kind::Row:
+      return in.cols <= single_pass_limit(element_size) && holds(block, f.num_warps) &&
+             (f.maxnreg == 0 || (element_size == 4 && block >= 1024 && block <= 16384));
+    case Kind::Looped: {
+      if (f.block_n == 0) {  // one block of the row, read twice
+        return in.cols > kShortRowLimit && in.cols <= single_pass_limit(element_size) / 2 && holds(block, f.num_warps);
+      }
+      const int64_t steps = kit::ceil_div(in.cols, f.block_n);
+      return steps >= 2 && holds(f.block_n, f.num_warps) && (!f.const_steps || steps <= kMaxUnrolledSteps);
+    }
+  }
+  return false;
+}
+
+// The default rule: short rows several a program, rows in registers with the fewest warps that
+// hold at most 16 elements a thread, longer rows in 4096-column steps.
+int forward_default(const RmsNormForwardInputs& in) {
+  const int64_t element_size = c10::elementSize(in.dtype);
+  if (in.cols <= kShortRowLimit) {
+    return form_index("short_rows");
+  }
+  if (in.cols <= single_pass_limit(element_size)) {
+    const int64_t block = kit::next_power_of_2(in.cols);
+    return form_index(block <= 2048 ? "row_w4" : block <= 4096 ? "row_w8" : block <= 8192 ? "row_w16" : "row_w32");
+  }
+  return form_index("loop4096_w16");
+}
+
+}  // namespace
+
+RmsNormForwardPlan plan_rms_norm_forward_candidate(const RmsNormForwardInputs& in, int candidate) {
+  TORCH_CHECK(candidate >= 0 && candidate < kNumForwardForms, kOp, ": no forward plan candidate ", candidate);
+  const ForwardForm& f = kForwardForms[candidate];
+  const int64_t element_size = c10::elementSize(in.dtype);
+  const int64_t block = kit::next_power_of_2(in.cols);
+  RmsNormForwardPlan plan;
+  plan.candidate = candidate;
+  plan.kind = f.kind;
+  plan.index64 = in.index64;
+  plan.maxnreg = f.maxnreg;
+  switch (f.kind) {
+    case Kind::ShortRows:
+      plan.block_n = block;
+      plan.block_m = std::max<int64_t>(1, std::min((element_size == 2 ? 2048 : 1024) / block,
+                                                   kit::next_power_of_2(in.rows)));
+      plan.num_warps = block <= 128 ? 8 : 4;
+      plan.programs = kit::blocks_for(in.rows, plan.block_m, kOp);
+      return plan;
+    case Kind::Row:
+      plan.block_n = block;
+      break;
+    case Kind::Looped:
+      plan.block_n = f.block_n == 0 ? block : f.block_n;
+      plan.single_pass = false;
+      plan.keep_row = f.keep_row;
+      plan.row_steps = f.const_steps ? kit::ceil_div(in.cols, plan.block_n) : 0;
+      break;
+  }
+  plan.num_warps = f.num_warps;
+  plan.programs = kit::blocks_for(in.rows, 1, kOp);
   return plan;
+}
+
+RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& device,
+                                         const kit::CandidateTimer* timer, kit::ChoiceSource* source) {
+  const kit::ChoiceKey key{in.rows, in.cols, in.dtype, in.has_residual ? 1 : 0};
+  const auto fits = [&](int i) { return forward_fits(in, kForwardForms[i]); };
+  const int candidate = forward_candidates().choose(key, device, fits, forward_default(in), timer, source);
+  return plan_rms_norm_forward_candidate(in, candidate);
+}
+
+// Registered at load time, so tools list the candidates before a first call.
+const kit::PlanCandidates& registered_forward_candidates = forward_candidates();
+
+std::vector<std::string> rms_norm_forward_fitting(const RmsNormForwardInputs& in) {
+  std::vector<std::string> names;
+  for (const ForwardForm& f : kForwardForms) {
+    if (forward_fits(in, f)) {
+      names.emplace_back(f.name);
+    }
+  }
+  return names;
 }
 
 RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device) {
@@ -272,9 +321,21 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
   in.dtype = q.dtype;
   in.index64 = q.get("index64", 0) != 0;
   in.has_residual = q.get("has_residual", 0) != 0;
-  const RmsNormForwardPlan p = plan_rms_norm_forward(in, q.device);
+  // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
+  const auto fits = [&](int i) { return forward_fits(in, kForwardForms[i]); };
+  kit::ChoiceSource source = kit::ChoiceSource::Forced;
+  int candidate = static_cast<int>(q.get("candidate", -1));
+  if (candidate < 0) {
+    const kit::ChoiceKey key{in.rows, in.cols, in.dtype, in.has_residual ? 1 : 0};
+    candidate = forward_candidates().peek(key, q.device, fits, forward_default(in), &source);
+  } else {
+    TORCH_CHECK(candidate < kNumForwardForms && fits(candidate), "describe_plan: rms_norm_forward candidate ",
+                candidate, " does not fit ", in.rows, " rows of ", in.cols, " columns");
+  }
+  const RmsNormForwardPlan p = plan_rms_norm_forward_candidate(in, candidate);
   static const char* const kinds[] = {"short_rows", "row", "looped"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
+  w.choice(kForwardForms[candidate].name, kit::choice_source_name(source), rms_norm_forward_fitting(in));
   w.launch(kRmsNormFwdKernel, {p.programs}, p.num_warps, p.maxnreg)
       .constexpr_flag("HAS_RESIDUAL", in.has_residual)
       .constexpr_flag("HAS_WEIGHT", q.get("has_weight", 1) != 0)

@@ -2,11 +2,14 @@
 // rms_norm's launch plans: which kernels of kernels_py/rms_norm.py run a forward (alone or after the
 // residual add) or a backward, with what.
 
+#include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
 
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace tjit::ops {
 
@@ -41,9 +44,18 @@ struct RmsNormForwardPlan {
   int64_t row_steps = 0;
   bool index64 = false;
   int maxnreg = 0;  // registers a thread may use (0: the compiler's choice)
+  int candidate = -1;  // which of the plan's candidates (plan_choice.h) it is
 };
 
-RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& device);
+// The forward's plan: its candidate chosen as plan_choice.h says (`timer`: how this call may
+// measure them at a first call; nullptr: never), then made for these inputs.
+RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& device,
+                                         const kit::CandidateTimer* timer = nullptr,
+                                         kit::ChoiceSource* source = nullptr);
+// Candidate `candidate`'s plan for these inputs (one that fits them).
+RmsNormForwardPlan plan_rms_norm_forward_candidate(const RmsNormForwardInputs& in, int candidate);
+// The candidates that fit these inputs, by name.
+std::vector<std::string> rms_norm_forward_fitting(const RmsNormForwardInputs& in);
 
 struct RmsNormBackwardInputs {
   int64_t rows = 0;

@@ -63,6 +63,17 @@ int memory_bandwidth_gbps(const c10::Device& device) {
   });
 }
 
+int compute_capability(const c10::Device& device) {
+  if (!device.is_cuda()) {
+    return 0;
+  }
+  const int index = device.has_index() ? device.index() : 0;
+  return cached_per_device<3>(index, [index] {
+    return 10 * device_attribute(index, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) +
+           device_attribute(index, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  });
+}
+
 bool dependent_launch_supported(const c10::Device& device) {
   if (!device.is_cuda()) {
     return false;

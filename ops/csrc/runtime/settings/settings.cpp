@@ -1,8 +1,10 @@
 // The runtime's environment variables (the table is in settings.h), and the public switches that
-// start from them: jit_enabled(), bundled_tuning_enabled(), target_from_environment().
+// start from them: jit_enabled(), bundled_tuning_enabled(), target_from_environment(),
+// switched_off(), log_compiles() (tjit/environment.h).
 
 #include "settings/settings.h"
 
+#include <tjit/environment.h>
 #include <tjit/launch_types.h>
 #include <tjit/triton_jit_function.h>
 
@@ -61,6 +63,10 @@ bool bundled_tuning_enabled() { return switch_from_environment(bundled_tuning_st
 void set_bundled_tuning_enabled(bool enabled) {
   bundled_tuning_state.store(enabled ? 1 : 0, std::memory_order_release);
 }
+
+bool switched_off(const char* name) { return is_off(std::getenv(name)); }
+
+bool log_compiles() { return detail::settings::log_compiles(); }
 
 std::optional<CompileTarget> target_from_environment() {
   const char* text = std::getenv("TJIT_TARGET");

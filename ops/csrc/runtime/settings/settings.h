@@ -19,7 +19,8 @@
 // | TJIT_TRITON_DIR | settings::triton_dir(), once | the Triton package whose version entries are checked against |
 // | TRITON_*, MLIR_*, LLVM_*, ... | settings::environment_entries(), once | Triton's code-generation variables, part of a store key (binaries/compiler_identity.cpp chooses them) |
 //
-// Outside this folder: TJIT_KERNEL_DIR (ops/csrc/ops, where the operators' kernels are).
+// Outside this folder: TJIT_KERNEL_DIR (ops/csrc/ops, where the operators' kernels are); TJIT_TUNE
+// and TJIT_PLAN_TABLES (ops/csrc/kit/plan_choice.cpp: first-call tuning of plans, the plan tables).
 
 #include <optional>
 #include <string>

@@ -13,6 +13,9 @@ int multiprocessor_count(const c10::Device& device);
 // 0 for any other device or where the driver reports no memory clock.
 int memory_bandwidth_gbps(const c10::Device& device);
 
+// Compute capability of a CUDA device as 10 * major + minor (90 for sm_90); 0 for any other device.
+int compute_capability(const c10::Device& device);
+
 // Whether kernels on `device` may be launched with programmatic dependent launch (a kernel starts
 // while the one before it in the stream finishes; it calls griddepcontrol.wait before it reads what
 // that one wrote): compute capability 9.0 or newer, and a driver of CUDA 12.3 or newer, the first

@@ -195,6 +195,13 @@ class TritonJitFunction {
     run_captured(stream, grid, args, num_args, RunMode::Launch);
   }
 
+  // A decision its caller made once by measurement (an operator's plan choice), kept in the kernel
+  // store beside this kernel's entries: read back while the kernel's sources and Triton are the
+  // same. `what` is the text of everything that decided it (the device included); the value is
+  // JSON text. nullopt when the store is off or has no intact record.
+  std::optional<std::string> load_decision(const std::string& what) const;
+  void store_decision(const std::string& what, const std::string& json_value) const;
+
   const std::string& kernel_file() const { return kernel_file_; }
   const std::string& function_name() const { return function_name_; }
   const std::vector<KernelParam>& params() const { return params_; }

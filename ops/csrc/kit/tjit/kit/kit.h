@@ -11,6 +11,7 @@
 #include <tjit/kit/kernel_files.h>    // find_kernel_dir
 #include <tjit/kit/operator_docs.h>   // define (schema + doc)
 #include <tjit/kit/outputs.h>         // empty_output
+#include <tjit/kit/plan_choice.h>     // PlanCandidates: plans as measured choices (tables, first-call tuning)
 #include <tjit/kit/plans.h>           // DeviceFacts, device_facts, Tuner, plan describers
 #include <tjit/kit/row_exchange.h>    // row_exchange_workspace, long-row kernels' contract
 #include <tjit/kit/rows.h>            // RowsView, as_rows, rows_of, needs_index64

@@ -31,6 +31,8 @@ struct DeviceFacts {
   int multiprocessors = 4;
   int memory_gbps = 0;            // peak DRAM bandwidth; 0 off CUDA
   bool dependent_launch = false;  // programmatic dependent launch (tjit::dependent_launch_supported)
+  int capability = 0;             // compute capability, 10 * major + minor; 0 off CUDA
+  int device_index = -1;          // the CUDA device; -1 off CUDA
 };
 
 // The facts of `device` from the runtime (tjit/device_properties.h), cached there.
@@ -61,7 +63,7 @@ struct PlanQuery {
 };
 
 // A plan written out as JSON: {"kind", "needs_occupancy", "launches": [{"kernel", "grid", "num_warps", "maxnreg",
-// "launch_pdl", "constexprs", "args"}], "workspace"}. A launch whose grid the tuner's config decides
+// "launch_pdl", "constexprs", "args"}], "workspace"}, and for a measured choice "candidate", "source", "fitting". A launch whose grid the tuner's config decides
 // has "grid": null and "num_warps": null; "args" holds runtime arguments the plan decides.
 class PlanWriter {
  public:
@@ -78,9 +80,20 @@ class PlanWriter {
     needs_occupancy_ = true;
     return *this;
   }
+  // A plan made of measured choices (plan_choice.h): which candidate, where the choice came from,
+  // and every candidate that fits the call.
+  PlanWriter& choice(std::string candidate, std::string source, std::vector<std::string> fitting) {
+    candidate_ = std::move(candidate);
+    source_ = std::move(source);
+    fitting_ = std::move(fitting);
+    return *this;
+  }
   std::string json() const;
 
  private:
+  std::string candidate_;
+  std::string source_;
+  std::vector<std::string> fitting_;
   struct Launch {
     std::string kernel;
     std::vector<int64_t> grid;  // empty: tuned
