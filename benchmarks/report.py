@@ -31,6 +31,9 @@ Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range)
     layer_norm fwd / bwd bandwidth          >= 0.85 x / >= 0.70 x copy from 512 to 65536 columns, fp32 and bf16
     LLM rms_norm, add_rms_norm fwd / bwd    >= 1.00 x the best of aten, torch.compile, FlagGems and Liger-Kernel;
                                             >= 0.90 x / >= 0.80 x copy; hidden sizes 2048 ... 16384, fp32 and bf16
+    Python tjit.jit launch, own kernels     <= 0.30 x Triton's kernel[grid], < 1.00 x the ctypes cuLaunchKernel
+                                            floor, <= 1.50 x C++'s bare TritonJitFunction launch, at 4 and 14
+                                            arguments (own_kernels.py)
 """
 
 import argparse
@@ -40,6 +43,7 @@ import os
 import sys
 
 import grid_report
+import own_kernels
 
 IMPL_ORDER = ("tjit", "tjit_torch_ops", "aten", "compile", "python_triton", "tutorial", "flaggems", "liger", "triton_op", "triton_launch",
               "copy")
@@ -116,6 +120,12 @@ TARGETS = [
             "bf16", "ge", 0.90),
     _target("llm_rms_norm_bwd_copy", "LLM rms_norm and add_rms_norm bwd >= 0.80x copy, every hidden size, fp32 and "
             "bf16", "ge", 0.80),
+    _target("py_jit_vs_triton", "Python tjit.jit(kernel)[grid](...) host time <= 0.30x Triton's kernel[grid](...), "
+            "own kernels of 4 and 14 arguments", "le", 0.30),
+    _target("py_jit_vs_floor", "Python tjit.jit launch below the prepared ctypes cuLaunchKernel floor (< 1.00x), "
+            "4 and 14 arguments", "le", 1.00),
+    _target("py_jit_vs_cpp", "Python tjit.jit launch <= 1.50x C++'s bare TritonJitFunction launch, 4 and 14 "
+            "arguments", "le", 1.50),
 ]
 # torch.ops.tjit.<op> / torch's host time per call before tjit's functions took the direct path:
 # commit c17b514 built and run on the same H200 as the direct path's commit, the two interleaved
@@ -380,6 +390,8 @@ def evaluate_targets(results):
             ratio, at, reason, failed = _worst_of([
                 _bandwidth_target(llm, op, pas, cols, 0, math.inf, refs, name_ref=True, skip_wrong_refs=True)
                 for op, pas in passes])
+        elif tid in own_kernels.TARGET_RATIOS:
+            ratio, at, reason, failed = own_kernels.target(ov.get("own_kernels"), tid)
         elif tid == "sum_fwd_flaggems":
             ratio, at, reason, failed = _bandwidth_target(bw, "sum", "fwd", numel, 0, math.inf, ["flaggems"])
         elif tid in PEER_TARGETS:
@@ -572,6 +584,9 @@ def write_markdown(results, path, plots=()):
         for k, v in (cpp.get("errors") or {}).items():
             lines.append(f"- {k}: {v}")
         lines.append("")
+
+    lines += ["## Host overhead per launch, own kernels (tjit.jit)", ""]
+    lines += own_kernels.markdown((results.get("overhead") or {}).get("own_kernels"), _table)
 
     lines += ["## Bandwidth (GB/s)", ""] + bandwidth_markdown(results.get("bandwidth"))
     lines += ["## Bandwidth at LLM shapes (GB/s)", "",
@@ -851,6 +866,7 @@ def summary_lines(results):
         else:
             lines.append("C++ host overhead (median us per call): " +
                          ", ".join(f"{k} {_fmt(v)}" for k, v in cpp.get("us_per_call", {}).items()))
+    lines += own_kernels.text_lines((results.get("overhead") or {}).get("own_kernels"))
     cold = results.get("cold_start")
     if cold and not cold.get("skipped"):
         lines += ["Cold start, first call in a new process (median ms):"]
