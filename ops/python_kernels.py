@@ -32,7 +32,7 @@ __all__ = ["jit", "JitKernel"]
 
 _lock = threading.Lock()
 # (file, name) -> the kernel object tjit.jit launches under that name: the embedded runtime's
-# Python half reads kernels from here (triton_adapter._registered_kernel) instead of importing the
+# Python half reads kernels from here (triton_adapter.loading) instead of importing the
 # file again, so the launch runs the user's own objects.
 _registered = {}
 _names_of = {}  # id(kernel object) -> (file, name) it is registered under
