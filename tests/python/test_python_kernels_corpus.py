@@ -415,21 +415,9 @@ def test_attention_forward_config_pre_hook_and_prune_by_name(device):
                                rtol=1e-2, atol=1e-2)
 
 
-# tjit.jit bug (ops/csrc/bindings/kernel_launcher.cpp, the branch for kernels under @triton.autotune /
-# @triton.heuristics): the launch's device is taken from the plain tensor arguments only, not from
-# host tensor descriptors nor from tensors inside tuples; a call with none falls back to the current
-# CUDA device. On the CPU, matmul_tma_kernel (descriptors only) then fails before launching with
-# "PyTorch is not linked with support for cuda devices" (a plain @triton.jit kernel with the same
-# arguments runs: test_persistent_matmul_with_host_descriptors); on CUDA it launches on the current
-# device's stream, the right one unless the tensors are on another GPU.
-AUTOTUNED_DEVICE_FROM_PLAIN_TENSORS_ONLY = pytest.mark.xfail(
-    strict=True, raises=RuntimeError,
-    reason="tjit.jit bug: an autotuned kernel whose tensors are all in host descriptors (or tuples) is launched on "
-           "CUDA even for CPU tensors (kernel_launcher.cpp sets the wrapped branch's device from plain tensors only)")
-
-
-@pytest.mark.parametrize("device", [pytest.param(d, marks=AUTOTUNED_DEVICE_FROM_PLAIN_TENSORS_ONLY if d == "cpu" else ())
-                                    for d in DEVICES])
+# Its tensors are all inside host descriptors: the launch's device comes from their bases (an
+# autotuned kernel's call on CPU tensors runs in the interpreter, not on CUDA).
+@pytest.mark.parametrize("device", DEVICES)
 def test_matmul_tma_config_pre_hook(device):
     # The autotuned TMA matmul: descriptors with a placeholder block shape, set by the configs'
     # pre_hook; ragged sizes (TMA zero-fills and clips).
