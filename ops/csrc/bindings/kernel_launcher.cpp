@@ -197,6 +197,32 @@ void add_python(Sink& sink, const Launcher& l, size_t i, PyObject* o, Descriptor
   }
 }
 
+// The device of the first tensor in `o`: a tensor, a host descriptor's base, or inside a tuple (as
+// the argument pack finds it for plain kernels). False when there is none.
+bool tensor_device(PyObject* o, c10::Device& device) {
+  if (THPVariable_Check(o)) {
+    const at::Tensor& t = THPVariable_Unpack(o);
+    if (t.defined()) {
+      device = t.device();
+      return true;
+    }
+    return false;
+  }
+  if (PyTuple_Check(o)) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(o); ++k) {
+      if (tensor_device(PyTuple_GET_ITEM(o, k), device)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  if (tensor_descriptor_type != nullptr && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(tensor_descriptor_type))) {
+    py::object base = py::reinterpret_borrow<py::object>(o).attr("base");
+    return tensor_device(base.ptr(), device);
+  }
+  return false;
+}
+
 // Walks a tuple argument of a wrapped kernel's call for the runtime (detail::CapturedArg::visit_tuple).
 struct TupleWalk {
   const Launcher* launcher;
@@ -405,16 +431,13 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
         detail::add_value(captured[i], *params[l.param_index[i]].default_value);
         continue;
       }
+      has_device = has_device || tensor_device(o, device);
       if (PyTuple_Check(o)) {
         walks[i] = TupleWalk{&l, i, o, &descriptors};
         captured[i].kind = detail::CapturedArg::Kind::Tuple;
         captured[i].tuple = &walks[i];
         captured[i].visit_tuple = &visit_tuple;
         continue;
-      }
-      if (const at::Tensor* t = THPVariable_Check(o) ? &THPVariable_Unpack(o) : nullptr; t != nullptr && !has_device) {
-        has_device = t->defined();
-        device = t->device();
       }
       add_python(captured[i], l, i, o, descriptors);
     }
