@@ -77,6 +77,13 @@ const std::vector<KernelParam>& params_of(const Launcher& l) { return l.function
                    "host tensor descriptors, and tuples of these)");
 }
 
+// A number for an error message, as text: messages here take strings only (c10::str of an integer
+// crashed in this module on a torch 2.11 / Python 3.12 build).
+template <typename T>
+std::string number(T value) {
+  return std::to_string(value);
+}
+
 // The plain tensor (or nn.Parameter) `o` is, or nullptr: a subclass is the fallback's.
 const at::Tensor* plain_tensor(PyObject* o) {
   if (THPVariable_CheckExact(o) || Py_TYPE(o) == parameter_type) {
@@ -118,7 +125,7 @@ struct DescriptorStorage {
   size_t used = 0;
 
   const TensorDescriptor& add(PyObject* o) {
-    TORCH_CHECK(used < slots.size(), "tjit.jit: a launch takes at most ", slots.size(), " tensor descriptors");
+    TORCH_CHECK(used < slots.size(), "tjit.jit: a launch takes at most ", number(slots.size()), " tensor descriptors");
     py::handle d(o);
     PyObject* base = d.attr("base").ptr();
     TORCH_CHECK_TYPE(THPVariable_Check(base), "tjit.jit: a tensor descriptor's base must be a tensor");
@@ -244,7 +251,7 @@ uint32_t grid_dim(PyObject* o, const Launcher& l) {
     TORCH_CHECK_TYPE(false, "tjit.jit: kernel ", l.kernel_name, ": a grid dimension must be an int, not ",
                      Py_TYPE(o)->tp_name);
   }
-  TORCH_CHECK_VALUE(v >= 0 && v <= 0xFFFFFFFFLL, "tjit.jit: kernel ", l.kernel_name, ": grid dimension ", v,
+  TORCH_CHECK_VALUE(v >= 0 && v <= 0xFFFFFFFFLL, "tjit.jit: kernel ", l.kernel_name, ": grid dimension ", number(v),
                     " is out of range");
   return static_cast<uint32_t>(v);
 }
@@ -258,7 +265,7 @@ Grid grid_of(PyObject* o, const Launcher& l) {
     py::sequence seq = py::reinterpret_borrow<py::sequence>(o);
     const size_t n = seq.size();
     TORCH_CHECK_VALUE(n >= 1 && n <= 3, "tjit.jit: kernel ", l.kernel_name, ": a grid has one to three dimensions, not ",
-                      n);
+                      number(n));
     Grid g;
     g.x = grid_dim(seq[0].ptr(), l);
     g.y = n > 1 ? grid_dim(seq[1].ptr(), l) : 1;
@@ -331,8 +338,8 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
   const size_t n_names = l.names.size();
   std::array<PyObject*, kMaxSlots> values{};
   const size_t positional = nargs - 1;
-  TORCH_CHECK_TYPE(positional <= n_names, "tjit.jit: kernel ", l.kernel_name, " takes ", n_names,
-                   " arguments here, but ", positional, " were given positionally");
+  TORCH_CHECK_TYPE(positional <= n_names, "tjit.jit: kernel ", l.kernel_name, " takes ", number(n_names),
+                   " arguments here, but ", number(positional), " were given positionally");
   for (size_t i = 0; i < positional; ++i) {
     values[i] = args[1 + i];
   }
@@ -384,7 +391,7 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
     if (values[i] == nullptr) {
       const KernelParam& p = params[l.param_index[i]];
       TORCH_CHECK_TYPE(p.default_value.has_value(), "tjit.jit: kernel ", l.kernel_name, " is missing argument ",
-                       p.name, " (", i + 1, " of ", n_names, ")");
+                       p.name, " (", number(i + 1), " of ", number(n_names), ")");
     }
   }
   // Argument i as a Python object (a default converted), for a grid callable's meta-parameters.
@@ -507,7 +514,7 @@ void register_kernel_launcher(py::module_& m) {
           launcher->param_index.push_back(p);
         }
         TORCH_CHECK(launcher->names.size() <= kMaxSlots, "tjit.jit: kernel ", name, " has ",
-                    launcher->names.size(), " parameters; a launch takes at most ", kMaxSlots);
+                    number(launcher->names.size()), " parameters; a launch takes at most ", number(kMaxSlots));
         for (const auto& option : kOptions) {
           launcher->option_names.push_back(interned(option.first));
         }
