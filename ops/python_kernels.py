@@ -107,6 +107,11 @@ class JitKernel:
         self.kernel = kernel
         self._fn, self._wrapped = _innermost(kernel)
         self._interpreted = type(self._fn).__name__ == "InterpretedFunction"
+        # The plain kernel's parameters with defaults, for the traced launch (an autotuned kernel's
+        # configs set theirs).
+        self._defaults = () if self._wrapped else tuple(
+            (i, p.name, p.default) for i, p in enumerate(inspect.signature(self._fn.fn).parameters.values())
+            if p.default is not inspect.Parameter.empty)
         self._launcher = None
         self._launcher_lock = threading.Lock()
         functools.update_wrapper(self, self._fn.fn, updated=())  # name, doc, module, __wrapped__
@@ -119,14 +124,24 @@ class JitKernel:
             return self._launcher
 
     def __getitem__(self, grid):
-        if self._interpreted or torch.compiler.is_compiling():
-            # Dynamo traces Triton's kernel into the graph; an interpreted kernel (TRITON_INTERPRET=1,
-            # or tjit's own interpreted import of the file) is Triton's to run.
+        if torch.compiler.is_compiling():
+            # Dynamo traces Triton's kernel into the graph (given every defaulted constexpr, which
+            # torch's tracing of user kernels does not fill in).
+            return functools.partial(self._traced_launch, grid)
+        if self._interpreted:
+            # An interpreted kernel (TRITON_INTERPRET=1, or tjit's own interpreted import of the file)
+            # is Triton's to run.
             return self.kernel[grid]
         launcher = self._launcher
         if launcher is None:
             launcher = self._make_launcher()
         return functools.partial(launcher, grid)
+
+    def _traced_launch(self, grid, *args, **kwargs):
+        for index, name, default in self._defaults:
+            if index >= len(args) and name not in kwargs:
+                kwargs[name] = default
+        return self.kernel[grid](*args, **kwargs)
 
     def _fallback(self, grid, *args, **kwargs):
         # Tensor subclasses: torch.library.wrap_triton traces or dispatches the launch as torch does
