@@ -124,9 +124,10 @@ class JitKernel:
             return self._launcher
 
     def __getitem__(self, grid):
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_dynamo_compiling():
             # Dynamo traces Triton's kernel into the graph (given every defaulted constexpr, which
-            # torch's tracing of user kernels does not fill in).
+            # torch's tracing of user kernels does not fill in). Other tracing (a triton_op's body
+            # under torch.compile) hands the launcher fake or functional tensors: the fallback.
             return functools.partial(self._traced_launch, grid)
         if self._interpreted:
             # An interpreted kernel (TRITON_INTERPRET=1, or tjit's own interpreted import of the file)
@@ -137,11 +138,14 @@ class JitKernel:
             launcher = self._make_launcher()
         return functools.partial(launcher, grid)
 
-    def _traced_launch(self, grid, *args, **kwargs):
+    def _with_defaults(self, args, kwargs):
         for index, name, default in self._defaults:
             if index >= len(args) and name not in kwargs:
                 kwargs[name] = default
-        return self.kernel[grid](*args, **kwargs)
+        return kwargs
+
+    def _traced_launch(self, grid, *args, **kwargs):
+        return self.kernel[grid](*args, **self._with_defaults(args, kwargs))
 
     def _fallback(self, grid, *args, **kwargs):
         # Tensor subclasses: torch.library.wrap_triton traces or dispatches the launch as torch does
@@ -149,7 +153,7 @@ class JitKernel:
         from triton.runtime.autotuner import Autotuner
         from triton.runtime.jit import JITFunction
         if isinstance(self.kernel, (JITFunction, Autotuner)):
-            return torch.library.wrap_triton(self.kernel)[grid](*args, **kwargs)
+            return torch.library.wrap_triton(self.kernel)[grid](*args, **self._with_defaults(args, kwargs))
         return self.kernel[grid](*args, **kwargs)
 
     def run(self, *args, grid, **kwargs):
