@@ -115,7 +115,7 @@ setup(
     description="PyTorch operators written in Triton, launched from C++ by an embedded Triton JIT runtime",
     # The kernels are a package of their own (tjit.kernels_py, with subpackages such as
     # kernels_py/layer_norm/), which the C++ runtime also loads by file path.
-    packages=["tjit", "tjit.aot", *_kernel_packages()],
+    packages=["tjit", "tjit.aot", "tjit.triton_adapter", *_kernel_packages()],
     package_dir={"tjit": "ops"},
     package_data={"tjit": ["_C.*.so", "lib/*.so", "bin/tjit_demo", "kernels_py/*.json", "include/tjit/*.h", "include/tjit/*/*.h",
                            "lib/cmake/tjit/*.cmake", "lib/cmake/tjit/*.in"]},

@@ -661,8 +661,8 @@ def main(argv=None):
     import tjit  # noqa: F401 - loads torch.ops.tjit
     from tjit import plans
     if device == "cpu":
-        from tjit import triton_adapter
-        triton_adapter._fix_interpreter_scalar_index()  # as the C++ runtime's interpreted runs do
+        from tjit.triton_adapter.interpreter import fix_interpreter_scalar_index
+        fix_interpreter_scalar_index()  # as the C++ runtime's interpreted runs do
     sys.path.insert(0, HERE)
     import bandwidth
     import peers as peer_lib

@@ -600,7 +600,7 @@ def patch_interpreter_for_numpy():
     >= 2.4 rejects, so `for i in range(0, N, BLOCK)` with a runtime N fails (triton-lang/triton#9171,
     fixed upstream by #9172). Re-registers __index__ as the fix does. No-op on older numpy. Used by
     the benchmarks' CPU smoke mode and tests/python/kernels_interpreter_check.py; tjit's own
-    runtime carries the same fix in ops/triton_adapter.py (embedded, self-contained)."""
+    runtime carries the same fix in ops/triton_adapter/interpreter.py (embedded, self-contained)."""
     import numpy as np
     from triton.runtime import interpreter
 

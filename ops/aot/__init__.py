@@ -9,7 +9,8 @@ without Python or Triton.
 
 The package also runs as a plain script, `python <tjit>/aot build ...`, without importing the
 `tjit` package (whose __init__ loads tjit's C++ library and torch): CMake builds bundles that way.
-It then loads kernel_store.py and triton_adapter.py from its parent folder by path (siblings.py).
+It then loads kernel_store.py and the triton_adapter package from its parent folder by path
+(siblings.py).
 Compiles go through triton_adapter, in `spawn` worker processes (-j, default os.cpu_count());
 nothing is written unless every compile succeeds.
 

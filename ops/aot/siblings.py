@@ -1,6 +1,6 @@
 """Where the builder finds tjit's other Python modules, without importing the `tjit` package (whose
-__init__ loads tjit's C++ library and torch): kernel_store.py (the entry format) and
-triton_adapter.py (the only code that knows Triton's Python API) lie in this package's parent
+__init__ loads tjit's C++ library and torch): kernel_store.py (the entry format) and the package
+triton_adapter/ (the only code that knows Triton's Python API) lie in this package's parent
 folder, as in tjit's source tree (ops/), a wheel (tjit/) and an installed prefix (share/tjit/aot/).
 
 As `tjit.aot` the package imports them through `tjit`; loaded by path (`python <tjit>/aot build`,
@@ -33,10 +33,13 @@ def _load_by_path(name: str, path: str, package_folder: str = None):
 
 
 def sibling(name: str):
-    """tjit's module `name` (kernel_store, triton_adapter)."""
+    """tjit's module `name` (kernel_store) or package `name` (triton_adapter)."""
     if _PACKAGE == "tjit.aot":
         return importlib.import_module(f"tjit.{name}")
-    return _load_by_path(f"_tjit_aot_{name}", os.path.join(_PARENT_FOLDER, f"{name}.py"))
+    folder = os.path.join(_PARENT_FOLDER, name)
+    if os.path.isdir(folder):
+        return _load_by_path(f"_tjit_aot_{name}", os.path.join(folder, "__init__.py"), folder)
+    return _load_by_path(f"_tjit_aot_{name}", f"{folder}.py")
 
 
 def load_package(name: str):

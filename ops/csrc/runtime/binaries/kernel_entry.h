@@ -39,7 +39,7 @@ struct KernelSignature {
   std::vector<KernelParam> params;
   std::vector<SourceFile> sources;  // the kernel file first
   std::string triton_version;       // of the Triton that read the signature
-  // What @triton.autotune / @triton.heuristics add, as JSON (triton_adapter._tuning_description);
+  // What @triton.autotune / @triton.heuristics add, as JSON (triton_adapter.autotune.tuning_description);
   // empty for a plain @triton.jit kernel.
   std::string tuning;
 };

@@ -15,14 +15,19 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace py = pybind11;
 
 namespace tjit::detail {
 
-// Generated at build time from triton_adapter.py (see CMakeLists.txt).
-extern const char* const kTritonAdapterSource;
+// Generated at build time from the triton_adapter package (ops/triton_adapter/, see CMakeLists.txt):
+// its modules' names and sources, each after the modules it imports, __init__ last.
+extern const char* const kTritonAdapterNames[];
+extern const char* const kTritonAdapterTexts[];
+extern const std::size_t kTritonAdapterCount;
 
 namespace {
 
@@ -49,6 +54,43 @@ void start_interpreter(const std::string& exe) {
 
 std::string python_error_text(const py::error_already_set& e) { return e.what(); }
 
+// The embedded triton_adapter package as the module `tjit_triton_adapter`. It is registered in
+// sys.modules first, and each submodule runs into a module of its own registered as
+// tjit_triton_adapter.<name> before the modules that import it run, so their relative imports
+// find it; __init__ runs last, into the package. Nothing stays registered when a module fails.
+py::object run_triton_adapter() {
+  const std::string package_name = "tjit_triton_adapter";
+  py::object module_spec = py::module_::import("importlib.machinery").attr("ModuleSpec");
+  py::object module_from_spec = py::module_::import("importlib.util").attr("module_from_spec");
+  py::object modules = py::module_::import("sys").attr("modules");
+  auto new_module = [&](const std::string& name, bool is_package) {
+    return module_from_spec(module_spec(name, py::none(), py::arg("is_package") = is_package));
+  };
+  py::object package = new_module(package_name, true);
+  std::vector<std::string> registered{package_name};
+  modules[py::str(package_name)] = package;
+  try {
+    for (std::size_t i = 0; i < kTritonAdapterCount; ++i) {
+      const std::string name = kTritonAdapterNames[i];
+      if (name == "__init__") {
+        py::exec(kTritonAdapterTexts[i], package.attr("__dict__"));
+        continue;
+      }
+      py::object module = new_module(package_name + "." + name, false);
+      registered.push_back(package_name + "." + name);
+      modules[py::str(registered.back())] = module;
+      py::exec(kTritonAdapterTexts[i], module.attr("__dict__"));
+      package.attr(name.c_str()) = module;
+    }
+  } catch (const py::error_already_set&) {
+    for (const std::string& name : registered) {
+      modules.attr("pop")(name, py::none());
+    }
+    throw;
+  }
+  return package;
+}
+
 class EmbeddedTritonBridge final : public PythonBridge {
  public:
   explicit EmbeddedTritonBridge(const std::string& python_executable) {
@@ -57,11 +99,7 @@ class EmbeddedTritonBridge final : public PythonBridge {
     }
     py::gil_scoped_acquire gil;
     try {
-      py::module_ types = py::module_::import("types");
-      py::object module = types.attr("ModuleType")("tjit_triton_adapter");
-      py::dict globals = module.attr("__dict__");
-      py::exec(kTritonAdapterSource, globals);
-      py::module_::import("sys").attr("modules")["tjit_triton_adapter"] = module;
+      py::object module = run_triton_adapter();
       // Held for the life of the process and never released: the interpreter may be finalised
       // before static destructors run, and a late decref would crash at exit.
       load_kernel_ = py::object(module.attr("load_kernel")).release().ptr();
