@@ -25,11 +25,11 @@
 #include <tuple>
 #include <unordered_map>
 
-// The tables of ops/plan_tables/, embedded at build time (cmake/EmbedPlanTables.cmake).
+// The tables of ops/plan_tables/, embedded at build time (cmake/EmbedText.cmake).
 namespace tjit::detail {
-extern const char* const kPlanTables[];
+extern const char* const kPlanTableTexts[];
 extern const char* const kPlanTableNames[];
-extern const size_t kNumPlanTables;
+extern const std::size_t kPlanTableCount;
 }  // namespace tjit::detail
 
 namespace tjit::kit {
@@ -120,8 +120,8 @@ std::vector<PlanTable> read_tables() {
       tables.push_back(parse_table(text.str(), file.string()));
     }
   }
-  for (size_t i = 0; i < detail::kNumPlanTables; ++i) {
-    tables.push_back(parse_table(detail::kPlanTables[i], std::string("embedded ") + detail::kPlanTableNames[i]));
+  for (size_t i = 0; i < detail::kPlanTableCount; ++i) {
+    tables.push_back(parse_table(detail::kPlanTableTexts[i], std::string("embedded ") + detail::kPlanTableNames[i] + ".json"));
   }
   return tables;
 }
