@@ -257,7 +257,6 @@ int PlanCandidates::from_table(const ChoiceKey& key, const DeviceFacts& device,
       // Nearest measured neighbour: the nearest measured row class, then the nearest columns, among
       // entries whose candidate fits this call.
       const double rows = std::log2(static_cast<double>(rows_class(key.rows)));
-      const TableEntry* best = nullptr;
       std::pair<double, int64_t> best_distance{std::numeric_limits<double>::infinity(), 0};
       int best_index = -1;
       for (const TableEntry& e : it->second) {
@@ -267,8 +266,7 @@ int PlanCandidates::from_table(const ChoiceKey& key, const DeviceFacts& device,
         }
         const std::pair<double, int64_t> distance{std::abs(std::log2(static_cast<double>(e.rows)) - rows),
                                                   std::abs(e.cols - key.cols)};
-        if ((best == nullptr || distance < best_distance) && fits(index)) {
-          best = &e;
+        if ((best_index < 0 || distance < best_distance) && fits(index)) {
           best_distance = distance;
           best_index = index;
         }
