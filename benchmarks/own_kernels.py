@@ -21,10 +21,9 @@ tensors allocated once:
                     signature's C type), then the trailing pointers Triton's launcher passes (Triton
                     3.6: global and profile scratch), null. Nothing is converted per call: one ctypes
                     call and a test of its CUresult.
-    cpp             tjit_bench_overhead's bare_triton_jit_function (benchmarks/cpp/bench_overhead.cpp):
-                    TritonJitFunction::operator() of ops/kernels_py/add.py's add_kernel (6 runtime
-                    arguments, 3 constexprs) from C++, taken from the C++ part's JSON; the same figure in
-                    both rows, since the C++ program launches its own kernel, not these
+    cpp             tjit_bench_overhead's own_4_args / own_14_args (benchmarks/cpp/bench_overhead.cpp,
+                    given --own-kernel-file): TritonJitFunction::operator() of the same kernel with the
+                    same arguments from C++, taken from the C++ part's JSON
 
 Statistic as overhead.py's: the median over rounds of (host time of N back-to-back launches) / N,
 torch.cuda.synchronize() before each round only, all eight (kernel, implementation) pairs round-robin
@@ -70,7 +69,8 @@ N = 1000
 BLOCK = 1024
 SHIFT = 5
 POISON = -777.0
-CPP_KEY = "bare_triton_jit_function"
+CASE_NAMES = ("4_args", "14_args")  # make_cases' cases, and the C++ part's own_<case> figures
+CPP_KEY_OF = "own_{case}"  # tjit_bench_overhead's figure for a case
 # Issue 64's targets: report.py's TARGETS id -> the ratio its value is (the largest over the kernels).
 TARGET_RATIOS = {"py_jit_vs_triton": "tjit_jit/triton", "py_jit_vs_floor": "tjit_jit/ctypes_floor",
                  "py_jit_vs_cpp": "tjit_jit/cpp"}
@@ -296,17 +296,20 @@ def ctypes_floor(compiled, named, stream, grid=GRID):
 # ------------------------------------------------------------------------------------- the part
 
 
-def cpp_figure(cpp):
-    """(us, note): the C++ part's bare TritonJitFunction launch, or None and why not."""
+def cpp_figure(cpp, case):
+    """(us, note): the C++ part's bare TritonJitFunction launch of this case's kernel with its
+    arguments (own_<case>), or None and why not."""
     if not cpp:
         return None, "the C++ part did not run"
     if cpp.get("skipped"):
         return None, f"the C++ part was skipped: {cpp.get('reason')}"
-    value = (cpp.get("us_per_call") or {}).get(CPP_KEY)
+    key = CPP_KEY_OF.format(case=case)
+    value = (cpp.get("us_per_call") or {}).get(key)
     if value is None:
-        return None, f"tjit_bench_overhead reported no {CPP_KEY}"
-    kernel = (cpp.get("kernel") or {}).get("signature", "add_kernel")
-    return value, f"tjit_bench_overhead's {CPP_KEY}: {kernel}, n = {cpp.get('n')} (its own kernel, not these)"
+        return None, f"tjit_bench_overhead reported no {key} (it needs --own-kernel-file)"
+    if (cpp.get("checks") or {}).get(key) is False:
+        return None, f"tjit_bench_overhead's {key} gave a wrong result"
+    return value, f"tjit_bench_overhead's {key}: the same kernel and arguments from C++"
 
 
 def _message(exc):
@@ -367,11 +370,14 @@ def run_own_kernels(device, smoke, cpp=None, log=print):
     def sync():
         torch.cuda.synchronize()
 
-    cpp_us, cpp_note = cpp_figure(cpp)
-    result["cpp"] = {"us_per_launch": cpp_us, "source": cpp_note}
-    if cpp_us is None:
-        result["notes"].append(f"cpp column empty: {cpp_note}")
-        log(f"  note: cpp column empty: {cpp_note}")
+    cpp_of = {}
+    for name in CASE_NAMES:
+        cpp_us, cpp_note = cpp_figure(cpp, name)
+        cpp_of[name] = cpp_us
+        result.setdefault("cpp", {})[name] = {"us_per_launch": cpp_us, "source": cpp_note}
+        if cpp_us is None:
+            result["notes"].append(f"{name}: cpp column empty: {cpp_note}")
+            log(f"  note: {name}: cpp column empty: {cpp_note}")
 
     def fail(case, impl, why):
         case_entry = result["cases"][case.name]
@@ -438,8 +444,8 @@ def run_own_kernels(device, smoke, cpp=None, log=print):
     for case in cases:
         entry = result["cases"][case.name]
         times = {impl: us[f"{case.name}/{impl}"] for impl in IMPLS if f"{case.name}/{impl}" in us}
-        if cpp_us is not None:
-            times["cpp"] = cpp_us
+        if cpp_of.get(case.name) is not None:
+            times["cpp"] = cpp_of[case.name]
         entry["us_per_launch"] = times
         for key in RATIOS:
             a, b = key.split("/")
@@ -513,7 +519,7 @@ def markdown(part, md_table):
              "`kernel[grid](...)`; tjit_jit: `tjit.jit(kernel)[grid](...)`; tjit_jit_bound: `launch = "
              "tjit.jit(kernel)[grid]` once, then `launch(...)`; ctypes_floor: libcuda's `cuLaunchKernel` through "
              "ctypes on Triton's cubin, every argument and the params array prepared ahead; cpp: "
-             f"{(part.get('cpp') or {}).get('source')}. See benchmarks/own_kernels.py.", ""]
+             f"{cpp_sources(part)}. See benchmarks/own_kernels.py.", ""]
     lines += md_table(*table(part)) + [""]
     for name, e in part.get("cases", {}).items():
         if "subscript_us" in e:
@@ -526,6 +532,15 @@ def markdown(part, md_table):
             lines.append(f"- **ERROR** {name}/{impl}: {why}")
     lines += [f"- {n}" for n in part.get("notes", [])]
     return lines + [""]
+
+
+def cpp_sources(part):
+    """Where the cpp column's figures came from, once per distinct source."""
+    sources = []
+    for case in (part.get("cpp") or {}).values():
+        if isinstance(case, dict) and case.get("source") and case["source"] not in sources:
+            sources.append(case["source"])
+    return "; ".join(sources) or None
 
 
 def target(part, tid):
@@ -543,7 +558,7 @@ def target(part, tid):
             missing.append(f"{name}: {'; '.join(errors) or 'not measured'}")
     note = "; ".join(missing) or None
     if key.endswith("/cpp") and not ratios:
-        note = (part.get("cpp") or {}).get("source") or note
+        note = cpp_sources(part) or note
     if not ratios:
         return None, None, note, failed
     worst = max(ratios, key=ratios.get)

@@ -28,6 +28,10 @@ import torch
 
 from . import _C
 
+# Looked up once (a launch pays no attribute lookups for it); Dynamo answers a call of this function
+# object wherever it is named.
+_dynamo_compiling = torch.compiler.is_dynamo_compiling
+
 __all__ = ["jit", "JitKernel"]
 
 _lock = threading.Lock()
@@ -116,27 +120,27 @@ class JitKernel:
         self._launcher_lock = threading.Lock()
         functools.update_wrapper(self, self._fn.fn, updated=())  # name, doc, module, __wrapped__
 
-    def _make_launcher(self):
-        with self._launcher_lock:
-            if self._launcher is None:
-                path, name = _register(self.kernel, self._fn)
-                self._launcher = _C.kernel_launcher(path, name, self._fn.__name__, self._wrapped, self._fallback)
-            return self._launcher
-
     def __getitem__(self, grid):
-        if torch.compiler.is_dynamo_compiling():
+        if _dynamo_compiling():
             # Dynamo traces Triton's kernel into the graph (given every defaulted constexpr, which
             # torch's tracing of user kernels does not fill in). Other tracing (a triton_op's body
             # under torch.compile) hands the launcher fake or functional tensors: the fallback.
             return functools.partial(self._traced_launch, grid)
-        if self._interpreted:
-            # An interpreted kernel (TRITON_INTERPRET=1, or tjit's own interpreted import of the file)
-            # is Triton's to run.
-            return self.kernel[grid]
         launcher = self._launcher
         if launcher is None:
-            launcher = self._make_launcher()
-        return functools.partial(launcher, grid)
+            return self._first_subscript(grid)
+        return launcher[grid]  # a BoundLaunch: its call launches through the C++ runtime
+
+    def _first_subscript(self, grid):
+        if self._interpreted:
+            # An interpreted kernel (TRITON_INTERPRET=1, or tjit's own interpreted import of the file)
+            # is Triton's to run; it never gets a launcher.
+            return self.kernel[grid]
+        with self._launcher_lock:
+            if self._launcher is None:
+                path, name = _register(self.kernel, self._fn)
+                self._launcher = _C.kernel_launcher(path, name, self._fn.__name__, self._wrapped, self._fallback)
+        return self._launcher[grid]
 
     def _with_defaults(self, args, kwargs):
         for index, name, default in self._defaults:

@@ -37,7 +37,8 @@ def _part(us, cpp=3.6, checks=None, errors=None):
                        "errors": (errors or {}).get(name, {}), "subscript_us": 0.3}
     return {"config": {"statistic": "median over rounds of host us per launch", "rounds": 25, "calls_per_round": 1000,
                        "n": 1000, "kernel_file": "benchmarks/kernels/launch_overhead_kernels.py", "triton": "3.6.0"},
-            "cases": cases, "cpp": {"us_per_launch": cpp, "source": "tjit_bench_overhead's bare_triton_jit_function"},
+            "cases": cases,
+            "cpp": {name: {"us_per_launch": cpp, "source": f"tjit_bench_overhead's own_{name}"} for name in us},
             "notes": [], "errors": []}
 
 

@@ -56,6 +56,34 @@ def test_call_form_on_a_plain_kernel(device):
     torch.testing.assert_close(out, half * -2.0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_bound_launch_is_reusable_and_names_match_by_text(device):
+    # k[grid] kept and called twice; keyword names built at run time (not interned) match by text.
+    scale = tjit.jit(jk.scale_kernel)
+    launch = scale[(triton.cdiv(1000, 256),)]
+    names = {"".join(["BLO", "CK"]): 256, "".join(["num_", "warps"]): 2}
+    for factor in (0.5, -3.0):
+        x = torch.randn(1000, device=device)
+        out = poisoned(x)
+        launch(x, out, 1000, factor, **names)
+        torch.testing.assert_close(out, x * factor)
+
+
+def test_a_dropped_kernel_is_freed():
+    # The launcher refers back to its JitKernel (the fallback); the garbage collector breaks that cycle.
+    import gc
+    import weakref
+    kernel = tjit.jit(jk.scale_kernel)
+    x = torch.randn(10)
+    out = poisoned(x)
+    kernel[(1,)](x, out, 10, 2.0, BLOCK=16)
+    torch.testing.assert_close(out, x * 2.0)
+    dropped = weakref.ref(kernel)
+    del kernel
+    gc.collect()
+    assert dropped() is None
+
+
 def grid_of_block(n):
     return lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
 

@@ -1,8 +1,9 @@
 // tjit.jit's launch path (ops/python_kernels.py): Python's `kernel[grid](*args, **kwargs)` for a
-// user's own @triton.jit kernel, read straight from the Python objects (METH_FASTCALL: no argument
+// user's own @triton.jit kernel, read straight from the Python objects (vectorcall: no argument
 // tuple, no keyword dictionary) and launched through the same TritonJitFunction C++ programs use.
 //
-// A launcher is a builtin function `launcher(grid, *args, **kwargs)` bound to one kernel. Per call
+// A launcher is a KernelLauncher object bound to one kernel: `launcher[grid]` keeps the grid in a
+// BoundLaunch, whose call launches (as does `launcher(grid, *args, **kwargs)`). Per call
 // it matches keywords by the interned names' addresses (a string comparison only for a name
 // Python did not intern), converts each argument into the runtime's stack-held argument pack,
 // and launches with the GIL released, so other Python threads run while a first call compiles or
@@ -21,6 +22,8 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
+
+#include <structmember.h>
 
 #include <algorithm>
 #include <array>
@@ -326,42 +329,56 @@ class GilReleased {
   PyThreadState* state_;
 };
 
-PyObject* call_fallback(const Launcher& l, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  return PyObject_Vectorcall(l.fallback.ptr(), args, nargsf, kwnames);
+// fallback(grid, *args, **kwargs): the call handed to Python as it came (a rare path; it allocates).
+PyObject* call_fallback(const Launcher& l, PyObject* grid, PyObject* const* args, size_t positional,
+                        PyObject* kwnames) {
+  const size_t n_keywords = kwnames == nullptr ? 0 : static_cast<size_t>(PyTuple_GET_SIZE(kwnames));
+  std::vector<PyObject*> call(1 + positional + n_keywords);
+  call[0] = grid;
+  std::copy(args, args + positional + n_keywords, call.begin() + 1);
+  return PyObject_Vectorcall(l.fallback.ptr(), call.data(), 1 + positional, kwnames);
 }
 
-PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  HANDLE_TH_ERRORS
-  const auto& l = *static_cast<const Launcher*>(PyCapsule_GetPointer(self, nullptr));
-  const size_t nargs = static_cast<size_t>(PyVectorcall_NARGS(nargsf));
-  TORCH_CHECK_TYPE(nargs >= 1, "tjit.jit: kernel ", l.kernel_name, ": launch as kernel[grid](*args)");
+// Where `name` is among `names` (their count when it is not): by address first, as the interned
+// names of a call written out in code match; by text only for a name built at run time.
+size_t find_name(const std::vector<py::object>& names, PyObject* name) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].ptr() == name) {
+      return i;
+    }
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (PyUnicode_Compare(names[i].ptr(), name) == 0) {
+      return i;
+    }
+  }
+  return names.size();
+}
+
+// One launch: `grid` and the call's arguments as vectorcall passes them (`positional` of them,
+// then the values of `kwnames`).
+PyObject* launch_call(const Launcher& l, PyObject* grid_arg, PyObject* const* args, size_t positional,
+                      PyObject* kwnames) {
   const size_t n_names = l.names.size();
   std::array<PyObject*, kMaxSlots> values{};
-  const size_t positional = nargs - 1;
   TORCH_CHECK_TYPE(positional <= n_names, "tjit.jit: kernel ", l.kernel_name, " takes ", number(n_names),
                    " arguments here, but ", number(positional), " were given positionally");
   for (size_t i = 0; i < positional; ++i) {
-    values[i] = args[1 + i];
+    values[i] = args[i];
   }
   LaunchOptions options;
   const size_t n_keywords = kwnames == nullptr ? 0 : static_cast<size_t>(PyTuple_GET_SIZE(kwnames));
   for (size_t k = 0; k < n_keywords; ++k) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, k);
-    PyObject* value = args[nargs + k];
-    size_t i = 0;
-    while (i < n_names && !same_name(l.names[i].ptr(), name)) {
-      ++i;
-    }
+    PyObject* value = args[positional + k];
+    const size_t i = find_name(l.names, name);
     if (i < n_names) {
       TORCH_CHECK_TYPE(values[i] == nullptr, "tjit.jit: kernel ", l.kernel_name, " got argument ",
                        py::str(name).cast<std::string>(), " twice (by position and by keyword)");
       values[i] = value;
       continue;
     }
-    size_t o = 0;
-    while (o < kOptions.size() && !same_name(l.option_names[o].ptr(), name)) {
-      ++o;
-    }
+    const size_t o = find_name(l.option_names, name);
     TORCH_CHECK_TYPE(o < kOptions.size(), "tjit.jit: kernel ", l.kernel_name, " has no parameter ",
                      py::str(name).cast<std::string>(), " and it is no launch option (",
                      l.wrapped ? "its configs and heuristics set the rest" : "num_warps, num_stages, num_ctas, maxnreg, "
@@ -383,7 +400,7 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
     }
   }
   if (needs_fallback(values.data(), n_names)) {
-    return call_fallback(l, args, static_cast<size_t>(nargsf), kwnames);
+    return call_fallback(l, grid_arg, args, positional, kwnames);
   }
   const auto& params = params_of(l);
   // A missing argument takes its parameter's default, as Python binds it (values[i] stays null).
@@ -400,7 +417,6 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
                                 : python_value(*params[l.param_index[i]].default_value);
   };
   DescriptorStorage descriptors;
-  PyObject* grid_arg = args[0];
   const bool grid_is_callable = !PyLong_Check(grid_arg) && !PyTuple_Check(grid_arg) && !PyList_Check(grid_arg) &&
                                 PyCallable_Check(grid_arg);
   if (!l.wrapped) {
@@ -475,12 +491,132 @@ PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObj
     }
   }
   Py_RETURN_NONE;
+}
+
+// The Python objects. A KernelLauncher (tjit._C.kernel_launcher's result) owns one kernel's
+// Launcher: launcher[grid] is a BoundLaunch, launcher(grid, *args, **kwargs) launches. A BoundLaunch
+// keeps the grid; calling it launches. Both are called through vectorcall, so a launch builds no
+// argument tuple, no keyword dictionary and no functools.partial.
+struct LauncherObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  Launcher* launcher;
+};
+
+struct BoundObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  LauncherObject* owner;
+  PyObject* grid;
+};
+
+PyTypeObject* bound_type = nullptr;
+
+PyObject* launcher_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  const Launcher& l = *reinterpret_cast<LauncherObject*>(self)->launcher;
+  const size_t nargs = static_cast<size_t>(PyVectorcall_NARGS(nargsf));
+  TORCH_CHECK_TYPE(nargs >= 1, "tjit.jit: kernel ", l.kernel_name, ": launch as kernel[grid](*args)");
+  return launch_call(l, args[0], args + 1, nargs - 1, kwnames);
   END_HANDLE_TH_ERRORS
 }
 
-PyMethodDef launch_def{"launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&launch)),
-                       METH_FASTCALL | METH_KEYWORDS,
-                       "launch(grid, *args, **kwargs): the kernel's launch through tjit's runtime (tjit.jit)"};
+PyObject* bound_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  const auto* bound = reinterpret_cast<BoundObject*>(self);
+  return launch_call(*bound->owner->launcher, bound->grid, args, static_cast<size_t>(PyVectorcall_NARGS(nargsf)),
+                     kwnames);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* launcher_subscript(PyObject* self, PyObject* grid) {
+  auto* bound = PyObject_New(BoundObject, bound_type);
+  if (bound == nullptr) {
+    return nullptr;
+  }
+  bound->vectorcall = &bound_call;
+  bound->owner = reinterpret_cast<LauncherObject*>(Py_NewRef(self));
+  bound->grid = Py_NewRef(grid);
+  return reinterpret_cast<PyObject*>(bound);
+}
+
+int launcher_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  const Launcher* l = reinterpret_cast<LauncherObject*>(self)->launcher;
+  if (l != nullptr) {
+    Py_VISIT(l->fallback.ptr());  // the JitKernel's bound method: a cycle through the JitKernel
+  }
+  return 0;
+}
+
+int launcher_clear(PyObject* self) {
+  Launcher* l = reinterpret_cast<LauncherObject*>(self)->launcher;
+  if (l != nullptr) {
+    py::object fallback = std::move(l->fallback);  // released after the member is empty
+  }
+  return 0;
+}
+
+void launcher_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  delete reinterpret_cast<LauncherObject*>(self)->launcher;
+  PyObject_GC_Del(self);
+  Py_DECREF(type);
+}
+
+void bound_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  auto* bound = reinterpret_cast<BoundObject*>(self);
+  Py_DECREF(bound->owner);
+  Py_DECREF(bound->grid);
+  PyObject_Free(self);
+  Py_DECREF(type);
+}
+
+PyMemberDef launcher_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, static_cast<Py_ssize_t>(offsetof(LauncherObject, vectorcall)), READONLY,
+     nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+PyMemberDef bound_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, static_cast<Py_ssize_t>(offsetof(BoundObject, vectorcall)), READONLY,
+     nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyType_Slot launcher_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(&launcher_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(&launcher_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&launcher_clear)},
+    {Py_tp_call, reinterpret_cast<void*>(&PyVectorcall_Call)},
+    {Py_mp_subscript, reinterpret_cast<void*>(&launcher_subscript)},
+    {Py_tp_members, launcher_members},
+    {Py_tp_doc, const_cast<char*>("A kernel's launch through tjit's runtime (tjit.jit): launcher[grid](*args, "
+                                  "**kwargs), or launcher(grid, *args, **kwargs).")},
+    {0, nullptr},
+};
+PyType_Slot bound_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(&bound_dealloc)},
+    {Py_tp_call, reinterpret_cast<void*>(&PyVectorcall_Call)},
+    {Py_tp_members, bound_members},
+    {Py_tp_doc, const_cast<char*>("launcher[grid]: calling it launches the kernel with that grid.")},
+    {0, nullptr},
+};
+PyType_Spec launcher_spec{"tjit._C.KernelLauncher", sizeof(LauncherObject), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, launcher_slots};
+PyType_Spec bound_spec{"tjit._C.BoundLaunch", sizeof(BoundObject), 0,
+                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL, bound_slots};
+
+PyTypeObject* launcher_type = nullptr;
+
+PyTypeObject* make_type(PyType_Spec& spec) {
+  PyObject* type = PyType_FromSpec(&spec);
+  if (type == nullptr) {
+    throw py::error_already_set();
+  }
+  return reinterpret_cast<PyTypeObject*>(type);
+}
 
 }  // namespace
 
@@ -518,17 +654,23 @@ void register_kernel_launcher(py::module_& m) {
         for (const auto& option : kOptions) {
           launcher->option_names.push_back(interned(option.first));
         }
-        py::capsule self(launcher.release(), [](void* p) { delete static_cast<Launcher*>(p); });
-        PyObject* fn = PyCFunction_NewEx(&launch_def, self.ptr(), nullptr);
-        if (fn == nullptr) {
+        if (launcher_type == nullptr) {
+          launcher_type = make_type(launcher_spec);
+          bound_type = make_type(bound_spec);
+        }
+        auto* self = PyObject_GC_New(LauncherObject, launcher_type);
+        if (self == nullptr) {
           throw py::error_already_set();
         }
-        return py::reinterpret_steal<py::object>(fn);
+        self->vectorcall = &launcher_call;
+        self->launcher = launcher.release();
+        PyObject_GC_Track(self);
+        return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(self));
       },
       py::arg("file"), py::arg("name"), py::arg("label"), py::arg("wrapped"), py::arg("fallback"),
-      "A launcher for kernel `name` of `file` (tjit.jit; errors call it `label`): launcher(grid, *args, "
-      "**kwargs) launches it through tjit's runtime; fallback(grid, *args, **kwargs) takes calls with tensor "
-      "subclasses.");
+      "A launcher for kernel `name` of `file` (tjit.jit; errors call it `label`): launcher[grid](*args, "
+      "**kwargs) or launcher(grid, *args, **kwargs) launches it through tjit's runtime; fallback(grid, *args, "
+      "**kwargs) takes calls with tensor subclasses.");
 }
 
 }  // namespace tjit::python
