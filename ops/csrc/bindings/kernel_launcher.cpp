@@ -87,27 +87,24 @@ std::string number(T value) {
   return std::to_string(value);
 }
 
-// The plain tensor (or nn.Parameter) `o` is, or nullptr: a subclass is the fallback's.
-const at::Tensor* plain_tensor(PyObject* o) {
-  if (THPVariable_CheckExact(o) || Py_TYPE(o) == parameter_type) {
-    return &THPVariable_Unpack(o);
-  }
-  return nullptr;
+// Whether `o` is an int, bool, float, str or None: tested before THPVariable_Check, which for
+// anything but a tensor costs an isinstance call through Tensor's metaclass (about 0.1 us).
+bool is_python_scalar(PyObject* o) {
+  return o == Py_None || PyLong_Check(o) || PyFloat_Check(o) || PyUnicode_Check(o);
 }
+
+// Whether `o` is a plain tensor or nn.Parameter (no subclass, which is the fallback's).
+bool is_plain_tensor(PyObject* o) { return THPVariable_CheckExact(o) || Py_TYPE(o) == parameter_type; }
 
 // Whether the call must take the fallback: a tensor argument of a subclass (FakeTensor,
 // FunctionalTensor, DTensor, ...), also inside tuples.
 bool needs_fallback(PyObject* const* values, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     PyObject* o = values[i];
-    if (o == nullptr) {
+    if (o == nullptr || is_python_scalar(o) || is_plain_tensor(o)) {
       continue;
     }
-    if (THPVariable_Check(o)) {
-      if (plain_tensor(o) == nullptr) {
-        return true;
-      }
-    } else if (PyTuple_Check(o) && needs_fallback(&PyTuple_GET_ITEM(o, 0), PyTuple_GET_SIZE(o))) {
+    if (PyTuple_Check(o) ? needs_fallback(&PyTuple_GET_ITEM(o, 0), PyTuple_GET_SIZE(o)) : THPVariable_Check(o)) {
       return true;
     }
   }
@@ -148,7 +145,7 @@ struct DescriptorStorage {
 // of its kind; `sink` is an argument pack or a detail::ArgumentVisitor.
 template <typename Sink>
 void add_python(Sink& sink, const Launcher& l, size_t i, PyObject* o, DescriptorStorage& descriptors) {
-  if (THPVariable_Check(o)) {
+  if (is_plain_tensor(o)) {
     sink.add_tensor(THPVariable_Unpack(o));
   } else if (o == Py_None) {
     sink.add_none();
@@ -186,6 +183,8 @@ void add_python(Sink& sink, const Launcher& l, size_t i, PyObject* o, Descriptor
       add_python(sink, l, i, PyTuple_GET_ITEM(o, k), descriptors);
     }
     sink.end_tuple();
+  } else if (THPVariable_Check(o)) {
+    sink.add_tensor(THPVariable_Unpack(o));
   } else if (triton_constexpr_type != nullptr && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(triton_constexpr_type))) {
     py::object value = py::reinterpret_borrow<py::object>(o).attr("value");
     add_python(sink, l, i, value.ptr(), descriptors);
@@ -210,7 +209,10 @@ void add_python(Sink& sink, const Launcher& l, size_t i, PyObject* o, Descriptor
 // The device of the first tensor in `o`: a tensor, a host descriptor's base, or inside a tuple (as
 // the argument pack finds it for plain kernels). False when there is none.
 bool tensor_device(PyObject* o, c10::Device& device) {
-  if (THPVariable_Check(o)) {
+  if (is_python_scalar(o)) {
+    return false;
+  }
+  if (is_plain_tensor(o) || THPVariable_Check(o)) {
     const at::Tensor& t = THPVariable_Unpack(o);
     if (t.defined()) {
       device = t.device();
@@ -473,7 +475,7 @@ PyObject* launch_call(const Launcher& l, PyObject* grid_arg, PyObject* const* ar
         }
       }
       for (size_t i = 0; i < n_names; ++i) {
-        if (values[i] != nullptr && THPVariable_Check(values[i])) {
+        if (values[i] != nullptr && !is_python_scalar(values[i]) && THPVariable_Check(values[i])) {
           dict[l.names[i]] = py::reinterpret_borrow<py::object>(values[i]);
         }
       }
