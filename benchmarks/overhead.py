@@ -262,7 +262,8 @@ def run_cpp_overhead(device, smoke, binary=None, allow_build=True, log=print, ti
                 "or pass --cpp-bin)")
         log(f"  note: {note}")
         return {"skipped": True, "reason": note}
-    cmd = [path, "--kernel-file", os.path.join(REPO, "ops", "kernels_py", "add.py")]
+    cmd = [path, "--kernel-file", os.path.join(REPO, "ops", "kernels_py", "add.py"),
+           "--own-kernel-file", os.path.join(REPO, "benchmarks", "kernels", "launch_overhead_kernels.py")]
     if smoke:
         cmd += ["--calls", "20", "--rounds", "3", "--compile-check"]
     if device != "cuda":

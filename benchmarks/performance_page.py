@@ -100,7 +100,7 @@ def bandwidth_lines(records):
                 vs_copy.append(t / impls["copy"])
         shapes = sorted({shape for _, shape in by_case}, key=lambda s: (len(s), s[-1], s))
         if len(shapes[0]) == 1:
-            sizes = report._size_label(shapes[0]) + ("" if len(shapes) == 1 else f" ... {report._size_label(shapes[-1])}")
+            sizes = report.size_label(shapes[0]) + ("" if len(shapes) == 1 else f" ... {report.size_label(shapes[-1])}")
             sizes += " elements"
         else:
             sizes = f"{shapes[0][-1]} ... {shapes[-1][-1]} columns"

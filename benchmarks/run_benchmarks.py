@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""tjit's benchmark suite: host overhead (Python and C++), memory bandwidth (a power-of-two sweep, and
+"""tjit's benchmark suite: host overhead (Python and C++; a user's own kernels through tjit.jit against
+Python Triton, a ctypes cuLaunchKernel and C++: own_kernels.py), memory bandwidth (a power-of-two sweep, and
 the shapes language models run: `--only llm`; grids of sizes chosen by rule: `--only dense` and
 `--only decode`, run only when named) and cold start, tjit against
 aten, Python Triton, torch.library.triton_op, FlagGems and Liger-Kernel (where installed; peers.py) and a
@@ -76,7 +77,7 @@ def merge_previous(results, path, ops_filter):
         print(f"note: --merge: {path} is from {old.get('meta', {}).get('device_name')}; not merged")
         return results
     ran = set(ops_filter or OPS)
-    for part in ("python", "cpp"):
+    for part in ("python", "cpp", "own_kernels"):
         if part not in results["overhead"] and part in (old.get("overhead") or {}):
             results["overhead"][part] = old["overhead"][part]
         elif part == "python" and ops_filter and part in (old.get("overhead") or {}):
@@ -154,6 +155,7 @@ def main(argv=None):
     import grids
     import cold_start
     import overhead
+    import own_kernels
     import report
 
     if device == "cuda":
@@ -186,6 +188,9 @@ def main(argv=None):
         print("\n== host overhead, C++ ==", flush=True)
         results["overhead"]["cpp"] = overhead.run_cpp_overhead(device, smoke, args.cpp_bin,
                                                                allow_build=not (smoke or args.no_build))
+        print("\n== host overhead per launch, own kernels: tjit.jit against Triton, the ctypes floor and C++ ==",
+              flush=True)
+        results["overhead"]["own_kernels"] = own_kernels.run_own_kernels(device, smoke, results["overhead"]["cpp"])
     if args.only in (None, "bandwidth"):
         print("\n== bandwidth ==", flush=True)
         results["bandwidth"] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms)

@@ -106,6 +106,9 @@ def prepare(op, *args, **kwargs):
     _C.prepare(op, *args, **kwargs)
 
 
+# tjit.jit: users' own Triton kernels launched through the runtime (imports Triton when first used).
+from .python_kernels import JitKernel, jit  # noqa: E402
+
 from . import kernel_store  # noqa: E402  (reads the store; `python -m tjit cache` is its command line)
 
 # DTensor sharding strategies for the operators (tjit.distributed), registered once
@@ -114,5 +117,5 @@ from . import distributed  # noqa: E402
 
 distributed.install()
 
-__all__ = [*_OPERATORS, "ops", "operator_doc", "prepare", "kernel_store", "distributed", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR",
+__all__ = [*_OPERATORS, "ops", "operator_doc", "prepare", "jit", "JitKernel", "kernel_store", "distributed", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR",
            "DEMO_BINARY"]

@@ -25,8 +25,12 @@
 // Without CUDA it prints {"skipped": true, ...} and exits 0; with --compile-check it then still
 // compiles add_kernel for TJIT_TARGET (default cuda:90), which needs no GPU.
 //
-//   tjit_bench_overhead [--kernel-file PATH/add.py] [--calls N] [--rounds R] [--n ELEMENTS]
-//                       [--device cuda|cpu] [--compile-check]
+//   own_4_args, own_14_args    with --own-kernel-file: TritonJitFunction::operator() of the
+//                              own-kernel part's two kernels (benchmarks/own_kernels.py) with its
+//                              arguments, the C++ figure tjit.jit's launch from Python is held to
+//
+//   tjit_bench_overhead [--kernel-file PATH/add.py] [--own-kernel-file PATH/launch_overhead_kernels.py]
+//                       [--calls N] [--rounds R] [--n ELEMENTS] [--device cuda|cpu] [--compile-check]
 
 #include <tjit/current_stream.h>
 #include <tjit/operators.h>
@@ -42,6 +46,7 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
 }  // namespace tjit::ops
 
 #include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/empty.h>
@@ -52,6 +57,7 @@ at::Tensor add_triton(const at::Tensor& self, const at::Tensor& other, const at:
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <chrono>
@@ -167,6 +173,7 @@ void measure_round_robin(std::vector<Measurement>& ms, const std::function<void(
 
 struct Options {
   std::string kernel_file;
+  std::string own_kernel_file;  // benchmarks/kernels/launch_overhead_kernels.py: the own-kernel part's
   std::string device = "cuda";
   int calls = 1000;
   int rounds = 25;
@@ -279,6 +286,39 @@ JsonObject run_cuda(const Options& opt) {
   bare();
   checks.boolean("bare_triton_jit_function", matches(out));
   ms.push_back({"bare_triton_jit_function", bare, {}});
+
+  // The own-kernel part's kernels (benchmarks/own_kernels.py) with its arguments, launched bare from
+  // C++: the figure tjit.jit's launch from Python is compared with.
+  if (!opt.own_kernel_file.empty()) {
+    constexpr int64_t kOwnN = 1000;  // own_kernels.py: N, BLOCK, SHIFT, GRID (1,)
+    constexpr int64_t kOwnBlock = 1024;
+    constexpr int64_t kOwnShift = 5;
+    const tjit::Grid one(1);
+    const tjit::LaunchOptions own_launch{};
+    // The calls outlive this block (measured below): they hold what they use by value.
+    const auto* copy_scale = &tjit::TritonJitFunction::get_instance(opt.own_kernel_file, "copy_scale_kernel");
+    const auto* args14 = &tjit::TritonJitFunction::get_instance(opt.own_kernel_file, "args14_kernel");
+    const at::Tensor x4 = at::randn({kOwnN}, options);
+    const at::Tensor out4 = at::empty({kOwnN}, options);
+    const at::Tensor a = at::randn({2 * kOwnN}, options);
+    const at::Tensor b = at::randn({3 * kOwnN}, options);
+    const at::Tensor c = at::randn({kOwnN}, options);
+    const at::Tensor out14 = at::zeros({kOwnN + kOwnShift}, options);
+    const float alpha = 0.5f, beta = -1.25f, gamma = 2.0f, eps = 1e-3f;
+    auto own4 = [=] { (*copy_scale)(handle, one, own_launch, x4, out4, kOwnN, kOwnBlock); };
+    auto own14 = [=] {
+      (*args14)(handle, one, own_launch, a, b, c, out14, kOwnN, int64_t{2}, int64_t{3}, kOwnShift, alpha, beta, gamma,
+                eps, kOwnBlock, true);
+    };
+    own4();
+    own14();
+    checks.boolean("own_4_args", at::allclose(out4, x4 * 2.0, 1e-6, 1e-6));
+    const at::Tensor want14 = alpha * a.slice(0, 0, 2 * kOwnN, 2) + beta * b.slice(0, 0, 3 * kOwnN, 3) + gamma * c + eps;
+    checks.boolean("own_14_args", at::allclose(out14.narrow(0, kOwnShift, kOwnN), want14, 1e-5, 1e-5) &&
+                                      out14.narrow(0, 0, kOwnShift).eq(0).all().item<bool>());
+    ms.push_back({"own_4_args", own4, {}});
+    ms.push_back({"own_14_args", own14, {}});
+  }
 
   // Raw driver launch of the same cubin.
   const auto& cu = tjit::detail::cuda_driver();
@@ -435,7 +475,7 @@ JsonObject run_cuda(const Options& opt) {
 
 void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--kernel-file PATH/add.py] [--calls N] [--rounds R] [--n ELEMENTS] "
+               "usage: %s [--kernel-file PATH/add.py] [--own-kernel-file PATH/launch_overhead_kernels.py] [--calls N] [--rounds R] [--n ELEMENTS] "
                "[--device cuda|cpu] [--compile-check]\n",
                argv0);
 }
@@ -449,6 +489,8 @@ int main(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (a == "--kernel-file" && has_value) {
       opt.kernel_file = argv[++i];
+    } else if (a == "--own-kernel-file" && has_value) {
+      opt.own_kernel_file = argv[++i];
     } else if (a == "--calls" && has_value) {
       opt.calls = std::max(1, std::stoi(argv[++i]));
     } else if (a == "--rounds" && has_value) {

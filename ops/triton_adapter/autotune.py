@@ -13,10 +13,19 @@ from . import state
 from .values import constexpr_json, constexpr_value, python_value
 
 
+def without_front_end(obj):
+    """The kernel a tjit.jit object (tjit.python_kernels.JitKernel) launches, else `obj`: a kernel
+    file may decorate its kernels with tjit.jit on top of @triton.jit."""
+    while getattr(type(obj), "__tjit_jit__", False):
+        obj = obj.kernel
+    return obj
+
+
 def unwrap(obj):
     # triton.autotune / triton.heuristics wrap the JITFunction in `.fn`.
+    obj = without_front_end(obj)
     while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
-        obj = obj.fn
+        obj = without_front_end(obj.fn)
     return obj
 
 
@@ -24,6 +33,7 @@ def wrappers(obj):
     """The @triton.autotune / @triton.heuristics layers around a kernel, outermost first."""
     from triton.runtime.autotuner import Autotuner, Heuristics
     layers = []
+    obj = without_front_end(obj)
     while not isinstance(obj, JITFunction):
         if not isinstance(obj, (Autotuner, Heuristics)):
             raise TypeError(f"{type(obj).__name__} wraps the kernel; tjit runs @triton.jit kernels under "

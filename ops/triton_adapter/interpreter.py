@@ -11,6 +11,7 @@ from triton import knobs
 from triton.runtime.jit import JITFunction
 
 from . import state
+from .autotune import without_front_end
 from .loading import import_file
 from .values import python_value
 from .version import TRITON_VERSION
@@ -141,8 +142,9 @@ def run_interpreted(handle, grid, num_warps, args):
             if TRITON_VERSION >= (3, 6):
                 _restore_language_after_device_calls()
             fix_interpreter_scalar_index()
-        path, name, _ = state.kernels[handle]
-        interpreted = _unwrap_interpreted(getattr(import_file(path, interpreted=True), name))
+        path, _, fn = state.kernels[handle]
+        # By the function's own name: tjit.jit may have registered the kernel under another.
+        interpreted = _unwrap_interpreted(getattr(import_file(path, interpreted=True), fn.__name__))
         state.interpreted[handle] = interpreted
     path = state.kernels[handle][0]
     values = [python_value(a) for a in args]
@@ -168,6 +170,7 @@ def run_interpreted(handle, grid, num_warps, args):
 
 def _unwrap_interpreted(obj):
     from triton.runtime.interpreter import InterpretedFunction
+    obj = without_front_end(obj)
     while not isinstance(obj, InterpretedFunction) and hasattr(obj, "fn"):
-        obj = obj.fn
+        obj = without_front_end(obj.fn)
     return obj

@@ -17,7 +17,7 @@ from triton import language as tl
 from triton.runtime.jit import JITFunction
 
 from . import state
-from .autotune import tuning_description, unwrap
+from .autotune import tuning_description, unwrap, without_front_end
 from .sources import source_files, source_fingerprint
 from .values import constexpr_json, is_element_dtype
 
@@ -190,16 +190,31 @@ def _no_such_kernel(path, module, name):
     return text
 
 
+def _registered_kernel(path, name):
+    """The kernel object tjit.jit registered as `name` of `path` (the user's own object: importing the
+    file again would make another), or None."""
+    front_end = sys.modules.get("tjit.python_kernels")
+    return None if front_end is None else front_end.registered_kernel(path, name)
+
+
 def load_kernel(path, name):
     """Returns (handle, [(name, is_constexpr, is_const, dns, dns_on_alignment, annotation,
     (has_default, default))],
     [(source path, fingerprint)], triton version, tuning description (autotune.tuning_description))."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"kernel file {path} does not exist")
-    module = import_file(path)
-    if not hasattr(module, name):
-        raise AttributeError(_no_such_kernel(path, module, name))
-    wrapped = getattr(module, name)
+    wrapped = _registered_kernel(path, name)
+    if wrapped is not None:
+        module = sys.modules.get(unwrap(wrapped).__module__)
+        with state.lock:
+            if path not in state.fingerprints:
+                with open(path, "rb") as f:
+                    state.fingerprints[path] = source_fingerprint(f.read())
+    else:
+        module = import_file(path)
+        if not hasattr(module, name):
+            raise AttributeError(_no_such_kernel(path, module, name))
+        wrapped = without_front_end(getattr(module, name))
     fn = unwrap(wrapped)
     if not isinstance(fn, JITFunction):
         raise TypeError(f"{name!r} in {path} is not a @triton.jit function")

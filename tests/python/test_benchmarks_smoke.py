@@ -34,6 +34,8 @@ TARGET_IDS = ("cpp_add_vs_aten", "cpp_bare_vs_raw", "py_add_vs_aten", "py_add_vs
                                                                        "llm_layer_norm_bwd_copy", "sum_fwd_flaggems",
                                                                        "llm_rms_norm_peers", "llm_rms_norm_fwd_copy",
                                                                        "llm_rms_norm_bwd_copy",
+                                                                       "py_jit_vs_triton", "py_jit_vs_floor",
+                                                                       "py_jit_vs_cpp",
                                                                        "dense_peers_every_point", "dense_peers_median",
                                                                        "decode_peers_every_point")
 
@@ -86,6 +88,12 @@ def test_smoke_writes_json_and_markdown(smoke_run):
     # The C++ part either ran or says why not (here: no CUDA, or the binary is not built).
     cpp = results["overhead"]["cpp"]
     assert cpp.get("skipped") is True and cpp.get("reason")
+    # Own kernels through tjit.jit (own_kernels.py) time launches on CUDA only: on CPU the part says why
+    # it skipped, and both kernels still ran once through Triton's interpreter, correct.
+    own = results["overhead"]["own_kernels"]
+    assert own["skipped"] is True and "CUDA" in own["reason"], own
+    assert own["interpreter_checks"] == {case: {"triton": True, "tjit_jit": True} for case in ("4_args", "14_args")}
+    assert "Own kernels through tjit.jit: skipped" in stdout
 
     records = results["bandwidth"]["records"]
     assert {(r["op"], r["pass"]) for r in records} == {("add", "fwd"), ("sum", "fwd"), ("softmax", "fwd"),
@@ -146,6 +154,7 @@ def test_smoke_writes_json_and_markdown(smoke_run):
 
     md = (folder / "results.md").read_text()
     for heading in ("## Targets", "## Host overhead per call, Python", "## Host overhead per call, C++",
+                    "## Host overhead per launch, own kernels (tjit.jit)",
                     "## Bandwidth (GB/s)", "### softmax fwd", "### layer_norm bwd", "## Cold start (fresh processes)",
                     "## Autotuning (benchmarks/autotune.py)", "## Bandwidth at LLM shapes (GB/s)"):
         assert heading in md, heading

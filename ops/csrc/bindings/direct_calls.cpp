@@ -18,6 +18,8 @@
 // torch.compile and torch.export tracing are told apart in Python (torch.compiler.is_compiling),
 // where Dynamo can see the branch.
 
+#include "kernel_launcher.h"
+
 #include <tjit/prepare.h>
 #include <tjit/kit/operator_docs.h>
 #include <tjit/kit/plan_choice.h>
@@ -444,4 +446,5 @@ PYBIND11_MODULE(_C, m) {
         return d;
       },
       "The device facts the operators plan with for `device` (e.g. \"cuda:0\", \"cpu\").");
+  tjit::python::register_kernel_launcher(m);
 }

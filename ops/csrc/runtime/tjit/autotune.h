@@ -58,6 +58,9 @@ class KernelMeta {
   const ConstexprValue& value(std::string_view name) const { return find(name); }
   // The chosen config's launch options.
   const LaunchOptions& options() const { return *options_; }
+  // Parameter i's value (i in params' order), and whether it has one (a tensor has none).
+  bool has_value_at(size_t i) const { return has_value_[i]; }
+  const ConstexprValue& value_at(size_t i) const { return values_[i]; }
 
   // Built by the runtime for each launch: one slot per kernel parameter; `has_value[i]` false for
   // a parameter with no scalar value (a tensor, a pointer).

@@ -185,6 +185,16 @@ class TritonJitFunction {
     return specialization_of(pack);
   }
 
+  // operator() and run() for a front end that learns a call's arguments only at run time (tjit.jit,
+  // Python's kernel[grid](...)): the arguments already handed to `pack` (every parameter, in
+  // order, as operator() hands them) or captured (the caller's parameters, as run() captures them).
+  void launch_packed(Stream stream, Grid grid, const LaunchOptions& options, detail::ArgumentPackBase& pack) const {
+    launch(stream, grid, options, pack);
+  }
+  void run_with(Stream stream, const detail::GridSource& grid, const detail::CapturedArg* args, size_t num_args) const {
+    run_captured(stream, grid, args, num_args, RunMode::Launch);
+  }
+
   // A decision its caller made once by measurement (an operator's plan choice), kept in the kernel
   // store beside this kernel's entries: read back while the kernel's sources and Triton are the
   // same. `what` is the text of everything that decided it (the device included); the value is
