@@ -27,29 +27,9 @@ TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float3
 
 # --- Loading kernels ----------------------------------------------------------------------------
 
-_modules = {}
-
-
 def module_of(source):
-    """The module of a kernel source: ("file", path) imported by path, under a name of its own in
-    sys.modules (tjit.jit loads a kernel by its file and its module-level name, and Triton reads
-    the source through the module); ("module", dotted name, folder) imported by name, as its
-    package imports it (`folder` goes on sys.path first when the package is found only there)."""
-    if source not in _modules:
-        if source[0] == "module":
-            _, dotted, folder = source
-            if folder and folder not in sys.path:
-                sys.path.insert(0, folder)
-            _modules[source] = importlib.import_module(dotted)
-        else:
-            path = source[1]
-            name = f"tjit_corpus_{os.path.splitext(os.path.basename(path))[0]}_{len(_modules)}"
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            _modules[source] = module
-    return _modules[source]
+    """The module of a kernel source (triton_interpreted.module_of), under names of this test's own."""
+    return triton_interpreted.module_of(source, "tjit_corpus")
 
 
 def kernel_of(source, name):
@@ -211,3 +191,21 @@ def launch_both(device, mine, theirs, interpreter_error, why):
                         f"fails the same way): {str(error).splitlines()[0][:300]}")
         pytest.fail(f"tjit's interpreted launch failed where Python Triton's ran: {error}")
     theirs()
+
+
+def autotuned_against_triton(device, kernel, name, grid, launch, keywords=None, pin=-1):
+    """tjit.jit's launch of autotuned `kernel`, and one pinned to its kept config `pin`, against
+    Python Triton's launch of each config it keeps: `launch(config)` makes a call (corpus_support.call)
+    and its poisoned outputs. Asserts the pinned launch equals Triton's with that config and the
+    autotuned one equals Triton's with one of them; returns tjit.jit's outputs and the kept configs."""
+    mine, mine_outputs = launch()
+    tjit.jit(kernel)[grid](*mine["args"], **mine["kwargs"])
+    candidates = kept_configs(kernel, mine["args"], keywords or {})
+    pinned, pinned_outputs = launch()
+    tjit.jit(alone_cached(kernel, candidates[pin]))[grid](*pinned["args"], **pinned["kwargs"])
+    theirs = {i: launch(i) for i in candidates}
+    python_triton(device, CORPUS, name, [make for make, _ in theirs.values()])
+    python_outputs = {i: outputs for i, (_, outputs) in theirs.items()}
+    assert all(torch.equal(a, b) for a, b in zip(pinned_outputs, python_outputs[candidates[pin]]))
+    one_config_matches(mine_outputs, python_outputs, name)
+    return mine_outputs, candidates

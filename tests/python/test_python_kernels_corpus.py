@@ -38,7 +38,7 @@ import tjit
 from conftest import DEVICES
 from triton_interpreted import PointerArray
 
-from corpus_support import (CONFORMANCE, CORPUS, TL_DTYPE, alone_cached, call, cuda_sm90, gpu_only,
+from corpus_support import (CONFORMANCE, CORPUS, TL_DTYPE, autotuned_against_triton, call, cuda_sm90, gpu_only,
                             kept_configs, kernel_of, one_config_matches, poisoned, python_triton, randn)
 
 
@@ -196,16 +196,7 @@ def test_attention_forward_config_pre_hook_and_prune_by_name(device):
         args = (sm_scale, m, Z, H, _placeholder(q), _placeholder(k), _placeholder(v), _placeholder(o))
         return call(grid, *args, config=config, **keywords), (o, m)
 
-    mine, mine_outputs = launch()
-    tjit.jit(kernel)[grid](*mine["args"], **mine["kwargs"])
-    candidates = kept_configs(kernel, mine["args"], keywords)
-    pinned, pinned_outputs = launch()
-    tjit.jit(alone_cached(kernel, candidates[0]))[grid](*pinned["args"], **pinned["kwargs"])
-    theirs = {i: launch(i) for i in candidates}
-    python_triton(device, CORPUS, "attn_fwd_kernel", [launch for launch, _ in theirs.values()])
-    python_outputs = {i: outputs for i, (_, outputs) in theirs.items()}
-    assert all(torch.equal(a, b) for a, b in zip(pinned_outputs, python_outputs[candidates[0]]))
-    one_config_matches(mine_outputs, python_outputs, "attn_fwd_kernel")
+    mine_outputs, _ = autotuned_against_triton(device, kernel, "attn_fwd_kernel", grid, launch, keywords, pin=0)
     o, m = mine_outputs
     qh, kh, vh = (t.float().view(Z * H, N_CTX, HEAD_DIM) for t in (q, k, v))
     scores = qh @ kh.transpose(1, 2) * sm_scale
@@ -233,16 +224,7 @@ def test_matmul_tma_config_pre_hook(device):
         c = poisoned((M, N), torch.float16, device)
         return call(grid, _placeholder(a), _placeholder(b), _placeholder(c), M, N, K, config=config), (c,)
 
-    mine, mine_outputs = launch()
-    tjit.jit(kernel)[grid](*mine["args"])
-    candidates = kept_configs(kernel, mine["args"], {})
-    pinned, pinned_outputs = launch()
-    tjit.jit(alone_cached(kernel, candidates[-1]))[grid](*pinned["args"])
-    theirs = {i: launch(i) for i in candidates}
-    python_triton(device, CORPUS, "matmul_tma_kernel", [launch for launch, _ in theirs.values()])
-    python_outputs = {i: outputs for i, (_, outputs) in theirs.items()}
-    assert torch.equal(pinned_outputs[0], python_outputs[candidates[-1]][0])
-    one_config_matches(mine_outputs, python_outputs, "matmul_tma_kernel")
+    mine_outputs, _ = autotuned_against_triton(device, kernel, "matmul_tma_kernel", grid, launch)
     torch.testing.assert_close(mine_outputs[0].float(), a.float() @ b.float().t(), rtol=1e-2, atol=5e-2)
 
 
@@ -268,18 +250,10 @@ def test_persistent_matmul_device_descriptors_pruned_by_name(device, flatten):
         c = poisoned((M, N), torch.float16, device)
         return call(grid, a, b, c, M, N, K, config=config, **keywords), (c,)
 
-    mine, mine_outputs = launch()
-    tjit.jit(kernel)[grid](*mine["args"], **mine["kwargs"])
-    candidates = kept_configs(kernel, mine["args"], keywords)
+    mine_outputs, candidates = autotuned_against_triton(device, kernel, "matmul_descriptor_persistent_kernel", grid,
+                                                        launch, keywords, pin=0)
     if not flatten:
         assert not any(kernel.configs[i].kwargs["EPILOGUE_SUBTILE"] for i in candidates)
-    pinned, pinned_outputs = launch()
-    tjit.jit(alone_cached(kernel, candidates[0]))[grid](*pinned["args"], **pinned["kwargs"])
-    theirs = {i: launch(i) for i in candidates}
-    python_triton(device, CORPUS, "matmul_descriptor_persistent_kernel", [launch for launch, _ in theirs.values()])
-    python_outputs = {i: outputs for i, (_, outputs) in theirs.items()}
-    assert torch.equal(pinned_outputs[0], python_outputs[candidates[0]][0])
-    one_config_matches(mine_outputs, python_outputs, "matmul_descriptor_persistent_kernel")
     torch.testing.assert_close(mine_outputs[0].float(), a.float() @ b.float().t(), rtol=1e-2, atol=5e-2)
 
 
@@ -298,16 +272,7 @@ def test_keys_naming_tensors_and_missing_names_with_heuristics_and_tuples(device
         out = poisoned((n,), torch.float32, device)
         return call(grid, (x, y), out, (2.0, -0.5), n, config=config), (out,)
 
-    mine, mine_outputs = launch()
-    tjit.jit(kernel)[grid](*mine["args"])
-    candidates = kept_configs(kernel, mine["args"], {})
-    pinned, pinned_outputs = launch()
-    tjit.jit(alone_cached(kernel, candidates[-1]))[grid](*pinned["args"])
-    theirs = {i: launch(i) for i in candidates}
-    python_triton(device, CORPUS, "axpb_kernel", [launch for launch, _ in theirs.values()])
-    python_outputs = {i: outputs for i, (_, outputs) in theirs.items()}
-    assert torch.equal(pinned_outputs[0], python_outputs[candidates[-1]][0])
-    one_config_matches(mine_outputs, python_outputs, "axpb_kernel")
+    mine_outputs, _ = autotuned_against_triton(device, kernel, "axpb_kernel", grid, launch)
     torch.testing.assert_close(mine_outputs[0], x * 2.0 + y * -0.5)
 
 

@@ -126,7 +126,12 @@ def fix_scalar_index():
 _modules = {}
 
 
-def _kernel(source, name):
+def module_of(source, prefix="triton_interpreted"):
+    """The module of a kernel source: ("file", path) imported by path, under a name of its own
+    (`prefix`_stem_N) in sys.modules (Triton reads the source through the module, and tjit.jit
+    loads a kernel by its file and module-level name); ("module", dotted name, folder) imported by
+    name, as its package imports it (`folder` goes on sys.path first when the package is found only
+    there)."""
     if source not in _modules:
         if source[0] == "module":
             _, dotted, folder = source
@@ -136,12 +141,12 @@ def _kernel(source, name):
         else:
             path = source[1]
             stem = os.path.splitext(os.path.basename(path))[0]
-            spec = importlib.util.spec_from_file_location(f"triton_interpreted_{stem}_{len(_modules)}", path)
+            spec = importlib.util.spec_from_file_location(f"{prefix}_{stem}_{len(_modules)}", path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)
             _modules[source] = module
-    return getattr(_modules[source], name)
+    return _modules[source]
 
 
 def main(launches_path, result_path):
@@ -150,7 +155,7 @@ def main(launches_path, result_path):
     fix_scalar_index()
     launches = torch.load(launches_path, weights_only=False)
     for launch in launches:
-        kernel = _kernel(launch["source"], launch["name"])
+        kernel = getattr(module_of(launch["source"]), launch["name"])
         if launch["config"] is not None:
             kernel = alone(kernel, launch["config"])
         # Masked lanes compute with -inf and NaN, as on a GPU, where nothing warns.
