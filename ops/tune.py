@@ -207,7 +207,19 @@ def _ints(text):
     return tuple(int(v) for v in text.split(",") if v)
 
 
-def main(argv=None, prog="python -m tjit tune"):
+def generated_by(prog, args):
+    """The command that measures this table again: what was measured, without where it was written
+    or the time budget."""
+    words = [prog]
+    if args.plans:
+        words += ["--plans", args.plans]
+    words += ["--dtypes", args.dtypes, "--rows", ",".join(map(str, args.rows)), "--cols", ",".join(map(str, args.cols))]
+    if args.flags:
+        words += ["--flags", ",".join(map(str, args.flags))]
+    return " ".join(words)
+
+
+def build_parser(prog):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-o", "--out", required=True, help="the table to write")
@@ -218,6 +230,11 @@ def main(argv=None, prog="python -m tjit tune"):
     parser.add_argument("--flags", type=_ints, help="only these switches of each plan (e.g. 0)")
     parser.add_argument("--budget-s", type=float, help="stop after this many seconds (the part so far is written)")
     parser.add_argument("--merge", nargs="+", metavar="TABLE", help="merge these tables instead of measuring")
+    return parser
+
+
+def main(argv=None, prog="python -m tjit tune"):
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.merge:
         tables = [json.load(open(p)) for p in args.merge]
@@ -233,8 +250,7 @@ def main(argv=None, prog="python -m tjit tune"):
         parser.error(f"--rows must be powers of two (the row classes), got {bad}")
     table = tune(plans=args.plans.split(",") if args.plans else None, dtypes=args.dtypes.split(","), rows=args.rows,
                  cols=args.cols, flags=args.flags, budget_s=args.budget_s)
-    table["generated_by"] = " ".join([prog] + [a for a in (argv if argv is not None else sys.argv[1:])
-                                               if not a.startswith("--budget")])
+    table["generated_by"] = generated_by(prog, args)
     write(table, args.out)
     print(f"wrote {args.out}")
     return 0

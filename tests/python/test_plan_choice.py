@@ -175,6 +175,15 @@ def test_tune_merge_and_write_round_trip(tmp_path):
         tune.merge([a, dict(b, card=dict(CARD, multiprocessors=9))])
 
 
+def test_a_table_names_the_command_that_measures_it_again():
+    # What was measured, not where it was written nor the time budget of that run.
+    args = tune.build_parser("python -m tjit tune").parse_args(
+        ["-o", "/tmp/x.json", "--budget-s", "300", "--plans", PLAN, "--dtypes", "bfloat16", "--rows", "1,16",
+         "--cols", "512,4097"])
+    assert tune.generated_by("python -m tjit tune", args) == (
+        f"python -m tjit tune --plans {PLAN} --dtypes bfloat16 --rows 1,16 --cols 512,4097")
+
+
 def test_tune_needs_a_gpu_on_the_cpu(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("checks the CPU message")
