@@ -33,6 +33,21 @@ Which program owns which chunk:
 In all of these, no wait depends on another program running: room on the GPU for one program
 suffices.
 
+Every decision a program branches on in Triton code is the same in all its warps, so the barriers
+Triton puts in a branch (a reduction across warps, a scalar atomic's broadcast) are met by every
+warp or by none. Such a decision is made only from values Triton itself makes program-wide: a
+scalar atomic's result (``team_runs``, ``missing``: one thread performs it and shares the result
+through shared memory), a tensor atomic's (``_poll`` in ``wait`` and ``poll_words``: each
+element's atomic runs once, in one thread, and reaches every thread holding a copy of that element
+the same way), and reductions and arithmetic of those. So ``wait``'s ``complete``, its poll loop's
+exit and the help path after it are uniform. Per-thread reads exist only in PTX (``peek_words``,
+``settle_words``, ``helping_spin_asm``): there the branches are per warp (``vote.sync``) and the
+asm has no barrier; the help inside helping_spin_asm is per warp for that reason, and its words
+agree in every warp in the end, since each slot keeps the first word written. The help paths are
+run at GPU speed with HELP_AFTER = 1 (tests/python/operators: test_split_help_path_cuda and the
+layer_norm help-path tests), where a decision taken by some warps only would meet a barrier the
+others never reach.
+
 Triton's interpreter runs programs one after another: there a row of several chunks is complete
 only through the help path, and a team of several gives up.
 """
