@@ -12,6 +12,7 @@ import math
 import os
 import sys
 
+import first_call
 import grid_report
 import own_kernels
 from targets import PEERS, TORCH_OPS_BEFORE, evaluate_targets, index_records, size_label
@@ -156,6 +157,8 @@ def write_markdown(results, path, plots=()):
     lines += grid_report.markdown(results)
 
     lines += ["## Cold start (fresh processes)", ""] + cold_start_markdown(results.get("cold_start"))
+    lines += ["## First calls with plan choices (fresh processes)", ""] + first_call.markdown(
+        results.get("first_call"), _table)
 
     lines += ["## Autotuning (benchmarks/autotune.py)", ""]
     tuned = results.get("autotune") or {}
@@ -431,6 +434,7 @@ def summary_lines(results):
     if cold and not cold.get("skipped"):
         lines += ["Cold start, first call in a new process (median ms):"]
         lines += ["  " + row for row in _text_table(*cold_start_rows(cold))]
+    lines += first_call.text_lines(results.get("first_call"))
     targets = results.get("targets") or evaluate_targets(results)
     lines += ["", "Targets:"] + ["  " + row for row in _text_table(*targets_rows(targets, note_width=60))]
     counts = {s: sum(t["status"] == s for t in targets) for s in ("PASS", "MISS", "N/A")}

@@ -2,7 +2,8 @@
 """tjit's benchmark suite: host overhead (Python and C++; a user's own kernels through tjit.jit against
 Python Triton, a ctypes cuLaunchKernel and C++: own_kernels.py), memory bandwidth (a power-of-two sweep, and
 the shapes language models run: `--only llm`; grids of sizes chosen by rule: `--only dense` and
-`--only decode`, run only when named) and cold start, tjit against
+`--only decode`, run only when named), cold start, and the first calls of operators whose plans are
+tuned or read from a card's table (first_call.py), tjit against
 aten, Python Triton, torch.library.triton_op, FlagGems and Liger-Kernel (where installed; peers.py) and a
 device copy, with the targets checked at the end.
 
@@ -36,7 +37,8 @@ def parse_args(argv):
                    "(default: benchmarks/results, or a new temporary folder with --smoke)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes and few iterations, to check that everything runs (implied on CPU)")
-    p.add_argument("--only", choices=("overhead", "bandwidth", "llm", "cold_start", "autotune", "dense", "decode"),
+    p.add_argument("--only", choices=("overhead", "bandwidth", "llm", "cold_start", "first_call", "autotune", "dense",
+                                      "decode"),
                    help="run one part only (llm: softmax at vocabulary sizes, layer_norm, rms_norm and "
                    "add_rms_norm at hidden sizes; dense and decode: the grids of grids.py, run only when named)")
     p.add_argument("--shard", default="0/1", help="dense and decode: run the I-th of N interleaved shares of the "
@@ -83,8 +85,9 @@ def merge_previous(results, path, ops_filter):
         elif part == "python" and ops_filter and part in (old.get("overhead") or {}):
             kept = {op: e for op, e in old["overhead"][part].get("ops", {}).items() if op not in ran}
             results["overhead"][part]["ops"] = {**kept, **results["overhead"][part]["ops"]}
-    if results.get("cold_start") is None and old.get("cold_start"):
-        results["cold_start"] = old["cold_start"]
+    for part in ("cold_start", "first_call"):
+        if results.get(part) is None and old.get(part):
+            results[part] = old[part]
     if results.get("autotune") is None and old.get("autotune"):
         results["autotune"] = old["autotune"]
     for part in ("bandwidth", "llm"):
@@ -154,6 +157,7 @@ def main(argv=None):
     import autotune
     import grids
     import cold_start
+    import first_call
     import overhead
     import own_kernels
     import report
@@ -180,8 +184,8 @@ def main(argv=None):
     if missing:
         print(f"note: torch.ops.tjit has no {', '.join(missing)} yet; tjit is skipped there")
 
-    results = {"meta": meta, "overhead": {}, "bandwidth": None, "llm": None, "cold_start": None, "autotune": None,
-               "dense": None, "decode": None}
+    results = {"meta": meta, "overhead": {}, "bandwidth": None, "llm": None, "cold_start": None, "first_call": None,
+               "autotune": None, "dense": None, "decode": None}
     if args.only in (None, "overhead"):
         print("\n== host overhead, Python ==", flush=True)
         results["overhead"]["python"] = overhead.run_python_overhead(device, smoke, ops_filter)
@@ -210,6 +214,9 @@ def main(argv=None):
     if args.only in (None, "cold_start"):
         print("\n== cold start (fresh processes) ==", flush=True)
         results["cold_start"] = cold_start.run_cold_start(device, smoke, runs=args.cold_start_runs)
+    if args.only in (None, "first_call"):
+        print("\n== first calls of operators with plan choices (fresh processes: tuned, table, store) ==", flush=True)
+        results["first_call"] = first_call.run_first_call(device, smoke)
     if args.only in (None, "autotune"):
         print("\n== autotuning (tjit against Python Triton's autotuner) ==", flush=True)
         results["autotune"] = autotune.run_autotune(device, smoke, None)

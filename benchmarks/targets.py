@@ -32,10 +32,12 @@ Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range)
     Python tjit.jit launch, own kernels     <= 0.30 x Triton's kernel[grid], < 1.00 x the ctypes cuLaunchKernel
                                             floor, <= 1.50 x C++'s bare TritonJitFunction launch, at 4 and 14
                                             arguments (own_kernels.py)
+    first calls with plan choices           a warm store's first call <= 50 ms (first_call.py)
 """
 
 import math
 
+import first_call
 import grid_report
 import own_kernels
 
@@ -120,6 +122,8 @@ TARGETS = [
             "4 and 14 arguments", "le", 1.00),
     _target("py_jit_vs_cpp", "Python tjit.jit launch <= 1.50x C++'s bare TritonJitFunction launch, 4 and 14 "
             "arguments", "le", 1.50),
+    _target("first_call_warm_store", "Python, a store filled by an earlier process (tuned or from the table): each "
+            "first call of an operator with plan choices <= 50 ms (value: ms)", "le", first_call.WARM_STORE_LIMIT_MS),
 ]
 # torch.ops.tjit.<op> / torch's host time per call before tjit's functions took the direct path:
 # commit c17b514 built and run on the same H200 as the direct path's commit, the two interleaved
@@ -386,6 +390,8 @@ def evaluate_targets(results):
                 for op, pas in passes])
         elif tid in own_kernels.TARGET_RATIOS:
             ratio, at, reason, failed = own_kernels.target(ov.get("own_kernels"), tid)
+        elif tid == "first_call_warm_store":
+            ratio, at, reason, failed = first_call.target(results.get("first_call"))
         elif tid == "sum_fwd_flaggems":
             ratio, at, reason, failed = _bandwidth_target(bw, "sum", "fwd", numel, 0, math.inf, ["flaggems"])
         elif tid in PEER_TARGETS:

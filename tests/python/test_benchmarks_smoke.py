@@ -35,7 +35,7 @@ TARGET_IDS = ("cpp_add_vs_aten", "cpp_bare_vs_raw", "py_add_vs_aten", "py_add_vs
                                                                        "llm_rms_norm_peers", "llm_rms_norm_fwd_copy",
                                                                        "llm_rms_norm_bwd_copy",
                                                                        "py_jit_vs_triton", "py_jit_vs_floor",
-                                                                       "py_jit_vs_cpp",
+                                                                       "py_jit_vs_cpp", "first_call_warm_store",
                                                                        "dense_peers_every_point", "dense_peers_median",
                                                                        "decode_peers_every_point")
 
@@ -136,6 +136,9 @@ def test_smoke_writes_json_and_markdown(smoke_run):
         assert set(check["first_call_ms"]) >= {"add", "sum", "softmax", "layer_norm"}, check
     else:
         assert check.get("skipped") is True, check
+
+    # First calls with plan choices are timed on CUDA only.
+    assert results["first_call"]["skipped"] is True and "CUDA" in results["first_call"]["reason"]
 
     # Autotuning is timed on CUDA only: tjit's tuning and launch against Python Triton's autotuner.
     # (The smoke run's device is the CPU even on a CUDA machine.)
@@ -426,6 +429,44 @@ def test_cold_start_runs_scenarios_in_rounds(monkeypatch):
         got = results[kind] if kind == "python_triton" else results[kind][scenario]
         own = [ms for k, s, ms in calls[untimed:] if (k, s) == (kind, scenario)]
         assert got["context_ms"] == statistics.median(own), (kind, scenario, got, own)
+
+
+def test_first_call_scenarios_stores_and_target(monkeypatch):
+    """run_first_call fills each warm scenario's store with a process of the scenario it names, then
+    runs every scenario once per round with the environment it describes (tables hidden, tuning off,
+    fresh store and Triton cache for the cold ones); the target is the slowest warm-store first call."""
+    first_call = import_bench("first_call")
+    report = import_bench("report")
+    runs = []
+
+    def fake_run(scenario, store, triton_cache, timeout):
+        env = first_call._env(scenario, store, triton_cache)
+        runs.append((scenario, store, triton_cache, env.get("TJIT_PLAN_TABLES"), env.get("TJIT_TUNE")))
+        ms = {"table": 900.0, "tuned": 9000.0, "default": 800.0, "tuned_store": 12.0, "table_store": 9.0}[scenario]
+        return {"calls": [{"ms": ms + i, "correct": True, "candidate": f"c{i}"} for i in range(len(first_call.CALLS))]}
+
+    monkeypatch.setattr(first_call, "_run", fake_run)
+    part = first_call.run_first_call("cuda", smoke=False, runs=2, log=lambda line: None)
+    fills, timed = runs[:2], runs[2:]
+    assert [r[0] for r in fills] == ["tuned", "table"]
+    assert {r[1] for r in fills} == {r[1] for r in timed if r[0] in first_call.FILLED_BY}  # the filled stores
+    assert [r[0] for r in timed] == list(first_call.SCENARIOS) * 2
+    tables = {r[0]: r[3] for r in timed}
+    assert tables["tuned"] == tables["default"] == tables["tuned_store"] == "0" and tables["table"] is None
+    assert [r[0] for r in timed if r[4] == "0"] == ["default", "default"]
+    cold = [r for r in timed if r[0] not in first_call.FILLED_BY]
+    assert len({r[1] for r in cold}) == len(cold) and len({r[2] for r in cold}) == len(cold)  # all fresh
+    last = len(first_call.CALLS) - 1
+    assert part["scenarios"]["tuned"]["ms"][last] == 9000.0 + last
+    targets = {t["id"]: t for t in report.evaluate_targets({"first_call": part})}
+    t = targets["first_call_warm_store"]
+    assert t["status"] == "PASS" and t["ratio"] == 12.0 + last and t["worst_at"].startswith("tuned_store")
+    part["scenarios"]["table_store"]["ms"][0] = 60.0
+    assert {t["id"]: t for t in report.evaluate_targets({"first_call": part})}["first_call_warm_store"]["status"] == \
+        "MISS"
+    lines = first_call.markdown(part, report._table)
+    assert any(line.startswith("| first call, ms | table | tuned |") for line in lines), lines
+    assert first_call.target({"skipped": True, "reason": "no GPU"})[0] is None
 
 
 RUNNER_SCRIPT = textwrap.dedent("""
