@@ -66,8 +66,8 @@ def _caller_params(kernel: Kernel) -> List[str]:
 
 
 def store_decisions(folder: str, kernels: Sequence[Kernel]) -> List[Decision]:
-    """The heuristic values, autotune choices and config pre_hooks' effects a kernel store at `folder`
-    holds for `kernels`, made from their current sources by their Triton (others are stale and left
+    """The heuristic values, autotune choices, config pre_hooks' effects and callers' decisions (plan
+    choices) a kernel store at `folder` holds for `kernels`, made from their current sources by their Triton (others are stale and left
     out), as manifest decisions. Damaged records are left out too."""
     by_identity = {(k.file, k.function): k for k in kernels}
     found = []
@@ -107,6 +107,10 @@ def store_decisions(folder: str, kernels: Sequence[Kernel]) -> List[Decision]:
             elif lines[0] == "tjit autotune choice v1":
                 decision = {"target": fields["target"], "key": fields["key"], "config": value["config_text"]}
                 kind = "autotune"
+            elif lines[0] == "tjit caller v1":
+                # The runtime's key: five lines (kind, file, function, sources, triton), then `what`.
+                decision = {"what": header["key"].split("\n", 5)[5], "value": value}
+                kind = "caller"
             else:
                 continue
         except (KeyError, ValueError, TypeError, IndexError):

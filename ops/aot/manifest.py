@@ -87,11 +87,12 @@ class Spec:
 
 @dataclasses.dataclass(eq=False)
 class Decision:
-    """A manifest's heuristics, autotune or descriptor_hook entry: what a kernel's decorators decided for
-    some inputs."""
+    """A manifest's heuristics, autotune or descriptor_hook entry (what a kernel's decorators decided for
+    some inputs), or its caller entry (what the code launching it decided by measurement, keyed by
+    everything that decided it: an operator's plan choice, TritonJitFunction::store_decision)."""
     file: str  # absolute, symbolic links resolved
     function: str
-    kind: str  # "heuristics", "autotune" or "descriptor_hook"
+    kind: str  # "heuristics", "autotune", "descriptor_hook" or "caller"
     fields: dict  # the entry's object under `kind`
     origin: str
 
@@ -105,10 +106,14 @@ class Decision:
         if self.kind == "descriptor_hook":
             constexprs = ", ".join(f"{name}={value}" for name, value in f["constexprs"].items())
             return f"config {f['config']}\nconstexprs {constexprs}\ndescriptors {' '.join(f['descriptors'])}"
+        if self.kind == "caller":
+            return f["what"]
         return f"target {f['target']}\nkey {f['key']}"
 
     @property
     def value(self):
+        if self.kind == "caller":
+            return self.fields["value"]
         return self.fields["values"] if self.kind in ("heuristics", "descriptor_hook") else self.fields["config"]
 
     @property
@@ -116,7 +121,7 @@ class Decision:
         return canonical([self.file, self.function, self.kind, self.lookup_key])
 
 
-DECISION_KINDS = ("heuristics", "autotune", "descriptor_hook")
+DECISION_KINDS = ("heuristics", "autotune", "descriptor_hook", "caller")
 
 
 def _parse_descriptor_hook(kernel: Kernel, tuning: dict, fields, fail) -> dict:
@@ -150,10 +155,18 @@ def _parse_descriptor_hook(kernel: Kernel, tuning: dict, fields, fail) -> dict:
 
 
 def parse_decision(kernel: Kernel, kind: str, fields, fail) -> dict:
-    """The checked fields of a heuristics, autotune or descriptor_hook entry of `kernel`."""
+    """The checked fields of a heuristics, autotune, descriptor_hook or caller entry of `kernel`."""
     tuning = json.loads(kernel.tuning) if kernel.tuning else {}
     if not isinstance(fields, dict):
         fail(f"{kind} must be a JSON object, got {canonical(fields)}")
+    if kind == "caller":
+        if sorted(fields) != ["value", "what"]:
+            fail(f"caller has what and value, got {', '.join(sorted(fields)) or 'nothing'}")
+        if not isinstance(fields["what"], str) or not fields["what"]:
+            fail(f"caller what must be the non-empty text of what decided it, got {canonical(fields['what'])}")
+        if not isinstance(fields["value"], dict):
+            fail(f"caller value must be a JSON object, got {canonical(fields['value'])}")
+        return {"what": fields["what"], "value": dict(fields["value"])}
     if kind == "descriptor_hook":
         expected = ("config", "constexprs", "descriptors", "values")
         if sorted(fields) != sorted(expected):

@@ -98,6 +98,12 @@ struct DecoratedInputs {
   at::Tensor out = at::empty({kN});
 };
 
+// Callers' decisions (an operator's plan choice): one made while the manifest is recorded
+// (store_decision on runtime_test_kernels' scale_kernel), one a manifest states
+// (bundle_decisions.manifest.json, autotune_test_kernels' row_sum_kernel).
+constexpr const char* kRecordedCallerWhat = "plan test_plan\ncandidates narrow wide \ncall Float rows_class 8 cols 100\n";
+constexpr const char* kManifestCallerWhat = "plan test_plan\ncandidates narrow wide \ncall Float rows_class 1 cols 7\n";
+
 // descriptor_hook_matmul_kernel: its configs' pre_hook sets the descriptors' block shapes (the
 // caller's are 8x8); the bundle ships what it set per config, for SPLIT_STORE false only.
 constexpr int64_t kHookM = 40, kHookN = 48, kHookK = 64;
@@ -132,6 +138,7 @@ int record_manifest() {
       }, d.x, d.out, kN, int64_t{3});
   auto& scale = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
   scale(nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), LaunchOptions{}, in.x, in.out, kN, 2.0, kBlock);
+  scale.store_decision(kRecordedCallerWhat, R"({"candidate": "wide", "timings_ms": {"narrow": 2.0, "wide": 1.0}})");
   auto& variety = TritonJitFunction::get_instance(test_kernels(), "variety_kernel");
   variety(nullptr, tjit::Grid((kN + kBlock - 1) / kBlock), kVarietyOptions, in.x, in.out, kN, int64_t{1},
           int64_t{5} << 40, 2.5, std::optional<at::Tensor>(), 0.5, true, std::nullopt, kBlock);
@@ -271,6 +278,26 @@ TEST_F(Bundle, BundledTuningCanBeTurnedOff) {
   EXPECT_EQ(scale.num_tunings_loaded(), 0u);
   tjit::set_bundled_tuning_enabled(true);
   EXPECT_TRUE(is_elf(scale.compile_run(CompileTarget::parse("cuda:90"), d.x, d.out, kN, int64_t{3}).binary));
+}
+
+// Callers' decisions come from the bundle with the kernel store off: the one recorded through
+// store_decision, and the one a manifest states; TJIT_BUNDLED_TUNING=0 leaves them out.
+TEST_F(Bundle, CallerDecisionsComeFromTheBundle) {
+  tjit::load_bundle(bundle_path());
+  auto& scale = TritonJitFunction::get_instance(test_kernels(), "scale_kernel");
+  const auto recorded = scale.load_decision(kRecordedCallerWhat);
+  ASSERT_TRUE(recorded.has_value());
+  EXPECT_NE(recorded->find("\"candidate\":\"wide\""), std::string::npos) << *recorded;
+  EXPECT_FALSE(scale.load_decision("plan test_plan\ncandidates narrow wide \ncall Float rows_class 16 cols 100\n"));
+  EXPECT_FALSE(scale.load_decision(kManifestCallerWhat)) << "another kernel's decision";
+  auto& row_sum = TritonJitFunction::get_instance(decorated_kernels(), "row_sum_kernel");
+  const auto stated = row_sum.load_decision(kManifestCallerWhat);
+  ASSERT_TRUE(stated.has_value());
+  EXPECT_NE(stated->find("\"candidate\":\"narrow\""), std::string::npos) << *stated;
+  tjit::set_bundled_tuning_enabled(false);
+  EXPECT_FALSE(scale.load_decision(kRecordedCallerWhat));
+  tjit::set_bundled_tuning_enabled(true);
+  EXPECT_FALSE(python_mapped());
 }
 
 // What a config pre_hook set on the descriptors, shipped in the bundle: applied with Python absent.

@@ -378,6 +378,42 @@ def test_decisions_go_into_the_bundle(tmp_path):
     assert "row_sum_kernel heuristics: config -1; arguments x=Float, out=Float, n_cols=101 -> {\"BLOCK\":128}" in listing
 
 
+CALLER_WHAT = "plan rms_norm_forward\ncandidates row_w4 row_w8 \ncall bfloat16 rows_class 16 cols 4096 flags 0\n"
+
+
+def _caller(what=CALLER_WHAT, value=None, function="row_sum_kernel"):
+    return {"file": DECORATED, "function": function,
+            "caller": {"what": what, "value": {"candidate": "row_w8"} if value is None else value}}
+
+
+def test_caller_decisions_go_into_the_bundle(tmp_path):
+    # A caller's decision (an operator's plan choice) is keyed by its text alone and carried as stated.
+    manifest = _manifest(tmp_path / "m.json", [_caller(), _caller(what=CALLER_WHAT.replace("16", "256"))])
+    decisions = aot.read_decisions(manifest)
+    assert [(d.kind, d.lookup_key, d.value) for d in decisions] == [
+        ("caller", CALLER_WHAT, {"candidate": "row_w8"}),
+        ("caller", CALLER_WHAT.replace("16", "256"), {"candidate": "row_w8"})]
+    out = str(tmp_path / "b.tjb")
+    assert aot.build_bundle(manifest, ["cuda:90"], out, jobs=1).decisions == 2
+    kernel, = aot.read_bundle(out).kernels
+    assert {"kind": "caller", "key": CALLER_WHAT, "value": {"candidate": "row_w8"}} in kernel["decisions"]
+    other = _manifest(tmp_path / "o.json", [_caller(value={"candidate": "row_w4"})])
+    with pytest.raises(aot.ManifestError, match="says"):
+        aot.read_decisions([manifest, other])
+
+
+@pytest.mark.parametrize("entry, message", [
+    (_caller(what=""), "caller what must be the non-empty text"),
+    (_caller(value="row_w8"), "caller value must be a JSON object"),
+    ({"file": DECORATED, "function": "row_sum_kernel", "caller": {"what": CALLER_WHAT}}, "caller has what and value"),
+])
+def test_caller_decision_errors(tmp_path, entry, message):
+    path = _manifest(tmp_path / "bad.json", [entry])
+    with pytest.raises(aot.ManifestError) as error:
+        aot.read_decisions(path)
+    assert message in str(error.value), str(error.value)
+
+
 def _descriptor_hook(config=1, values=None, constexprs=None, descriptors=("a_desc", "b_desc", "c_desc")):
     return {"file": DECORATED, "function": "descriptor_hook_matmul_kernel",
             "descriptor_hook": {"config": config, "constexprs": {"SPLIT_STORE": "False"} if constexprs is None

@@ -492,8 +492,9 @@ def test_cache_prune_and_info_from_the_command_line(probe, store):
 
 
 def test_bundle_built_with_decisions_from_a_store(tmp_path):
-    """The heuristic values and the autotune choice a run leaves in its kernel store are what it
-    records in its manifest; `aot build --decisions-from` ships them from the store alone."""
+    """The heuristic values, the autotune choices and a caller's decision (store_decision: an
+    operator's plan choice) a run leaves in its kernel store are what it records in its manifest;
+    `aot build --decisions-from` ships them from the store alone."""
     from tjit import aot
     recorder = os.path.join(BUILD_DIR, "bin", "tjit_bundle_tests")
     kernels = os.path.join(REPO, "tests", "cpp", "kernels")
@@ -508,18 +509,21 @@ def test_bundle_built_with_decisions_from_a_store(tmp_path):
     assert sum(kind == "heuristics" for _, kind, _ in recorded) == 3 and \
         sum(kind == "autotune" for _, kind, _ in recorded) == 2 and \
         sum(kind == "descriptor_hook" for _, kind, _ in recorded) == 2, recorded
+    caller, = [(key, value) for (_, kind, key), value in recorded.items() if kind == "caller"]
+    assert caller[0].startswith("plan test_plan\n") and caller[1]["candidate"] == "wide", caller
     kernel_objects = [aot.kernels.load_kernel(os.path.join(kernels, "autotune_test_kernels.py"), f)
                       for f in ("row_sum_kernel", "scale_kernel", "descriptor_hook_matmul_kernel")]
+    kernel_objects.append(aot.kernels.load_kernel(os.path.join(kernels, "runtime_test_kernels.py"), "scale_kernel"))
     from_store = {(d.function, d.kind, d.lookup_key): d.value for d in aot.store_decisions(store, kernel_objects)}
     assert from_store == recorded
-    assert kernel_store.info(store)["decisions"] == 7
+    assert kernel_store.info(store)["decisions"] == 8
     # A manifest of the specialisations alone, and the decisions from the store.
     specs_only = str(tmp_path / "specs.json")
     with open(specs_only, "w") as f:
         f.write(aot.manifest_json(aot.read_manifest(manifest), str(tmp_path)))
     bundle = str(tmp_path / "b.tjb")
     stats = aot.build_bundle(specs_only, ["cuda:90"], bundle, jobs=1, decisions_from=[store])
-    assert stats.decisions == 7
+    assert stats.decisions == 8
     shipped = {(k["function"], d["kind"], d["key"]): d["value"] for k in aot.read_bundle(bundle).kernels
                for d in k.get("decisions", [])}
     assert shipped == recorded

@@ -198,7 +198,9 @@ class TritonJitFunction {
   // A decision its caller made once by measurement (an operator's plan choice), kept in the kernel
   // store beside this kernel's entries: read back while the kernel's sources and Triton are the
   // same. `what` is the text of everything that decided it (the device included); the value is
-  // JSON text. nullopt when the store is off or has no intact record.
+  // JSON text. Bundles are asked first (their "caller" decisions, from a recorded run's manifest or
+  // `aot build --decisions-from STORE`; not with TJIT_BUNDLED_TUNING=0); while recording, each
+  // decision read or stored becomes a manifest entry. nullopt when neither has one.
   std::optional<std::string> load_decision(const std::string& what) const;
   void store_decision(const std::string& what, const std::string& json_value) const;
 
