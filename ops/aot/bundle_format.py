@@ -27,13 +27,15 @@ kernel (function, file name), then specialisation and options, then target, so t
 give the same bytes; they lie one after another. The runtime tells bundle kernels apart by
 function and file name, so two files of one name defining one function cannot share a bundle.
 
-A kernel's index record may carry "decisions": [{"kind": "heuristics" or "autotune", "key", "value"}],
+A kernel's index record may carry "decisions": [{"kind": "heuristics", "autotune" or "caller", "key", "value"}],
 keyed as the runtime looks them up: "config <i>\narguments <name>=<value>, ..." with the values
 ({parameter: value}), or "target <t>\nkey <tuning key>" with the config's text. Index version 2 adds
 the kind "descriptor_hook" ("config <i>\nconstexprs <name>=<value>, ...\ndescriptors <names>" with
 {descriptor: {"block_shape", "padding"}}, what a config pre_hook set); a bundle carries version 2
 only when it has such a decision, so a runtime that cannot apply them refuses it instead of running
-without them.
+without them. The kind "caller" (key: the text of what decided it, value: a JSON object; what
+TritonJitFunction::store_decision keeps, such as an operator's plan choice) may be in either version:
+a runtime that never asks for one runs the same without it.
 """
 
 import dataclasses
@@ -50,7 +52,9 @@ from .siblings import DamagedFile, kernel_store
 BUNDLE_MAGIC = b"TJITBNDL"
 BUNDLE_VERSION = 1
 INDEX_VERSIONS = (1, 2)  # 2: decisions of kind descriptor_hook
-_INDEX_KINDS = {1: ("heuristics", "autotune"), 2: DECISION_KINDS}
+# "caller" (a caller's own decision, an operator's plan choice) in either version: a runtime that does not
+# look such decisions up runs correctly without them.
+_INDEX_KINDS = {1: ("heuristics", "autotune", "caller"), 2: DECISION_KINDS}
 BUNDLE_FORMAT = "tjit kernel bundle"
 BUNDLE_ENTRY_KEY = "tjit bundle entry"  # an entry's store key; the bundle loader does not compare it
 _BUNDLE_FRAME = struct.Struct("<8sIIQ40s")  # magic, format, index bytes, payload bytes, SHA-1 of the index JSON (hex)
