@@ -1,7 +1,8 @@
 """`python -m tjit tune`: the plan table of this GPU, measured (plans as measured choices,
 tjit/kit/plan_choice.h; docs/design.md "Plans").
 
-For each plan that has candidates, each dtype, each of the plan's switches (add_rms_norm's residual)
+For each plan that has candidates (rms_norm's and layer_norm's forwards), each dtype, each of the
+plan's switches (add_rms_norm's residual)
 and each point of a grid of row classes and column counts, every candidate that fits is timed
 (GPU time per call: replays of a CUDA graph of calls that rotate over enough input sets to leave the
 L2 cache cold, as the benchmarks time), and the fastest goes into the table:
@@ -40,8 +41,9 @@ def _torch():
 
 
 def _plans():
-    """{plan: (switches, make)}: the plans with candidates, how a call of each is made: make(rows,
-    cols, dtype, flags) -> (inputs per set, bytes per call, call(inputs))."""
+    """{plan: (switches, make, query)}: the plans with candidates, how a call of each is made
+    (make(rows, cols, dtype, flags) -> (inputs per set, bytes per call, call(inputs))) and the plan's
+    inputs a switch sets (query(flags) -> {input: value})."""
     torch = _torch()
 
     def rms_forward(rows, cols, dtype, flags):
@@ -59,7 +61,20 @@ def _plans():
         element = torch.empty((), dtype=dtype).element_size()
         return inputs, rows * cols * element * (4 if flags & 1 else 2), call
 
-    return {"rms_norm_forward": ((0, 1), rms_forward)}
+    def layer_norm_forward(rows, cols, dtype, flags):
+        def inputs():
+            x = torch.randn(rows, cols, device="cuda", dtype=dtype)
+            return (x, torch.randn(cols, device="cuda", dtype=dtype), torch.randn(cols, device="cuda", dtype=dtype))
+
+        def call(t):
+            x, w, b = t
+            return torch.ops.tjit.layer_norm(x, [cols], w, b, 1e-5)
+
+        element = torch.empty((), dtype=dtype).element_size()
+        return inputs, rows * cols * element * 2, call
+
+    return {"rms_norm_forward": ((0, 1), rms_forward, lambda flags: {"has_residual": flags & 1}),
+            "layer_norm_forward": ((0, ), layer_norm_forward, lambda flags: {})}
 
 
 def time_per_call(make_inputs, nbytes, call, rounds=5):
@@ -114,7 +129,7 @@ def tune(plans=None, dtypes=DTYPES, rows=ROWS, cols=COLS, flags=None, budget_s=N
     started = time.monotonic()
     device = torch.device("cuda", torch.cuda.current_device())
     facts = tplans.device_facts(device)  # with capability -1 no table serves them: the default rule
-    for plan, (switches, make) in _plans().items():
+    for plan, (switches, make, query) in _plans().items():
         if plans and plan not in plans:
             continue
         for dtype_name in dtypes:
@@ -130,8 +145,9 @@ def tune(plans=None, dtypes=DTYPES, rows=ROWS, cols=COLS, flags=None, budget_s=N
                         if budget_s is not None and time.monotonic() - started > budget_s:
                             log(f"  budget of {budget_s} s spent: stopped before {plan} {dtype_name} {flag} {r}x{c}")
                             return table
-                        described = tplans.plan(plan, rows=r, cols=c, dtype=dtype, device=device,
-                                                has_residual=flag & 1)
+                        described = tplans.plan(plan, rows=r, cols=c, dtype=dtype, device=device, **query(flag))
+                        if "fitting" not in described:
+                            continue  # no candidates here (layer_norm's long rows: an autotuned kernel)
                         inputs, nbytes, call = make(r, c, dtype, flag)
                         times = {}
                         for name in described["fitting"]:
@@ -147,7 +163,7 @@ def tune(plans=None, dtypes=DTYPES, rows=ROWS, cols=COLS, flags=None, budget_s=N
                             continue
                         best = min(times, key=times.get)
                         default = tplans.plan(plan, rows=r, cols=c, dtype=dtype, device=dict(facts, capability=-1),
-                                              has_residual=flag & 1)["candidate"]
+                                              **query(flag))["candidate"]
                         if default in times and times[default] <= times[best] * (1 + NOISE):
                             best = default
                         entries.append([r, c, best])

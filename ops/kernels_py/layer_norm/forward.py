@@ -128,8 +128,8 @@ def _layer_norm_fwd_row(y_row, x_row, w_ptr, b_ptr, N, eps, HAS_WEIGHT: tl.const
     # One row held in registers (N <= BLOCK_N + BLOCK_TAIL), normalised and stored; returns (mean, rstd).
     # PRELOAD: weight and bias are loaded with x, so their latency overlaps x's instead of following
     # the reductions (their barriers keep the compiler from hoisting the loads), at the cost of their
-    # registers through the reductions, which can cost a resident program per SM: the plan decides
-    # (plan.cpp, preload_affine).
+    # registers through the reductions, which can cost a resident program per SM: separate candidates
+    # of the plan (row_w*_preload), measured.
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
     if BLOCK_TAIL > 0:

@@ -142,53 +142,67 @@ def test_forward_short_rows(device, ops, rows, cols):
         check_forward_stats(ops, x, w, b)
 
 
+def forced_forward_candidates(prefix, rows, cols, dtype, device):
+    """Each layer_norm forward candidate named prefix... that fits rows x cols on `device`, forced in
+    turn (the plan's choice is a card's table or a measurement, which may pick any of them)."""
+    import tjit.plans as plans
+    from tjit import _C
+    facts = plans.device_facts(torch.device(device))
+    fitting = plans.plan("layer_norm_forward", rows=rows, cols=cols, dtype=dtype, device=facts)["fitting"]
+    names = [n for n in fitting if n.startswith(prefix)]
+    assert names, (prefix, cols, fitting)
+    for name in names:
+        _C.force_plan_candidate("layer_norm_forward", name)
+        try:
+            yield name
+        finally:
+            _C.force_plan_candidate("layer_norm_forward", None)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_forward_tail_block(device, ops, dtype):
-    # 2-byte rows just past a power of two go as that block plus a tail block (layer_norm.cpp's
-    # plan_forward_rows, and for 4096 + 1..1024 and 8192 + 1..4096 its persistent plan): each side
-    # of each switch (16384 + 1..4096 too), a row count that is not a power of two, a strided view
-    # without weight, and the mean/rstd the training forward stores.
-    for cols in [2560, 4097, 5120, 5121, 8193, 12288, 12289, 16385, 20480, 20481]:
+    # Rows just past a power of two as that block plus a tail block (the tail* candidates), each
+    # that fits: the smallest and largest tails, a row count that is not a power of two, a strided
+    # view without weight, and the mean/rstd the training forward stores.
+    for cols in [4097, 5120, 5121, 6144, 8193, 12288, 16385, 20480, 20481]:
         rows = 3
-        x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
-        check_forward(ops, x, normalized, w, b)
-        wide = random_tensor((rows, cols + 8), dtype, device)
-        check_forward(ops, wide[:, 8:], normalized, None, b)
-        check_forward_stats(ops, x, w, b)
+        for _ in forced_forward_candidates("tail", rows, cols, dtype, device):
+            x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
+            check_forward(ops, x, normalized, w, b)
+            wide = random_tensor((rows, cols + 8), dtype, device)
+            check_forward(ops, wide[:, 8:], normalized, None, b)
+            check_forward_stats(ops, x, w, b)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_forward_persistent(device, ops, dtype):
-    # 2-byte rows of 4097..5120 and 8193..12287 columns: as many programs as the GPU holds (CPU: 4)
-    # walk the rows (layer_norm/plan.cpp's plan_persistent_forward, on GPUs of >= 30 GB/s of memory
-    # bandwidth an SM such as the H200; elsewhere one program a row with a tail block: both plans
-    # meet these shapes). Fewer rows than programs, and so many that each program's pipelined loop
-    # takes several (CUDA: up to 7 programs of 132 SMs), inside and just outside both ranges, a row
-    # stride, and mean/rstd. tests/python/kernels_interpreter_check.py --device cuda forces the
-    # persistent kernel on any GPU.
+    # The persistent candidates: as many programs as the GPU holds (CPU: 4) walk the rows. Fewer rows
+    # than programs, and so many that each program's pipelined loop takes several (CUDA: up to 7
+    # programs of 132 SMs), at the ends of both heads' ranges, a row stride, and mean/rstd.
     many = 7001 if device == "cuda" else 11
-    for rows, cols in [(many, 4097), (5, 5120), (many, 5120), (3, 5121), (many, 8193), (7, 9216), (many, 12287),
-                       (2, 12289), (many, 4096), (many, 8192)]:
-        x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
-        check_forward(ops, x, normalized, w, b)
-        check_forward_stats(ops, x, w, b)
-        wide = random_tensor((rows, cols + 8), dtype, device)
-        check_forward(ops, wide[:, 8:], normalized, None, None)
+    for rows, cols in [(many, 4097), (5, 5120), (many, 6144), (many, 8193), (7, 9216), (many, 12287)]:
+        for _ in forced_forward_candidates("persistent", rows, cols, dtype, device):
+            x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
+            check_forward(ops, x, normalized, w, b)
+            check_forward_stats(ops, x, w, b)
+            wide = random_tensor((rows, cols + 8), dtype, device)
+            check_forward(ops, wide[:, 8:], normalized, None, None)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_forward_row_steps(device, ops, dtype):
-    # 2-byte rows of 12288 columns on the same GPUs (and CPU): one program a row reads it twice in
-    # three 4096-column steps, a compile-time count (layer_norm_fwd_kernel's ROW_STEPS, KEEP_ROW).
-    # One row and many, a row stride, with and without weight and bias, and mean/rstd.
+    # One program a row reading it twice in steps (loop*, keep*: the step count a compile-time
+    # constant with KEEP_ROW) at 12288 columns. One row and many, a row stride, with and without
+    # weight and bias, and mean/rstd.
     cols = 12288
     for rows in (1, 7001 if device == "cuda" else 5):
-        x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
-        check_forward(ops, x, normalized, w, b)
-        check_forward_stats(ops, x, w, b)
-        wide = random_tensor((rows, cols + 8), dtype, device)
-        check_forward(ops, wide[:, 8:], normalized, None, None)
-        check_forward(ops, x, normalized, w, None)
+        for _ in forced_forward_candidates(("loop", "keep"), rows, cols, dtype, device):
+            x, normalized, w, b = make((rows, cols), (cols, ), dtype, device)
+            check_forward(ops, x, normalized, w, b)
+            check_forward_stats(ops, x, w, b)
+            wide = random_tensor((rows, cols + 8), dtype, device)
+            check_forward(ops, wide[:, 8:], normalized, None, None)
+            check_forward(ops, x, normalized, w, None)
 
 
 @pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True), (False, True, False),

@@ -155,14 +155,60 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   inputs.dtype = x.scalar_type();
   inputs.index64 = index64;
   const kit::DeviceFacts device = kit::device_facts(x);
-  kit::Tuner tuner = kit::Tuner::Available;
-  LayerNormForwardPlan plan = plan_layer_norm_forward(inputs, device, tuner);
   const std::string& file = forward_file();
+  const auto launch = [&](LayerNormForwardPlan p) {
+    LaunchOptions options{p.num_warps};
+    options.maxnreg = p.maxnreg;
+    switch (p.kind) {
+      case LayerNormForwardPlan::Kind::ShortRows: {
+        static auto& rows_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdRowsKernel);
+        rows_kernel(stream, Grid(p.programs), options, out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols,
+                    eps, w.defined(), b.defined(), p.block_m, p.block_n, p.index64);
+        break;
+      }
+      case LayerNormForwardPlan::Kind::Persistent: {
+        static auto& persistent_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdPersistentKernel);
+        const auto with_arguments = [&](const auto& call) {
+          return call(out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(),
+                      p.block_n, p.block_tail, p.stages, p.index64);
+        };
+        if (p.needs_occupancy) {
+          // The grid is as many programs as the GPU holds: the candidate planned again with the occupancy.
+          LayerNormForwardInputs with_occupancy = inputs;
+          with_occupancy.resident_programs_per_sm = with_arguments(
+              [&](const auto&... args) { return persistent_kernel.resident_programs_per_sm(options, args...); });
+          p = plan_layer_norm_forward_candidate(with_occupancy, p.candidate, device);
+        }
+        with_arguments([&](const auto&... args) { persistent_kernel(stream, Grid(p.programs), options, args...); });
+        break;
+      }
+      case LayerNormForwardPlan::Kind::OneProgramPerRow: {
+        static auto& kernel = TritonJitFunction::get_instance(file, kLayerNormFwdKernel);
+        // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as
+        // the double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten).
+        kernel(stream, Grid(p.programs), options, out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps,
+               w.defined(), b.defined(), p.block_n, p.single_pass, p.index64, p.block_tail, p.preload_affine,
+               p.keep_row, p.row_steps);
+        break;
+      }
+      case LayerNormForwardPlan::Kind::TunedLongRows:
+        TORCH_INTERNAL_ASSERT(false, kOp, ": the plan asked for the tuner again");
+    }
+  };
+  // A first call of a shape class on a card without a table times the candidates on these tensors.
+  static auto& row_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdKernel);
+  const auto may_time = [&] { return !stream_is_capturing(stream); };
+  const auto time_ms = [&](int candidate) {
+    const LayerNormForwardPlan candidate_plan = plan_layer_norm_forward_candidate(inputs, candidate, device);
+    return kit::time_candidate(stream, input.device(), [&] { launch(candidate_plan); });
+  };
+  const kit::CandidateTimer timer{may_time, time_ms, &row_kernel};
+  LayerNormForwardPlan plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Available, &timer);
   if (plan.kind == LayerNormForwardPlan::Kind::TunedLongRows) {
     static auto& long_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdLongKernel);
     const at::Tensor sync = kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x);
     // While a CUDA graph is being captured nothing can be timed: without a chosen config the tuner
-    // is unavailable to this call, and the plan says what serves it instead.
+    // is unavailable to this call, and a candidate serves it instead.
     if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, plan.row_bucket,
                                                                   cols, v.row_stride, cols, eps, w.defined(),
                                                                   b.defined(), plan.index64)) {
@@ -170,43 +216,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
                       cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.index64);
       return {out, mean, rstd};
     }
-    tuner = kit::Tuner::Unavailable;
-    plan = plan_layer_norm_forward(inputs, device, tuner);
+    plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Unavailable, &timer);
   }
-  LaunchOptions options{plan.num_warps};
-  options.maxnreg = plan.maxnreg;
-  switch (plan.kind) {
-    case LayerNormForwardPlan::Kind::ShortRows: {
-      static auto& rows_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdRowsKernel);
-      rows_kernel(stream, Grid(plan.programs), options, out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols,
-                  eps, w.defined(), b.defined(), plan.block_m, plan.block_n, plan.index64);
-      break;
-    }
-    case LayerNormForwardPlan::Kind::Persistent: {
-      static auto& persistent_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdPersistentKernel);
-      const auto with_arguments = [&](const auto& call) {
-        return call(out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps, w.defined(), b.defined(),
-                    plan.block_n, plan.block_tail, plan.stages, plan.index64);
-      };
-      // The grid is as many programs as the GPU holds: the plan asked again with the occupancy.
-      inputs.resident_programs_per_sm = with_arguments(
-          [&](const auto&... args) { return persistent_kernel.resident_programs_per_sm(options, args...); });
-      plan = plan_layer_norm_forward(inputs, device, tuner);
-      with_arguments([&](const auto&... args) { persistent_kernel(stream, Grid(plan.programs), options, args...); });
-      break;
-    }
-    case LayerNormForwardPlan::Kind::OneProgramPerRow: {
-      static auto& kernel = TritonJitFunction::get_instance(file, kLayerNormFwdKernel);
-      // Undefined mean/rstd reach the kernel as None, which compiles their stores out. eps goes as
-      // the double it is: the kernel annotates it tl.float64 (fp64 input uses it unrounded, as aten).
-      kernel(stream, Grid(plan.programs), options, out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols, eps,
-             w.defined(), b.defined(), plan.block_n, plan.single_pass, plan.index64, plan.block_tail,
-             plan.preload_affine, plan.keep_row, plan.row_steps);
-      break;
-    }
-    case LayerNormForwardPlan::Kind::TunedLongRows:
-      TORCH_INTERNAL_ASSERT(false, kOp, ": the plan asked for the tuner again");
-  }
+  launch(plan);
   return {out, mean, rstd};
 }
 

@@ -5,7 +5,9 @@
 #include <tjit/kit/rows.h>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
+#include <string_view>
 
 namespace tjit::ops {
 namespace {
@@ -18,8 +20,6 @@ constexpr const char* kBackwardOp = "tjit::layer_norm_backward";
 constexpr int64_t kForwardSinglePassLimit = 32768;
 // Up to here the forward runs BLOCK_M short rows a program.
 constexpr int64_t kShortRowLimit = 1024;
-// The forward's two-pass steps for rows of whole steps (16 warps: one 16-byte load a thread).
-constexpr int64_t kForwardStepBlock = 4096;
 // Up to here the backward is one fused pass (dx plus per-program dw/db partials).
 constexpr int64_t kFusedBackwardLimit = 8192;
 
@@ -37,51 +37,6 @@ RowBlocks plan_rows(int64_t cols) {
     return {block, true, static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16))};
   }
   return {4096, false, 16};
-}
-
-// 2-byte rows just past 4096, 8192 or 16384 columns take that block plus a small tail block
-// rather than a block padded to the next power of two; 2-byte rows want fewer warps than 4-byte
-// ones of the same length, and rows padded up to a 4096-column block fewer still.
-RowBlocks plan_forward_rows(int64_t cols, int64_t element_size) {
-  if (element_size == 8 || cols > kForwardSinglePassLimit) {
-    return plan_rows(cols);
-  }
-  const int64_t block = kit::next_power_of_2(cols);
-  if (element_size != 2) {
-    return {block, true, block <= 2048 ? 8 : block <= 8192 ? 16 : 32};
-  }
-  const int64_t head = block == cols ? cols : block / 2;
-  const int64_t tail = kit::next_power_of_2(cols - head);
-  if (head >= 4096 && cols > head && tail <= (head == 8192 ? head / 2 : head / 4)) {
-    return {head, true, head == 8192 ? 8 : 4, tail};
-  }
-  const bool padded_to_4096 = block == 4096 && cols < block;
-  return {block, true, block <= 2048 || padded_to_4096 ? 4 : block <= 16384 ? 8 : 16};
-}
-
-struct PersistentBlocks {
-  int64_t head;
-  int64_t tail;
-  int maxnreg;
-};
-
-// 2-byte rows of 4097..5120 and 8193..12288 columns: persistent programs whose row loop Triton
-// pipelines, the head plus tail blocks of plan_forward_rows. 8192-column heads cap registers at 168
-// so that three programs fit an SM. CPU tensors take it too (the interpreter runs either).
-// plan_layer_norm_forward reads rows of exactly 12288 in steps before asking.
-std::optional<PersistentBlocks> plan_persistent_forward(int64_t cols, int64_t element_size,
-                                                        const kit::DeviceFacts& device) {
-  if (element_size != 2) {
-    return std::nullopt;
-  }
-  const bool memory_wants_it = !device.is_cuda || kit::memory_wants_more_in_flight(device);
-  for (const int64_t head : {int64_t{4096}, int64_t{8192}}) {
-    const int64_t tail_limit = head == 8192 ? head / 2 : head / 4;
-    if (cols > head && cols <= head + tail_limit && memory_wants_it) {
-      return PersistentBlocks{head, kit::next_power_of_2(cols - head), head == 8192 ? 168 : 0};
-    }
-  }
-  return std::nullopt;
 }
 
 struct FusedBlocks {
@@ -172,75 +127,207 @@ DwdbFinalizePlan plan_finalize(int64_t groups, int64_t cols) {
 
 }  // namespace
 
-LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, const kit::DeviceFacts& device,
-                                             kit::Tuner tuner) {
-  const int64_t rows = in.rows;
-  const int64_t cols = in.cols;
+namespace {
+
+// The forward's candidate forms. Which one runs at a size is measured (plan_choice.h): the card's
+// table, else first-call tuning; the default rule below serves where neither may. Rows past the
+// one-pass limit on CUDA go to the long-row kernel first, which @triton.autotune tunes itself.
+struct ForwardForm {
+  const char* name;
+  LayerNormForwardPlan::Kind kind;
+  int64_t block;     // a head block (with a tail block for the rest) or a step; 0: the row's power of two
+  bool tail;         // single pass: `block` columns, then the rest in a second, smaller block
+  bool looped;       // two passes in steps of `block` (0: one block of the row, read twice)
+  int num_warps;     // 0: by the block (short rows)
+  bool preload;      // single pass: weight and bias load with the row
+  bool keep_row;     // looped: the row kept in L2 between the passes, the second from its start
+  bool const_steps;  // looped: the step count a compile-time constant
+  int maxnreg;
+};
+
+using ForwardKind = LayerNormForwardPlan::Kind;
+constexpr ForwardForm kForwardForms[] = {
+    {"short_rows", ForwardKind::ShortRows, 0, false, false, 0, false, false, false, 0},
+    {"row_w4", ForwardKind::OneProgramPerRow, 0, false, false, 4, false, false, false, 0},
+    {"row_w8", ForwardKind::OneProgramPerRow, 0, false, false, 8, false, false, false, 0},
+    {"row_w16", ForwardKind::OneProgramPerRow, 0, false, false, 16, false, false, false, 0},
+    {"row_w32", ForwardKind::OneProgramPerRow, 0, false, false, 32, false, false, false, 0},
+    {"row_w4_preload", ForwardKind::OneProgramPerRow, 0, false, false, 4, true, false, false, 0},
+    {"row_w8_preload", ForwardKind::OneProgramPerRow, 0, false, false, 8, true, false, false, 0},
+    {"row_w16_preload", ForwardKind::OneProgramPerRow, 0, false, false, 16, true, false, false, 0},
+    {"tail4096_w4", ForwardKind::OneProgramPerRow, 4096, true, false, 4, false, false, false, 0},
+    {"tail4096_w8", ForwardKind::OneProgramPerRow, 4096, true, false, 8, false, false, false, 0},
+    {"tail8192_w8", ForwardKind::OneProgramPerRow, 8192, true, false, 8, false, false, false, 0},
+    {"tail8192_w16", ForwardKind::OneProgramPerRow, 8192, true, false, 16, false, false, false, 0},
+    {"tail16384_w16", ForwardKind::OneProgramPerRow, 16384, true, false, 16, false, false, false, 0},
+    // As many programs as the GPU holds, the row loop pipelined 2 deep; 8192-column heads capped
+    // at 168 registers, three programs an SM.
+    {"persistent4096", ForwardKind::Persistent, 4096, true, false, 4, false, false, false, 0},
+    {"persistent8192_reg168", ForwardKind::Persistent, 8192, true, false, 4, false, false, false, 168},
+    {"loop2048_w8", ForwardKind::OneProgramPerRow, 2048, false, true, 8, false, false, false, 0},
+    {"loop4096_w16", ForwardKind::OneProgramPerRow, 4096, false, true, 16, false, false, false, 0},
+    {"keep2048_w8", ForwardKind::OneProgramPerRow, 2048, false, true, 8, false, true, true, 0},
+    {"keep4096_w16", ForwardKind::OneProgramPerRow, 4096, false, true, 16, false, true, true, 0},
+    {"keeprow_w16", ForwardKind::OneProgramPerRow, 0, false, true, 16, false, true, true, 0},
+};
+constexpr int kNumForwardForms = static_cast<int>(std::size(kForwardForms));
+// Elements a thread holds of a block in registers at most (fp64: half): more spill.
+constexpr int64_t kMaxElementsPerThread = 64;
+// Steps a compile-time step count unrolls at most.
+constexpr int64_t kMaxUnrolledSteps = 16;
+
+int forward_form_index(std::string_view name) {
+  for (int i = 0; i < kNumForwardForms; ++i) {
+    if (name == kForwardForms[i].name) {
+      return i;
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "layer_norm forward: no form ", name);
+}
+
+const kit::PlanCandidates& forward_candidates() {
+  static const kit::PlanCandidates candidates("layer_norm_forward", [] {
+    std::vector<std::string> names;
+    for (const ForwardForm& f : kForwardForms) {
+      names.emplace_back(f.name);
+    }
+    return names;
+  }());
+  return candidates;
+}
+
+int64_t forward_single_pass_limit(int64_t element_size) {
+  return element_size == 8 ? kForwardSinglePassLimit / 2 : kForwardSinglePassLimit;
+}
+
+// The tail block of a head-and-tail form: the rest of the row past the head, as a power of two.
+int64_t tail_block(int64_t cols, int64_t head) { return kit::next_power_of_2(cols - head); }
+
+// What correctness and resources allow: blocks held in registers within kMaxElementsPerThread a
+// thread and at least one element a thread; a tail block only for rows past its head and smaller
+// than it (else the row's power of two is one block); steps only where the row takes two or more.
+bool forward_fits(const LayerNormForwardInputs& in, const ForwardForm& f) {
   const int64_t element_size = c10::elementSize(in.dtype);
+  const int64_t block = kit::next_power_of_2(in.cols);
+  const int64_t max_per_thread = element_size == 8 ? kMaxElementsPerThread / 2 : kMaxElementsPerThread;
+  const auto holds = [&](int64_t width, int warps) {
+    return width >= int64_t{32} * warps && width <= max_per_thread * 32 * warps;
+  };
+  if (f.kind == ForwardKind::ShortRows) {
+    return in.cols <= kShortRowLimit;
+  }
+  if (f.tail) {
+    return in.cols > f.block && in.cols <= forward_single_pass_limit(element_size) &&
+           tail_block(in.cols, f.block) < f.block && holds(f.block, f.num_warps);
+  }
+  if (!f.looped) {
+    return in.cols <= forward_single_pass_limit(element_size) && holds(block, f.num_warps);
+  }
+  if (f.block == 0) {  // one block of the row, read twice
+    return in.cols > kShortRowLimit && in.cols <= forward_single_pass_limit(element_size) / 2 &&
+           holds(block, f.num_warps);
+  }
+  const int64_t steps = kit::ceil_div(in.cols, f.block);
+  return steps >= 2 && holds(f.block, f.num_warps) && (!f.const_steps || steps <= kMaxUnrolledSteps);
+}
+
+// The default rule (rms_norm's): short rows several a program, rows in registers with the fewest
+// warps that hold at most 16 elements a thread, longer rows in 4096-column steps.
+int forward_default(const LayerNormForwardInputs& in) {
+  if (in.cols <= kShortRowLimit) {
+    return forward_form_index("short_rows");
+  }
+  if (in.cols <= forward_single_pass_limit(c10::elementSize(in.dtype))) {
+    const int64_t block = kit::next_power_of_2(in.cols);
+    return forward_form_index(block <= 2048 ? "row_w4" : block <= 4096 ? "row_w8" : block <= 8192 ? "row_w16" : "row_w32");
+  }
+  return forward_form_index("loop4096_w16");
+}
+
+}  // namespace
+
+LayerNormForwardPlan plan_layer_norm_forward_candidate(const LayerNormForwardInputs& in, int candidate,
+                                                       const kit::DeviceFacts& device) {
+  TORCH_CHECK(candidate >= 0 && candidate < kNumForwardForms, kOp, ": no forward plan candidate ", candidate);
+  const ForwardForm& f = kForwardForms[candidate];
+  const int64_t element_size = c10::elementSize(in.dtype);
+  const int64_t block = kit::next_power_of_2(in.cols);
   LayerNormForwardPlan plan;
+  plan.candidate = candidate;
+  plan.kind = f.kind;
   plan.index64 = in.index64;
-  if (tuner == kit::Tuner::Available && kit::tuned_long_rows(rows, cols, in.dtype, device, kForwardSinglePassLimit)) {
+  plan.num_warps = f.num_warps;
+  plan.maxnreg = f.maxnreg;
+  switch (f.kind) {
+    case ForwardKind::ShortRows:
+      plan.kernel = kLayerNormFwdRowsKernel;
+      plan.block_n = block;
+      plan.block_m = std::max<int64_t>(4, (element_size == 2 ? 2048 : 1024) / plan.block_n);
+      plan.num_warps = plan.block_n <= 128 ? 8 : 4;
+      plan.programs = kit::blocks_for(in.rows, plan.block_m, kOp);
+      return plan;
+    case ForwardKind::Persistent:
+      plan.kernel = kLayerNormFwdPersistentKernel;
+      plan.block_n = f.block;
+      plan.block_tail = tail_block(in.cols, f.block);
+      plan.stages = 2;
+      // As many programs as the GPU holds at once, at most one a row.
+      plan.needs_occupancy = in.resident_programs_per_sm == 0;
+      plan.programs = static_cast<uint32_t>(
+          std::min<int64_t>(in.rows, int64_t{std::max(in.resident_programs_per_sm, 1)} * device.multiprocessors));
+      return plan;
+    case ForwardKind::OneProgramPerRow:
+      plan.kernel = kLayerNormFwdKernel;
+      if (f.tail) {
+        plan.block_n = f.block;
+        plan.block_tail = tail_block(in.cols, f.block);
+      } else if (f.looped) {
+        plan.block_n = f.block == 0 ? block : f.block;
+        plan.single_pass = false;
+        plan.keep_row = f.keep_row;
+        plan.row_steps = f.const_steps ? kit::ceil_div(in.cols, plan.block_n) : 0;
+      } else {
+        plan.block_n = block;
+        plan.preload_affine = f.preload;
+      }
+      plan.programs = kit::blocks_for(in.rows, 1, kOp);
+      return plan;
+    case ForwardKind::TunedLongRows:
+      break;
+  }
+  TORCH_INTERNAL_ASSERT(false, kOp, ": candidate ", f.name, " has no plan");
+}
+
+LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, const kit::DeviceFacts& device,
+                                             kit::Tuner tuner, const kit::CandidateTimer* timer,
+                                             kit::ChoiceSource* source) {
+  if (tuner == kit::Tuner::Available && kit::tuned_long_rows(in.rows, in.cols, in.dtype, device, kForwardSinglePassLimit)) {
+    LayerNormForwardPlan plan;
+    plan.index64 = in.index64;
     plan.kind = LayerNormForwardPlan::Kind::TunedLongRows;
     plan.kernel = kLayerNormFwdLongKernel;
     plan.programs = 0;
-    plan.row_bucket = kit::long_row_bucket(rows);
-    plan.exchange_chunks = kit::ceil_div(cols, kit::kLongRowMinSplitBlock);
+    plan.row_bucket = kit::long_row_bucket(in.rows);
+    plan.exchange_chunks = kit::ceil_div(in.cols, kit::kLongRowMinSplitBlock);
     return plan;
   }
-  if (cols <= kShortRowLimit) {
-    plan.kind = LayerNormForwardPlan::Kind::ShortRows;
-    plan.kernel = kLayerNormFwdRowsKernel;
-    plan.block_n = kit::next_power_of_2(cols);
-    plan.block_m = std::max<int64_t>(4, (element_size == 2 ? 2048 : 1024) / plan.block_n);
-    plan.num_warps = plan.block_n <= 128 ? 8 : 4;
-    plan.programs = kit::blocks_for(rows, plan.block_m, kOp);
-    return plan;
+  const kit::ChoiceKey key{in.rows, in.cols, in.dtype, 0};
+  const auto fits = [&](int i) { return forward_fits(in, kForwardForms[i]); };
+  const int candidate = forward_candidates().choose(key, device, fits, forward_default(in), timer, source);
+  return plan_layer_norm_forward_candidate(in, candidate, device);
+}
+
+// Registered at load time, so tools list the candidates before a first call.
+const kit::PlanCandidates& registered_layer_norm_forward_candidates = forward_candidates();
+
+std::vector<std::string> layer_norm_forward_fitting(const LayerNormForwardInputs& in) {
+  std::vector<std::string> names;
+  for (const ForwardForm& f : kForwardForms) {
+    if (forward_fits(in, f)) {
+      names.emplace_back(f.name);
+    }
   }
-  // fp16/bf16 rows of three whole 4096-column steps, where memory wants more bytes in flight (and on
-  // CPU, so the interpreter runs the form): one program a row reads it twice in those steps, the row
-  // kept in L2 between the passes, the step count a compile-time constant so that both loops unroll
-  // and every step's loads issue at once (bf16 12288: +3.2% over the persistent programs; 8192 and
-  // 16384 measured slower so).
-  const bool more_in_flight = !device.is_cuda || kit::memory_wants_more_in_flight(device);
-  if (element_size == 2 && cols == 3 * kForwardStepBlock && more_in_flight) {
-    plan.kind = LayerNormForwardPlan::Kind::OneProgramPerRow;
-    plan.kernel = kLayerNormFwdKernel;
-    plan.block_n = kForwardStepBlock;
-    plan.single_pass = false;
-    plan.keep_row = true;
-    plan.row_steps = 3;
-    plan.num_warps = 16;
-    plan.programs = kit::blocks_for(rows, 1, kOp);
-    return plan;
-  }
-  if (const auto persistent = plan_persistent_forward(cols, element_size, device)) {
-    plan.kind = LayerNormForwardPlan::Kind::Persistent;
-    plan.kernel = kLayerNormFwdPersistentKernel;
-    plan.block_n = persistent->head;
-    plan.block_tail = persistent->tail;
-    plan.num_warps = 4;
-    plan.stages = 2;
-    plan.maxnreg = persistent->maxnreg;
-    // As many programs as the GPU holds at once, at most one a row.
-    plan.needs_occupancy = in.resident_programs_per_sm == 0;
-    plan.programs = static_cast<uint32_t>(
-        std::min<int64_t>(rows, int64_t{std::max(in.resident_programs_per_sm, 1)} * device.multiprocessors));
-    return plan;
-  }
-  const RowBlocks blocks = plan_forward_rows(cols, element_size);
-  plan.kind = LayerNormForwardPlan::Kind::OneProgramPerRow;
-  plan.kernel = kLayerNormFwdKernel;
-  plan.block_n = blocks.block_n;
-  plan.single_pass = blocks.single_pass;
-  plan.num_warps = blocks.num_warps;
-  plan.block_tail = blocks.block_tail;
-  // Weight and bias with the row where a thread's share of them is small (one block of up to 8192
-  // columns, not the tail blocks' 4-warp programs), on memory that needs no extra programs resident.
-  // The interpreter (CPU) takes it too, so both forms are tested there.
-  plan.preload_affine = blocks.single_pass && blocks.block_tail == 0 && blocks.block_n <= 8192 &&
-                        !(device.is_cuda && kit::memory_wants_more_in_flight(device));
-  plan.programs = kit::blocks_for(rows, 1, kOp);
-  return plan;
+  return names;
 }
 
 LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device) {
@@ -344,10 +431,29 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
   const bool has_weight = q.get("has_weight", 1) != 0;
   const bool has_bias = q.get("has_bias", 1) != 0;
   const kit::Tuner tuner = q.get("tuner_available", 1) ? kit::Tuner::Available : kit::Tuner::Unavailable;
-  const LayerNormForwardPlan p = plan_layer_norm_forward(in, q.device, tuner);
+  // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
+  const auto fits = [&](int i) { return forward_fits(in, kForwardForms[i]); };
+  const int forced = static_cast<int>(q.get("candidate", -1));
+  LayerNormForwardPlan p;
+  kit::ChoiceSource source = kit::ChoiceSource::Forced;
+  if (forced >= 0) {
+    TORCH_CHECK(forced < kNumForwardForms && fits(forced), "describe_plan: layer_norm_forward candidate ", forced,
+                " does not fit ", in.rows, " rows of ", in.cols, " columns");
+    p = plan_layer_norm_forward_candidate(in, forced, q.device);
+  } else if (tuner == kit::Tuner::Available &&
+             kit::tuned_long_rows(in.rows, in.cols, in.dtype, q.device, kForwardSinglePassLimit)) {
+    p = plan_layer_norm_forward(in, q.device, tuner);  // the long-row kernel: no candidate
+  } else {
+    const kit::ChoiceKey key{in.rows, in.cols, in.dtype, 0};
+    p = plan_layer_norm_forward_candidate(in, forward_candidates().peek(key, q.device, fits, forward_default(in), &source),
+                                          q.device);
+  }
   using Kind = LayerNormForwardPlan::Kind;
   static const char* const kinds[] = {"long", "short_rows", "persistent", "row"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
+  if (p.candidate >= 0) {
+    w.choice(kForwardForms[p.candidate].name, kit::choice_source_name(source), layer_norm_forward_fitting(in));
+  }
   if (p.kind == Kind::TunedLongRows) {
     w.tuned_launch(p.kernel);
   } else {

@@ -2,11 +2,14 @@
 // layer_norm's launch plans: which kernels of kernels_py/layer_norm/ (forward.py, backward.py) run a
 // forward or a backward, with what.
 
+#include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
 
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace tjit::ops {
 
@@ -36,6 +39,7 @@ struct LayerNormForwardInputs {
 struct LayerNormForwardPlan {
   enum class Kind { TunedLongRows, ShortRows, Persistent, OneProgramPerRow };
   Kind kind = Kind::OneProgramPerRow;
+  int candidate = -1;            // the candidate form (plan_choice.h); -1: the long-row kernel
   const char* kernel = kLayerNormFwdKernel;
   bool needs_occupancy = false;  // Persistent without resident_programs_per_sm
   uint32_t programs = 1;         // the grid (TunedLongRows: the tuner's config decides)
@@ -54,8 +58,16 @@ struct LayerNormForwardPlan {
   bool index64 = false;
 };
 
+// The forward's plan: with the tuner available, CUDA rows past the one-pass limit go to the
+// autotuned long-row kernel; otherwise the candidate is chosen (plan_choice.h), timed through
+// `timer` at a first call where no table decides (nullptr: never timed).
 LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, const kit::DeviceFacts& device,
-                                             kit::Tuner tuner);
+                                             kit::Tuner tuner, const kit::CandidateTimer* timer = nullptr,
+                                             kit::ChoiceSource* source = nullptr);
+// Candidate `candidate`'s plan (it must fit), and the names of those that fit.
+LayerNormForwardPlan plan_layer_norm_forward_candidate(const LayerNormForwardInputs& in, int candidate,
+                                                       const kit::DeviceFacts& device);
+std::vector<std::string> layer_norm_forward_fitting(const LayerNormForwardInputs& in);
 
 struct LayerNormBackwardInputs {
   int64_t rows = 0;
