@@ -1,5 +1,7 @@
 #include "plan.h"
 
+#include "../norm_forward_forms.h"
+
 #include <tjit/kit/grid.h>
 #include <tjit/kit/row_exchange.h>
 #include <tjit/kit/rows.h>
@@ -15,11 +17,6 @@ namespace {
 constexpr const char* kOp = "tjit::layer_norm";
 constexpr const char* kBackwardOp = "tjit::layer_norm_backward";
 
-// The forward keeps a row in registers up to this many columns (fp64: 16384, twice the registers
-// an element); past it, CUDA rows go to the autotuned long-row kernel.
-constexpr int64_t kForwardSinglePassLimit = 32768;
-// Up to here the forward runs BLOCK_M short rows a program.
-constexpr int64_t kShortRowLimit = 1024;
 // Up to here the backward is one fused pass (dx plus per-program dw/db partials).
 constexpr int64_t kFusedBackwardLimit = 8192;
 
@@ -129,179 +126,98 @@ DwdbFinalizePlan plan_finalize(int64_t groups, int64_t cols) {
 
 namespace {
 
-// The forward's candidate forms. Which one runs at a size is measured (plan_choice.h): the card's
-// table, else first-call tuning; the default rule below serves where neither may. Rows past the
-// one-pass limit on CUDA go to the long-row kernel first, which @triton.autotune tunes itself.
-struct ForwardForm {
-  const char* name;
-  LayerNormForwardPlan::Kind kind;
-  int64_t block;     // a head block (with a tail block for the rest) or a step; 0: the row's power of two
-  bool tail;         // single pass: `block` columns, then the rest in a second, smaller block
-  bool looped;       // two passes in steps of `block` (0: one block of the row, read twice)
-  int num_warps;     // 0: by the block (short rows)
-  bool preload;      // single pass: weight and bias load with the row
-  bool keep_row;     // looped: the row kept in L2 between the passes, the second from its start
-  bool const_steps;  // looped: the step count a compile-time constant
-  int maxnreg;
+// The forward's candidate forms (the norm family's, norm_forward_forms.h): those its kernels have.
+// Which one runs at a size is measured; the family's default rule serves where nothing may. Rows
+// past the one-pass limit on CUDA go to the long-row kernel first, which @triton.autotune tunes.
+using norm::FormKind;
+constexpr norm::ForwardForm kForwardForms[] = {
+    {"short_rows", FormKind::ShortRows, 0, 0, false, false, false, 0},
+    {"row_w4", FormKind::Row, 0, 4, false, false, false, 0},
+    {"row_w8", FormKind::Row, 0, 8, false, false, false, 0},
+    {"row_w16", FormKind::Row, 0, 16, false, false, false, 0},
+    {"row_w32", FormKind::Row, 0, 32, false, false, false, 0},
+    {"row_w4_preload", FormKind::Row, 0, 4, true, false, false, 0},
+    {"row_w8_preload", FormKind::Row, 0, 8, true, false, false, 0},
+    {"row_w16_preload", FormKind::Row, 0, 16, true, false, false, 0},
+    {"tail4096_w4", FormKind::Tail, 4096, 4, false, false, false, 0},
+    {"tail4096_w8", FormKind::Tail, 4096, 8, false, false, false, 0},
+    {"tail8192_w8", FormKind::Tail, 8192, 8, false, false, false, 0},
+    {"tail8192_w16", FormKind::Tail, 8192, 16, false, false, false, 0},
+    {"tail16384_w16", FormKind::Tail, 16384, 16, false, false, false, 0},
+    // The row loop pipelined 2 deep; 8192-column heads capped at 168 registers, three programs an SM.
+    {"persistent4096", FormKind::Persistent, 4096, 4, false, false, false, 0},
+    {"persistent8192_reg168", FormKind::Persistent, 8192, 4, false, false, false, 168},
+    {"loop2048_w8", FormKind::Looped, 2048, 8, false, false, false, 0},
+    {"loop4096_w16", FormKind::Looped, 4096, 16, false, false, false, 0},
+    {"keep2048_w8", FormKind::Looped, 2048, 8, false, true, true, 0},
+    {"keep4096_w16", FormKind::Looped, 4096, 16, false, true, true, 0},
+    {"keeprow_w16", FormKind::Looped, 0, 16, false, true, true, 0},
 };
 
-using ForwardKind = LayerNormForwardPlan::Kind;
-constexpr ForwardForm kForwardForms[] = {
-    {"short_rows", ForwardKind::ShortRows, 0, false, false, 0, false, false, false, 0},
-    {"row_w4", ForwardKind::OneProgramPerRow, 0, false, false, 4, false, false, false, 0},
-    {"row_w8", ForwardKind::OneProgramPerRow, 0, false, false, 8, false, false, false, 0},
-    {"row_w16", ForwardKind::OneProgramPerRow, 0, false, false, 16, false, false, false, 0},
-    {"row_w32", ForwardKind::OneProgramPerRow, 0, false, false, 32, false, false, false, 0},
-    {"row_w4_preload", ForwardKind::OneProgramPerRow, 0, false, false, 4, true, false, false, 0},
-    {"row_w8_preload", ForwardKind::OneProgramPerRow, 0, false, false, 8, true, false, false, 0},
-    {"row_w16_preload", ForwardKind::OneProgramPerRow, 0, false, false, 16, true, false, false, 0},
-    {"tail4096_w4", ForwardKind::OneProgramPerRow, 4096, true, false, 4, false, false, false, 0},
-    {"tail4096_w8", ForwardKind::OneProgramPerRow, 4096, true, false, 8, false, false, false, 0},
-    {"tail8192_w8", ForwardKind::OneProgramPerRow, 8192, true, false, 8, false, false, false, 0},
-    {"tail8192_w16", ForwardKind::OneProgramPerRow, 8192, true, false, 16, false, false, false, 0},
-    {"tail16384_w16", ForwardKind::OneProgramPerRow, 16384, true, false, 16, false, false, false, 0},
-    // As many programs as the GPU holds, the row loop pipelined 2 deep; 8192-column heads capped
-    // at 168 registers, three programs an SM.
-    {"persistent4096", ForwardKind::Persistent, 4096, true, false, 4, false, false, false, 0},
-    {"persistent8192_reg168", ForwardKind::Persistent, 8192, true, false, 4, false, false, false, 168},
-    {"loop2048_w8", ForwardKind::OneProgramPerRow, 2048, false, true, 8, false, false, false, 0},
-    {"loop4096_w16", ForwardKind::OneProgramPerRow, 4096, false, true, 16, false, false, false, 0},
-    {"keep2048_w8", ForwardKind::OneProgramPerRow, 2048, false, true, 8, false, true, true, 0},
-    {"keep4096_w16", ForwardKind::OneProgramPerRow, 4096, false, true, 16, false, true, true, 0},
-    {"keeprow_w16", ForwardKind::OneProgramPerRow, 0, false, true, 16, false, true, true, 0},
-};
-constexpr int kNumForwardForms = static_cast<int>(std::size(kForwardForms));
-// Elements a thread holds of a block in registers at most (fp64: half): more spill.
-constexpr int64_t kMaxElementsPerThread = 64;
-// Steps a compile-time step count unrolls at most.
-constexpr int64_t kMaxUnrolledSteps = 16;
-
-int forward_form_index(std::string_view name) {
-  for (int i = 0; i < kNumForwardForms; ++i) {
-    if (name == kForwardForms[i].name) {
-      return i;
-    }
-  }
-  TORCH_INTERNAL_ASSERT(false, "layer_norm forward: no form ", name);
-}
-
-const kit::PlanCandidates& forward_candidates() {
-  static const kit::PlanCandidates candidates("layer_norm_forward", [] {
-    std::vector<std::string> names;
-    for (const ForwardForm& f : kForwardForms) {
-      names.emplace_back(f.name);
-    }
-    return names;
-  }());
-  return candidates;
-}
-
-int64_t forward_single_pass_limit(int64_t element_size) {
-  return element_size == 8 ? kForwardSinglePassLimit / 2 : kForwardSinglePassLimit;
-}
-
-// The tail block of a head-and-tail form: the rest of the row past the head, as a power of two.
-int64_t tail_block(int64_t cols, int64_t head) { return kit::next_power_of_2(cols - head); }
-
-// What correctness and resources allow: blocks held in registers within kMaxElementsPerThread a
-// thread and at least one element a thread; a tail block only for rows past its head and smaller
-// than it (else the row's power of two is one block); steps only where the row takes two or more.
-bool forward_fits(const LayerNormForwardInputs& in, const ForwardForm& f) {
-  const int64_t element_size = c10::elementSize(in.dtype);
-  const int64_t block = kit::next_power_of_2(in.cols);
-  const int64_t max_per_thread = element_size == 8 ? kMaxElementsPerThread / 2 : kMaxElementsPerThread;
-  const auto holds = [&](int64_t width, int warps) {
-    return width >= int64_t{32} * warps && width <= max_per_thread * 32 * warps;
-  };
-  if (f.kind == ForwardKind::ShortRows) {
-    return in.cols <= kShortRowLimit;
-  }
-  if (f.tail) {
-    return in.cols > f.block && in.cols <= forward_single_pass_limit(element_size) &&
-           tail_block(in.cols, f.block) < f.block && holds(f.block, f.num_warps);
-  }
-  if (!f.looped) {
-    return in.cols <= forward_single_pass_limit(element_size) && holds(block, f.num_warps);
-  }
-  if (f.block == 0) {  // one block of the row, read twice
-    return in.cols > kShortRowLimit && in.cols <= forward_single_pass_limit(element_size) / 2 &&
-           holds(block, f.num_warps);
-  }
-  const int64_t steps = kit::ceil_div(in.cols, f.block);
-  return steps >= 2 && holds(f.block, f.num_warps) && (!f.const_steps || steps <= kMaxUnrolledSteps);
-}
-
-// The default rule (rms_norm's): short rows several a program, rows in registers with the fewest
-// warps that hold at most 16 elements a thread, longer rows in 4096-column steps.
-int forward_default(const LayerNormForwardInputs& in) {
-  if (in.cols <= kShortRowLimit) {
-    return forward_form_index("short_rows");
-  }
-  if (in.cols <= forward_single_pass_limit(c10::elementSize(in.dtype))) {
-    const int64_t block = kit::next_power_of_2(in.cols);
-    return forward_form_index(block <= 2048 ? "row_w4" : block <= 4096 ? "row_w8" : block <= 8192 ? "row_w16" : "row_w32");
-  }
-  return forward_form_index("loop4096_w16");
+const norm::FormList& forward_forms() {
+  static const norm::FormList forms("layer_norm_forward", kForwardForms,
+                                    static_cast<int>(std::size(kForwardForms)));
+  return forms;
 }
 
 }  // namespace
 
 LayerNormForwardPlan plan_layer_norm_forward_candidate(const LayerNormForwardInputs& in, int candidate,
                                                        const kit::DeviceFacts& device) {
-  TORCH_CHECK(candidate >= 0 && candidate < kNumForwardForms, kOp, ": no forward plan candidate ", candidate);
-  const ForwardForm& f = kForwardForms[candidate];
+  TORCH_CHECK(candidate >= 0 && candidate < forward_forms().size(), kOp, ": no forward plan candidate ", candidate);
+  const norm::ForwardForm& f = forward_forms()[candidate];
   const int64_t element_size = c10::elementSize(in.dtype);
   const int64_t block = kit::next_power_of_2(in.cols);
   LayerNormForwardPlan plan;
   plan.candidate = candidate;
-  plan.kind = f.kind;
   plan.index64 = in.index64;
   plan.num_warps = f.num_warps;
   plan.maxnreg = f.maxnreg;
   switch (f.kind) {
-    case ForwardKind::ShortRows:
+    case FormKind::ShortRows:
+      plan.kind = LayerNormForwardPlan::Kind::ShortRows;
       plan.kernel = kLayerNormFwdRowsKernel;
       plan.block_n = block;
       plan.block_m = std::max<int64_t>(4, (element_size == 2 ? 2048 : 1024) / plan.block_n);
       plan.num_warps = plan.block_n <= 128 ? 8 : 4;
       plan.programs = kit::blocks_for(in.rows, plan.block_m, kOp);
       return plan;
-    case ForwardKind::Persistent:
+    case FormKind::Persistent:
+      plan.kind = LayerNormForwardPlan::Kind::Persistent;
       plan.kernel = kLayerNormFwdPersistentKernel;
       plan.block_n = f.block;
-      plan.block_tail = tail_block(in.cols, f.block);
+      plan.block_tail = norm::tail_block(in.cols, f.block);
       plan.stages = 2;
       // As many programs as the GPU holds at once, at most one a row.
       plan.needs_occupancy = in.resident_programs_per_sm == 0;
       plan.programs = static_cast<uint32_t>(
           std::min<int64_t>(in.rows, int64_t{std::max(in.resident_programs_per_sm, 1)} * device.multiprocessors));
       return plan;
-    case ForwardKind::OneProgramPerRow:
-      plan.kernel = kLayerNormFwdKernel;
-      if (f.tail) {
-        plan.block_n = f.block;
-        plan.block_tail = tail_block(in.cols, f.block);
-      } else if (f.looped) {
-        plan.block_n = f.block == 0 ? block : f.block;
-        plan.single_pass = false;
-        plan.keep_row = f.keep_row;
-        plan.row_steps = f.const_steps ? kit::ceil_div(in.cols, plan.block_n) : 0;
-      } else {
-        plan.block_n = block;
-        plan.preload_affine = f.preload;
-      }
-      plan.programs = kit::blocks_for(in.rows, 1, kOp);
-      return plan;
-    case ForwardKind::TunedLongRows:
+    case FormKind::Row:
+      plan.block_n = block;
+      plan.preload_affine = f.preload;
+      break;
+    case FormKind::Tail:
+      plan.block_n = f.block;
+      plan.block_tail = norm::tail_block(in.cols, f.block);
+      break;
+    case FormKind::Looped:
+      plan.block_n = f.block == 0 ? block : f.block;
+      plan.single_pass = false;
+      plan.keep_row = f.keep_row;
+      plan.row_steps = f.const_steps ? kit::ceil_div(in.cols, plan.block_n) : 0;
       break;
   }
-  TORCH_INTERNAL_ASSERT(false, kOp, ": candidate ", f.name, " has no plan");
+  plan.kind = LayerNormForwardPlan::Kind::OneProgramPerRow;
+  plan.kernel = kLayerNormFwdKernel;
+  plan.programs = kit::blocks_for(in.rows, 1, kOp);
+  return plan;
 }
 
 LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, const kit::DeviceFacts& device,
                                              kit::Tuner tuner, const kit::CandidateTimer* timer,
                                              kit::ChoiceSource* source) {
-  if (tuner == kit::Tuner::Available && kit::tuned_long_rows(in.rows, in.cols, in.dtype, device, kForwardSinglePassLimit)) {
+  if (tuner == kit::Tuner::Available && kit::tuned_long_rows(in.rows, in.cols, in.dtype, device, norm::kSinglePassLimit)) {
     LayerNormForwardPlan plan;
     plan.index64 = in.index64;
     plan.kind = LayerNormForwardPlan::Kind::TunedLongRows;
@@ -312,22 +228,17 @@ LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, c
     return plan;
   }
   const kit::ChoiceKey key{in.rows, in.cols, in.dtype, 0};
-  const auto fits = [&](int i) { return forward_fits(in, kForwardForms[i]); };
-  const int candidate = forward_candidates().choose(key, device, fits, forward_default(in), timer, source);
-  return plan_layer_norm_forward_candidate(in, candidate, device);
+  return plan_layer_norm_forward_candidate(in, forward_forms().choose(key, in.cols, in.dtype, device, timer, source),
+                                           device);
 }
 
+namespace {
 // Registered at load time, so tools list the candidates before a first call.
-const kit::PlanCandidates& registered_layer_norm_forward_candidates = forward_candidates();
+const norm::FormList& registered_forward_forms = forward_forms();
+}  // namespace
 
 std::vector<std::string> layer_norm_forward_fitting(const LayerNormForwardInputs& in) {
-  std::vector<std::string> names;
-  for (const ForwardForm& f : kForwardForms) {
-    if (forward_fits(in, f)) {
-      names.emplace_back(f.name);
-    }
-  }
-  return names;
+  return forward_forms().fitting(in.cols, in.dtype);
 }
 
 LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device) {
@@ -432,27 +343,26 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
   const bool has_bias = q.get("has_bias", 1) != 0;
   const kit::Tuner tuner = q.get("tuner_available", 1) ? kit::Tuner::Available : kit::Tuner::Unavailable;
   // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
-  const auto fits = [&](int i) { return forward_fits(in, kForwardForms[i]); };
   const int forced = static_cast<int>(q.get("candidate", -1));
   LayerNormForwardPlan p;
   kit::ChoiceSource source = kit::ChoiceSource::Forced;
   if (forced >= 0) {
-    TORCH_CHECK(forced < kNumForwardForms && fits(forced), "describe_plan: layer_norm_forward candidate ", forced,
-                " does not fit ", in.rows, " rows of ", in.cols, " columns");
+    TORCH_CHECK(forced < forward_forms().size() && norm::fits(forward_forms()[forced], in.cols, in.dtype),
+                "describe_plan: layer_norm_forward candidate ", forced, " does not fit ", in.rows, " rows of ", in.cols,
+                " columns");
     p = plan_layer_norm_forward_candidate(in, forced, q.device);
   } else if (tuner == kit::Tuner::Available &&
-             kit::tuned_long_rows(in.rows, in.cols, in.dtype, q.device, kForwardSinglePassLimit)) {
+             kit::tuned_long_rows(in.rows, in.cols, in.dtype, q.device, norm::kSinglePassLimit)) {
     p = plan_layer_norm_forward(in, q.device, tuner);  // the long-row kernel: no candidate
   } else {
     const kit::ChoiceKey key{in.rows, in.cols, in.dtype, 0};
-    p = plan_layer_norm_forward_candidate(in, forward_candidates().peek(key, q.device, fits, forward_default(in), &source),
-                                          q.device);
+    p = plan_layer_norm_forward_candidate(in, forward_forms().peek(key, in.cols, in.dtype, q.device, &source), q.device);
   }
   using Kind = LayerNormForwardPlan::Kind;
   static const char* const kinds[] = {"long", "short_rows", "persistent", "row"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
   if (p.candidate >= 0) {
-    w.choice(kForwardForms[p.candidate].name, kit::choice_source_name(source), layer_norm_forward_fitting(in));
+    w.choice(forward_forms()[p.candidate].name, kit::choice_source_name(source), layer_norm_forward_fitting(in));
   }
   if (p.kind == Kind::TunedLongRows) {
     w.tuned_launch(p.kernel);

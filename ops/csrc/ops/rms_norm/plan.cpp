@@ -1,5 +1,7 @@
 #include "plan.h"
 
+#include "../norm_forward_forms.h"
+
 #include <tjit/kit/grid.h>
 #include <tjit/kit/rows.h>
 
@@ -13,15 +15,6 @@ namespace {
 constexpr const char* kOp = "tjit::rms_norm";
 constexpr const char* kBackwardOp = "tjit::rms_norm_backward";
 
-// Up to here the forward may take several rows a program.
-constexpr int64_t kShortRowLimit = 1024;
-// The forward keeps a row in registers up to this many columns (fp64: half, twice the registers an
-// element); past it, the row is read in steps.
-constexpr int64_t kSinglePassLimit = 32768;
-// Elements a thread holds of a block in registers at most (fp64: half): more spill.
-constexpr int64_t kMaxElementsPerThread = 64;
-// Steps a compile-time step count unrolls at most.
-constexpr int64_t kMaxUnrolledSteps = 16;
 // The backward's one fused pass holds a row of dy, x, w and the dw sums: up to the largest hidden
 // sizes (fp64: half); past it dx and dw go separately.
 constexpr int64_t kFusedBackwardLimit = 16384;
@@ -47,131 +40,69 @@ constexpr int kTeamLagStages = 2;
 
 namespace {
 
-// The forward's candidate forms. Which one runs at a size is measured (plan_choice.h): the card's
-// table, else first-call tuning; the default rule below serves where neither may.
-struct ForwardForm {
-  const char* name;
-  RmsNormForwardPlan::Kind kind;
-  int64_t block_n;  // Looped: the step; 0: the row's whole block
-  int num_warps;    // 0: by the block (short rows)
-  bool keep_row;    // Looped: the row kept in L2 for the second pass, which goes from its start
-  bool const_steps; // Looped: the step count a compile-time constant
-  int maxnreg;
-};
-
+// The forward's candidate forms (the norm family's, norm_forward_forms.h): those rms_norm_fwd_kernel
+// has. Which one runs at a size is measured; the family's default rule serves where nothing may.
+using norm::FormKind;
 using Kind = RmsNormForwardPlan::Kind;
-constexpr ForwardForm kForwardForms[] = {
-    {"short_rows", Kind::ShortRows, 0, 0, false, false, 0},
-    {"row_w4", Kind::Row, 0, 4, false, false, 0},
-    {"row_w8", Kind::Row, 0, 8, false, false, 0},
-    {"row_w16", Kind::Row, 0, 16, false, false, 0},
-    {"row_w32", Kind::Row, 0, 32, false, false, 0},
-    // Two 32-warp programs an SM at <= 32 registers a thread (sm_90: the compiler takes 34-37).
-    {"row_w32_reg32", Kind::Row, 0, 32, false, false, 32},
-    {"loop2048_w8", Kind::Looped, 2048, 8, false, false, 0},
-    {"loop2048_w16", Kind::Looped, 2048, 16, false, false, 0},
-    {"loop4096_w8", Kind::Looped, 4096, 8, false, false, 0},
-    {"loop4096_w16", Kind::Looped, 4096, 16, false, false, 0},
-    {"keep2048_w8", Kind::Looped, 2048, 8, true, true, 0},
-    {"keep2048_w16", Kind::Looped, 2048, 16, true, true, 0},
-    {"keep4096_w8", Kind::Looped, 4096, 8, true, true, 0},
-    {"keep4096_w16", Kind::Looped, 4096, 16, true, true, 0},
-    {"keeprow_w8", Kind::Looped, 0, 8, true, true, 0},
-    {"keeprow_w16", Kind::Looped, 0, 16, true, true, 0},
+constexpr norm::ForwardForm kForwardForms[] = {
+    {"short_rows", FormKind::ShortRows, 0, 0, false, false, false, 0},
+    {"row_w4", FormKind::Row, 0, 4, false, false, false, 0},
+    {"row_w8", FormKind::Row, 0, 8, false, false, false, 0},
+    {"row_w16", FormKind::Row, 0, 16, false, false, false, 0},
+    {"row_w32", FormKind::Row, 0, 32, false, false, false, 0},
+    // Two 32-warp programs an SM at <= 32 registers a thread.
+    {"row_w32_reg32", FormKind::Row, 0, 32, false, false, false, 32},
+    {"loop2048_w8", FormKind::Looped, 2048, 8, false, false, false, 0},
+    {"loop2048_w16", FormKind::Looped, 2048, 16, false, false, false, 0},
+    {"loop4096_w8", FormKind::Looped, 4096, 8, false, false, false, 0},
+    {"loop4096_w16", FormKind::Looped, 4096, 16, false, false, false, 0},
+    {"keep2048_w8", FormKind::Looped, 2048, 8, false, true, true, 0},
+    {"keep2048_w16", FormKind::Looped, 2048, 16, false, true, true, 0},
+    {"keep4096_w8", FormKind::Looped, 4096, 8, false, true, true, 0},
+    {"keep4096_w16", FormKind::Looped, 4096, 16, false, true, true, 0},
+    {"keeprow_w8", FormKind::Looped, 0, 8, false, true, true, 0},
+    {"keeprow_w16", FormKind::Looped, 0, 16, false, true, true, 0},
 };
-constexpr int kNumForwardForms = static_cast<int>(std::size(kForwardForms));
 
-int form_index(const char* name) {
-  for (int i = 0; i < kNumForwardForms; ++i) {
-    if (std::string_view(kForwardForms[i].name) == name) {
-      return i;
-    }
-  }
-  TORCH_INTERNAL_ASSERT(false, "rms_norm forward: no form ", name);
-}
-
-const kit::PlanCandidates& forward_candidates() {
-  static const kit::PlanCandidates candidates("rms_norm_forward", [] {
-    std::vector<std::string> names;
-    for (const ForwardForm& f : kForwardForms) {
-      names.emplace_back(f.name);
-    }
-    return names;
-  }());
-  return candidates;
-}
-
-int64_t single_pass_limit(int64_t element_size) { return element_size == 8 ? kSinglePassLimit / 2 : kSinglePassLimit; }
-
-// What correctness and resources allow: a block held in registers within kMaxElementsPerThread a
-// thread and at least one element a thread; steps only where the row takes two or more.
-bool forward_fits(const RmsNormForwardInputs& in, const ForwardForm& f) {
-  const int64_t element_size = c10::elementSize(in.dtype);
-  const int64_t block = kit::next_power_of_2(in.cols);
-  const int64_t max_per_thread = element_size == 8 ? kMaxElementsPerThread / 2 : kMaxElementsPerThread;
-  const auto holds = [&](int64_t width, int warps) {
-    return width >= int64_t{32} * warps && width <= max_per_thread * 32 * warps;
-  };
-  switch (f.kind) {
-    case Kind::ShortRows:
-      return in.cols <= kShortRowLimit;
-    case Kind::Row:
-      return in.cols <= single_pass_limit(element_size) && holds(block, f.num_warps) &&
-             (f.maxnreg == 0 || (element_size == 4 && block >= 1024 && block <= 16384));
-    case Kind::Looped: {
-      if (f.block_n == 0) {  // one block of the row, read twice
-        return in.cols > kShortRowLimit && in.cols <= single_pass_limit(element_size) / 2 && holds(block, f.num_warps);
-      }
-      const int64_t steps = kit::ceil_div(in.cols, f.block_n);
-      return steps >= 2 && holds(f.block_n, f.num_warps) && (!f.const_steps || steps <= kMaxUnrolledSteps);
-    }
-  }
-  return false;
-}
-
-// The default rule: short rows several a program, rows in registers with the fewest warps that
-// hold at most 16 elements a thread, longer rows in 4096-column steps.
-int forward_default(const RmsNormForwardInputs& in) {
-  const int64_t element_size = c10::elementSize(in.dtype);
-  if (in.cols <= kShortRowLimit) {
-    return form_index("short_rows");
-  }
-  if (in.cols <= single_pass_limit(element_size)) {
-    const int64_t block = kit::next_power_of_2(in.cols);
-    return form_index(block <= 2048 ? "row_w4" : block <= 4096 ? "row_w8" : block <= 8192 ? "row_w16" : "row_w32");
-  }
-  return form_index("loop4096_w16");
+const norm::FormList& forward_forms() {
+  static const norm::FormList forms("rms_norm_forward", kForwardForms, static_cast<int>(std::size(kForwardForms)));
+  return forms;
 }
 
 }  // namespace
 
 RmsNormForwardPlan plan_rms_norm_forward_candidate(const RmsNormForwardInputs& in, int candidate) {
-  TORCH_CHECK(candidate >= 0 && candidate < kNumForwardForms, kOp, ": no forward plan candidate ", candidate);
-  const ForwardForm& f = kForwardForms[candidate];
+  TORCH_CHECK(candidate >= 0 && candidate < forward_forms().size(), kOp, ": no forward plan candidate ", candidate);
+  const norm::ForwardForm& f = forward_forms()[candidate];
   const int64_t element_size = c10::elementSize(in.dtype);
   const int64_t block = kit::next_power_of_2(in.cols);
   RmsNormForwardPlan plan;
   plan.candidate = candidate;
-  plan.kind = f.kind;
   plan.index64 = in.index64;
   plan.maxnreg = f.maxnreg;
   switch (f.kind) {
-    case Kind::ShortRows:
+    case FormKind::ShortRows:
+      plan.kind = Kind::ShortRows;
       plan.block_n = block;
       plan.block_m = std::max<int64_t>(1, std::min((element_size == 2 ? 2048 : 1024) / block,
                                                    kit::next_power_of_2(in.rows)));
       plan.num_warps = block <= 128 ? 8 : 4;
       plan.programs = kit::blocks_for(in.rows, plan.block_m, kOp);
       return plan;
-    case Kind::Row:
+    case FormKind::Row:
+      plan.kind = Kind::Row;
       plan.block_n = block;
       break;
-    case Kind::Looped:
-      plan.block_n = f.block_n == 0 ? block : f.block_n;
+    case FormKind::Looped:
+      plan.kind = Kind::Looped;
+      plan.block_n = f.block == 0 ? block : f.block;
       plan.single_pass = false;
       plan.keep_row = f.keep_row;
       plan.row_steps = f.const_steps ? kit::ceil_div(in.cols, plan.block_n) : 0;
       break;
+    case FormKind::Tail:
+    case FormKind::Persistent:
+      TORCH_INTERNAL_ASSERT(false, kOp, ": rms_norm_fwd_kernel has no ", f.name, " form");
   }
   plan.num_warps = f.num_warps;
   plan.programs = kit::blocks_for(in.rows, 1, kOp);
@@ -181,22 +112,16 @@ RmsNormForwardPlan plan_rms_norm_forward_candidate(const RmsNormForwardInputs& i
 RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const kit::DeviceFacts& device,
                                          const kit::CandidateTimer* timer, kit::ChoiceSource* source) {
   const kit::ChoiceKey key{in.rows, in.cols, in.dtype, in.has_residual ? 1 : 0};
-  const auto fits = [&](int i) { return forward_fits(in, kForwardForms[i]); };
-  const int candidate = forward_candidates().choose(key, device, fits, forward_default(in), timer, source);
-  return plan_rms_norm_forward_candidate(in, candidate);
+  return plan_rms_norm_forward_candidate(in, forward_forms().choose(key, in.cols, in.dtype, device, timer, source));
 }
 
+namespace {
 // Registered at load time, so tools list the candidates before a first call.
-const kit::PlanCandidates& registered_forward_candidates = forward_candidates();
+const norm::FormList& registered_forward_forms = forward_forms();
+}  // namespace
 
 std::vector<std::string> rms_norm_forward_fitting(const RmsNormForwardInputs& in) {
-  std::vector<std::string> names;
-  for (const ForwardForm& f : kForwardForms) {
-    if (forward_fits(in, f)) {
-      names.emplace_back(f.name);
-    }
-  }
-  return names;
+  return forward_forms().fitting(in.cols, in.dtype);
 }
 
 RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device) {
@@ -322,20 +247,20 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
   in.index64 = q.get("index64", 0) != 0;
   in.has_residual = q.get("has_residual", 0) != 0;
   // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
-  const auto fits = [&](int i) { return forward_fits(in, kForwardForms[i]); };
   kit::ChoiceSource source = kit::ChoiceSource::Forced;
   int candidate = static_cast<int>(q.get("candidate", -1));
   if (candidate < 0) {
     const kit::ChoiceKey key{in.rows, in.cols, in.dtype, in.has_residual ? 1 : 0};
-    candidate = forward_candidates().peek(key, q.device, fits, forward_default(in), &source);
+    candidate = forward_forms().peek(key, in.cols, in.dtype, q.device, &source);
   } else {
-    TORCH_CHECK(candidate < kNumForwardForms && fits(candidate), "describe_plan: rms_norm_forward candidate ",
-                candidate, " does not fit ", in.rows, " rows of ", in.cols, " columns");
+    TORCH_CHECK(candidate < forward_forms().size() && norm::fits(forward_forms()[candidate], in.cols, in.dtype),
+                "describe_plan: rms_norm_forward candidate ", candidate, " does not fit ", in.rows, " rows of ", in.cols,
+                " columns");
   }
   const RmsNormForwardPlan p = plan_rms_norm_forward_candidate(in, candidate);
   static const char* const kinds[] = {"short_rows", "row", "looped"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
-  w.choice(kForwardForms[candidate].name, kit::choice_source_name(source), rms_norm_forward_fitting(in));
+  w.choice(forward_forms()[candidate].name, kit::choice_source_name(source), rms_norm_forward_fitting(in));
   w.launch(kRmsNormFwdKernel, {p.programs}, p.num_warps, p.maxnreg)
       .constexpr_flag("HAS_RESIDUAL", in.has_residual)
       .constexpr_flag("HAS_WEIGHT", q.get("has_weight", 1) != 0)
