@@ -1,7 +1,7 @@
-"""First calls of operators whose plans are measured choices (issue 63, item 6): what a fresh
-process's first call of a new shape class costs when its plan is tuned there (every fitting
-candidate compiled and timed), when a card's table decides, and when the kernel store already holds
-the choice and the binaries.
+"""First calls of operators whose plans are measured choices (issue 63, item 6; rms_norm's,
+add_rms_norm's and layer_norm's forwards): what a fresh process's first call of a new shape class
+costs when its plan is tuned there (every fitting candidate compiled and timed), when a card's
+table decides, and when the kernel store already holds the choice and the binaries.
 
 Every measurement is a new process running the same calls in order, each timed alone (host ms from
 the call to its completion; the CUDA context and the inputs exist before). Scenarios:
@@ -15,8 +15,8 @@ the call to its completion; the CUDA context and the inputs exist before). Scena
                    binary are read back, nothing is compiled or timed
     table_store    the table with a store an earlier process filled
 
-The calls (CALLS): classes a model meets, one repeated in the same class (3000 rows: row class
-4096, already chosen in this process, so it costs a launch). Each result is checked against the
+The calls (CALLS): rms_norm, add_rms_norm and layer_norm at classes a model meets, one repeated in
+the same class (3000 rows: row class 4096, already chosen in this process, so it costs a launch). Each result is checked against the
 operator's definition in float64. runs processes per scenario (rounds: every scenario once per
 round), medians reported. CUDA only: the CPU runs plans through Triton's interpreter, where nothing
 is tuned.
@@ -37,7 +37,8 @@ import tempfile
 # (operator, dtype, rows, columns)
 CALLS = (("rms_norm", "bfloat16", 4096, 4096), ("rms_norm", "bfloat16", 16, 4096), ("rms_norm", "bfloat16", 4096, 5120),
          ("rms_norm", "bfloat16", 3000, 4096), ("add_rms_norm", "bfloat16", 4096, 4096),
-         ("rms_norm", "float32", 4096, 4096))
+         ("rms_norm", "float32", 4096, 4096), ("layer_norm", "bfloat16", 4096, 4096),
+         ("layer_norm", "bfloat16", 16, 5120))
 SCENARIOS = ("table", "tuned", "default", "tuned_store", "table_store")
 # The store each warm scenario reads, filled by one untimed process of the scenario named.
 FILLED_BY = {"tuned_store": "tuned", "table_store": "table"}
@@ -61,6 +62,8 @@ import tjit.plans as plans
 
 
 def reference(op, x, r, w):
+    if op == "layer_norm":  # r stands for the bias
+        return torch.nn.functional.layer_norm(x.double(), [x.shape[-1]], w.double(), r[0].double(), 1e-5)
     v = x.double() + r.double() if op == "add_rms_norm" else x.double()
     y = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
     return y
@@ -71,14 +74,19 @@ for (op, dtype, rows, cols), (x, r, w) in zip(calls, inputs):
     t = time.perf_counter()
     if op == "add_rms_norm":
         y = torch.ops.tjit.add_rms_norm(x, r, [cols], w, 1e-6)[0]
+    elif op == "layer_norm":
+        y = torch.ops.tjit.layer_norm(x, [cols], w, r[0], 1e-5)
     else:
         y = torch.ops.tjit.rms_norm(x, [cols], w, 1e-6)
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t) * 1e3
     tol = 2e-2 if dtype != "float32" else 1e-4
     correct = bool(torch.allclose(y.double(), reference(op, x, r, w), rtol=tol, atol=tol))
-    chosen = plans.plan("rms_norm_forward", rows=rows, cols=cols, dtype=getattr(torch, dtype), device=x.device,
-                        has_residual=op == "add_rms_norm")
+    if op == "layer_norm":
+        chosen = plans.plan("layer_norm_forward", rows=rows, cols=cols, dtype=getattr(torch, dtype), device=x.device)
+    else:
+        chosen = plans.plan("rms_norm_forward", rows=rows, cols=cols, dtype=getattr(torch, dtype), device=x.device,
+                            has_residual=op == "add_rms_norm")
     out.append({"ms": ms, "correct": correct, "candidate": chosen.get("candidate")})
 print(json.dumps({"calls": out}))
 """
