@@ -350,12 +350,21 @@ def _launch_long(module, launch, m, n, *args):
     kernel[_long_row_grid(m, n)](*args, **launch["constexprs"])
 
 
-def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None, device=None, tuner=True):
+def _candidate(plan, name):
+    """describe_plan's input forcing candidate `name` of `plan` ({} for None)."""
+    if name is None:
+        return {}
+    from tjit import _C
+    return {"candidate": _C.plan_candidates(plan).index(name)}
+
+
+def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None, device=None, tuner=True, candidate=None):
     """softmax over `dim` as tjit's softmax plan says (device: facts to plan for, default x's device;
-    tuner=False: as while a CUDA graph capture finds no tuned config); block_n / single_pass force
-    softmax_fwd_kernel with that block."""
+    tuner=False: as while a CUDA graph capture finds no tuned config; candidate: that plan candidate's
+    launch); block_n / single_pass force softmax_fwd_kernel with that block."""
     if dim % max(x.dim(), 1) != x.dim() - 1:
-        return softmax(x.movedim(dim, -1), -1, block_n, index_64, single_pass, device, tuner).movedim(-1, dim)
+        return softmax(x.movedim(dim, -1), -1, block_n, index_64, single_pass, device, tuner,
+                       candidate).movedim(-1, dim)
     x2 = _rows_view(x)
     m, n = x2.shape
     out = _empty((m, n), x.dtype, x.device)
@@ -368,7 +377,7 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None, device=Non
                                             num_warps=_row_num_warps(block_n, single))
         return out.view(x.shape)
     plan = _plan("softmax", x.dtype, x.device, device, rows=m, cols=n, index64=index_64, tuner_available=tuner,
-                 **_alignment_inputs(out, x2))
+                 **_alignment_inputs(out, x2), **_candidate("softmax", candidate))
     launch = plan["launches"][0]
     kind = plan["kind"]
     if kind == "long":
@@ -383,7 +392,7 @@ def softmax(x, dim=-1, block_n=None, index_64=None, single_pass=None, device=Non
     return out.view(x.shape)
 
 
-def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=None, device=None):
+def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=None, device=None, candidate=None):
     go2 = _rows_view(grad_out)
     o2 = _rows_view(out)
     m, n = o2.shape
@@ -397,7 +406,7 @@ def softmax_backward(grad_out, out, block_n=None, index_64=None, single_pass=Non
                                             num_warps=_row_num_warps(block_n, single))
         return grad_in.view(out.shape)
     plan = _plan("softmax_backward", out.dtype, out.device, device, rows=m, cols=n, index64=index_64,
-                 **_alignment_inputs(grad_in, go2, o2))
+                 **_alignment_inputs(grad_in, go2, o2), **_candidate("softmax_backward", candidate))
     launch = plan["launches"][0]
     if plan["kind"] == "split":
         sync = _split_sync(plan["workspace"]["row_exchange_words"], out.device)

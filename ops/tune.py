@@ -1,8 +1,8 @@
 """`python -m tjit tune`: the plan table of this GPU, measured (plans as measured choices,
 tjit/kit/plan_choice.h; docs/design.md "Plans").
 
-For each plan that has candidates (rms_norm's and layer_norm's forwards), each dtype, each of the
-plan's switches (add_rms_norm's residual)
+For each plan that has candidates (rms_norm's and layer_norm's forwards, softmax and its backward),
+each dtype, each of the plan's switches (add_rms_norm's residual)
 and each point of a grid of row classes and column counts, every candidate that fits is timed
 (GPU time per call: replays of a CUDA graph of calls that rotate over enough input sets to leave the
 L2 cache cold, as the benchmarks time), and the fastest goes into the table:
@@ -73,8 +73,26 @@ def _plans():
         element = torch.empty((), dtype=dtype).element_size()
         return inputs, rows * cols * element * 2, call
 
+    def softmax(backward):
+        def make(rows, cols, dtype, flags):
+            def inputs():
+                x = torch.randn(rows, cols, device="cuda", dtype=dtype)
+                return (x, torch.softmax(x.float(), -1).to(dtype)) if backward else (x, )
+
+            def call(t):
+                if backward:
+                    return torch.ops.tjit.softmax_backward(t[0], t[1], -1, dtype)
+                return torch.ops.tjit.softmax(t[0], -1)
+
+            element = torch.empty((), dtype=dtype).element_size()
+            return inputs, rows * cols * element * (3 if backward else 2), call
+
+        return make
+
     return {"rms_norm_forward": ((0, 1), rms_forward, lambda flags: {"has_residual": flags & 1}),
-            "layer_norm_forward": ((0, ), layer_norm_forward, lambda flags: {})}
+            "layer_norm_forward": ((0, ), layer_norm_forward, lambda flags: {}),
+            "softmax": ((0, ), softmax(False), lambda flags: {}),
+            "softmax_backward": ((0, ), softmax(True), lambda flags: {})}
 
 
 def time_per_call(make_inputs, nbytes, call, rounds=5):

@@ -49,7 +49,7 @@ def main():
     import triton
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     import triton_wrappers as W
-    from tjit import plans
+    from tjit import _C, plans
 
     import tjit
     W.patch_interpreter_for_numpy()
@@ -83,19 +83,29 @@ def main():
         got = W.softmax_backward(g, out, device=facts)
         record(f"softmax_backward {plan['kind']} {plan['launches'][0]['constexprs']} {dt} {m}x{n}",
                "softmax_backward", plan["kind"], _error(got, want))
-    # split rows forward (CUDA, no tuner) and backward, 2-byte backward re-reading and 8192-column chunks
-    for dt, n in [(torch.float32, 33000), (torch.bfloat16, 33000), (torch.bfloat16, 131073)]:
+    # Candidates the default rule does not take: persistent programs forward, split rows forward and
+    # backward (CUDA facts), the 2-byte backward re-reading, and 8192-column chunks.
+    x = torch.randn(3, 20500, dtype=torch.float16) * 3
+    plan = plans.plan("softmax", rows=3, cols=20500, dtype=x.dtype, device=cpu, candidate=_C.plan_candidates(
+        "softmax").index("persistent_w32"))
+    record("softmax persistent float16 3x20500", "softmax", plan["kind"],
+           _error(W.softmax(x, device=cpu, candidate="persistent_w32"), torch.softmax(x.double(), -1)))
+    for dt, n, fwd, bwd in [(torch.float32, 33000, "split4096_w4", "split4096_w4"),
+                            (torch.bfloat16, 33000, None, "split4096_w4_reread"),
+                            (torch.bfloat16, 131073, None, "split8192_w8_reg80")]:
         x = torch.randn(1, n, dtype=dt) * 3
         ref = torch.softmax(x.double(), -1)
-        if dt == torch.float32:
-            plan = plans.plan("softmax", rows=1, cols=n, dtype=dt, device=cuda, tuner_available=0)
-            got = W.softmax(x, device=cuda, tuner=False)
+        if fwd is not None:
+            plan = plans.plan("softmax", rows=1, cols=n, dtype=dt, device=cuda, tuner_available=0,
+                              candidate=_C.plan_candidates("softmax").index(fwd))
+            got = W.softmax(x, device=cuda, tuner=False, candidate=fwd)
             record(f"softmax {plan['kind']} {dt} 1x{n}", "softmax", plan["kind"], _error(got, ref))
         g = torch.randn(1, n, dtype=dt)
         out = ref.to(dt)
         want = out.double() * (g.double() - (g.double() * out.double()).sum(-1, keepdim=True))
-        plan = plans.plan("softmax_backward", rows=1, cols=n, dtype=dt, device=cuda)
-        got = W.softmax_backward(g, out, device=cuda)
+        plan = plans.plan("softmax_backward", rows=1, cols=n, dtype=dt, device=cuda,
+                          candidate=_C.plan_candidates("softmax_backward").index(bwd))
+        got = W.softmax_backward(g, out, device=cuda, candidate=bwd)
         record(f"softmax_backward {plan['kind']} {plan['launches'][0]['constexprs']} {dt} 1x{n}", "softmax_backward",
                plan["kind"], _error(got, want))
     # the autotuned long-row kernel: the plan's constexprs with one config of the tuner's (split rows)

@@ -197,13 +197,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors.
   static auto& row_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdKernel);
-  const auto may_time = [&] { return !stream_is_capturing(stream); };
-  const auto time_ms = [&](int candidate) {
-    const LayerNormForwardPlan candidate_plan = plan_layer_norm_forward_candidate(inputs, candidate, device);
-    return kit::time_candidate(stream, input.device(), [&] { launch(candidate_plan); });
-  };
-  const kit::CandidateTimer timer{may_time, time_ms, &row_kernel};
-  LayerNormForwardPlan plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Available, &timer);
+  const auto plan_of = [&](int candidate) { return plan_layer_norm_forward_candidate(inputs, candidate, device); };
+  const kit::CallTimer timer(stream, input.device(), row_kernel, plan_of, launch);
+  LayerNormForwardPlan plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Available, timer.get());
   if (plan.kind == LayerNormForwardPlan::Kind::TunedLongRows) {
     static auto& long_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdLongKernel);
     const at::Tensor sync = kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x);
@@ -216,7 +212,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
                       cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.index64);
       return {out, mean, rstd};
     }
-    plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Unavailable, &timer);
+    plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Unavailable, timer.get());
   }
   launch(plan);
   return {out, mean, rstd};

@@ -149,13 +149,9 @@ Tensor3 forward(const at::Tensor& input, const at::Tensor* residual, at::IntArra
            plan.index64, int64_t{0}, plan.keep_row, plan.row_steps);
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors.
-  const auto may_time = [&] { return !stream_is_capturing(stream); };
-  const auto time_ms = [&](int candidate) {
-    const RmsNormForwardPlan plan = plan_rms_norm_forward_candidate(inputs, candidate);
-    return kit::time_candidate(stream, input.device(), [&] { launch(plan); });
-  };
-  const kit::CandidateTimer timer{may_time, time_ms, &kernel};
-  launch(plan_rms_norm_forward(inputs, kit::device_facts(x), &timer));
+  const auto plan_of = [&](int candidate) { return plan_rms_norm_forward_candidate(inputs, candidate); };
+  const kit::CallTimer timer(stream, input.device(), kernel, plan_of, launch);
+  launch(plan_rms_norm_forward(inputs, kit::device_facts(x), timer.get()));
   return {out, sum, rstd};
 }
 

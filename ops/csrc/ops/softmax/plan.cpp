@@ -5,11 +5,12 @@
 #include <tjit/kit/rows.h>
 
 #include <algorithm>
+#include <iterator>
+#include <string_view>
 
 namespace tjit::ops {
 namespace {
 
-constexpr int64_t kSplitBlock = 4096;
 constexpr int64_t kMaxSplitChunks = 128;  // programs of one row must fit on the GPU at once
 
 // ALIGN: the elements in 16 bytes when rows start off 16-byte boundaries yet can all be cut at the
@@ -34,101 +35,208 @@ const char* op_name(const SoftmaxInputs& in) { return in.backward ? "tjit::softm
 
 }  // namespace
 
-SoftmaxPlan plan_softmax(const SoftmaxInputs& in, const kit::DeviceFacts& device, kit::Tuner tuner) {
-  const int64_t rows = in.rows;
-  const int64_t cols = in.cols;
-  const int64_t element_size = c10::elementSize(in.dtype);
+namespace {
+
+// The candidate forms of the forward and the backward. Which one runs at a size is measured
+// (plan_choice.h): the card's table, else first-call tuning; the default rule serves where neither
+// may. The rules below decide only what fits: registers, step counts, and what a split row needs
+// (CUDA, which runs its programs at once; statistics in fp32, so no fp64; its chunks on the GPU).
+enum class FormKind { ShortRows, Row, Looped, Persistent, Split };
+
+struct SoftmaxForm {
+  const char* name;
+  FormKind kind;
+  int64_t block;   // Looped: the step; Split: the chunk; 0: the row's power of two
+  int num_warps;   // ShortRows: 0 (4)
+  int maxnreg;
+  bool reread;     // Split, backward: the chunk read again after the wait
+  bool forward;    // a form of the forward
+  bool backward;   // a form of the backward
+};
+
+constexpr SoftmaxForm kForms[] = {
+    {"short_rows", FormKind::ShortRows, 0, 0, 0, false, true, true},
+    {"row_w1", FormKind::Row, 0, 1, 0, false, true, true},
+    {"row_w2", FormKind::Row, 0, 2, 0, false, true, true},
+    {"row_w4", FormKind::Row, 0, 4, 0, false, true, true},
+    {"row_w8", FormKind::Row, 0, 8, 0, false, true, true},
+    {"row_w16", FormKind::Row, 0, 16, 0, false, true, true},
+    {"row_w32", FormKind::Row, 0, 32, 0, false, true, true},
+    {"loop4096_w16", FormKind::Looped, 4096, 16, 0, false, true, true},
+    {"loop8192_w32", FormKind::Looped, 8192, 32, 0, false, true, true},
+    {"loop16384_w16", FormKind::Looped, 16384, 16, 0, false, true, true},
+    // One program an SM walking the rows, the next row's loads overlapping this one's reductions.
+    {"persistent_w32", FormKind::Persistent, 0, 32, 0, false, true, false},
+    {"split4096_w4", FormKind::Split, 4096, 4, 0, false, true, true},
+    {"split4096_w4_reread", FormKind::Split, 4096, 4, 0, true, false, true},
+    // Fewer, larger chunks; at most 80 registers, 3 programs an SM.
+    {"split8192_w8_reg80", FormKind::Split, 8192, 8, 80, false, false, true},
+};
+constexpr int kNumForms = static_cast<int>(std::size(kForms));
+
+// Elements a thread holds of a block in registers at most (fp64: half): more spill.
+constexpr int64_t kMaxElementsPerThread = 64;
+constexpr int64_t kShortRowLimit = 256;
+
+const kit::PlanCandidates& candidates(bool backward) {
+  const auto make = [](bool bwd) {
+    std::vector<std::string> names;
+    for (const SoftmaxForm& f : kForms) {
+      names.emplace_back(f.name);
+    }
+    return kit::PlanCandidates(bwd ? "softmax_backward" : "softmax", names);
+  };
+  static const kit::PlanCandidates forward(make(false));
+  static const kit::PlanCandidates backward_candidates(make(true));
+  return backward ? backward_candidates : forward;
+}
+
+// The longest row kept in registers; the fp64 backward holds two rows of 8-byte elements.
+int64_t single_pass_limit(const SoftmaxInputs& in) {
+  return in.backward && in.dtype == c10::kDouble ? 16384 : 32768;
+}
+
+bool fits(const SoftmaxInputs& in, const SoftmaxForm& f, const kit::DeviceFacts& device) {
+  if (!(in.backward ? f.backward : f.forward)) {
+    return false;
+  }
+  const int64_t block = kit::next_power_of_2(in.cols);
+  const int64_t max_per_thread = c10::elementSize(in.dtype) == 8 ? kMaxElementsPerThread / 2 : kMaxElementsPerThread;
+  const auto holds = [&](int64_t width, int warps) {
+    return width >= int64_t{32} * warps && width <= max_per_thread * 32 * warps;
+  };
+  switch (f.kind) {
+    case FormKind::ShortRows:
+      return in.cols <= kShortRowLimit;
+    case FormKind::Row:
+      return in.cols <= single_pass_limit(in) && (holds(block, f.num_warps) || (f.num_warps == 1 && block < 32));
+    case FormKind::Looped:
+      return kit::ceil_div(in.cols, f.block) >= 2 && holds(f.block, f.num_warps);
+    case FormKind::Persistent:
+      return in.cols > kShortRowLimit && in.cols <= single_pass_limit(in) && holds(block, f.num_warps);
+    case FormKind::Split: {
+      const int64_t chunks = kit::ceil_div(in.cols, f.block);
+      return device.is_cuda && in.dtype != c10::kDouble && chunks >= 2 && chunks <= kMaxSplitChunks &&
+             in.rows * chunks < kit::kInt32Limit / 2;
+    }
+  }
+  return false;
+}
+
+int form_index(const char* name) {
+  for (int i = 0; i < kNumForms; ++i) {
+    if (std::string_view(kForms[i].name) == name) {
+      return i;
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "softmax: no form ", name);
+}
+
+// The default rule: short rows several a program, rows in registers with the fewest warps that
+// hold at most 16 elements a thread, longer rows in 4096-column steps.
+int default_form(const SoftmaxInputs& in) {
+  if (in.cols <= kShortRowLimit) {
+    return form_index("short_rows");
+  }
+  if (in.cols <= single_pass_limit(in)) {
+    const int64_t block = kit::next_power_of_2(in.cols);
+    return form_index(block <= 512 ? "row_w1" : block <= 1024 ? "row_w2" : block <= 2048 ? "row_w4"
+                      : block <= 4096 ? "row_w8" : block <= 8192 ? "row_w16" : "row_w32");
+  }
+  return form_index("loop4096_w16");
+}
+
+kit::ChoiceKey choice_key(const SoftmaxInputs& in) {
+  // ALIGN and the row strides decide no form: the key is the shape class and dtype.
+  return kit::ChoiceKey{in.rows, in.cols, in.dtype, 0};
+}
+
+}  // namespace
+
+SoftmaxPlan plan_softmax_candidate(const SoftmaxInputs& in, int candidate, const kit::DeviceFacts& device) {
+  TORCH_CHECK(candidate >= 0 && candidate < kNumForms, op_name(in), ": no plan candidate ", candidate);
+  const SoftmaxForm& f = kForms[candidate];
   const bool backward = in.backward;
-  // The longest row kept in registers; the fp64 backward holds two rows of 8-byte elements.
-  const int64_t single_pass_limit = backward && in.dtype == c10::kDouble ? 16384 : 32768;
   SoftmaxPlan plan;
+  plan.candidate = candidate;
   plan.index64 = in.index64;
-  // Forward rows past the single-pass limit (2-byte rows past 20480 columns, where the split
-  // configs beat the persistent plan) go to the autotuned long-row kernel.
-  if (!backward && tuner == kit::Tuner::Available &&
-      kit::tuned_long_rows(rows, cols, in.dtype, device, element_size == 2 ? 20480 : 32768)) {
+  plan.num_warps = f.num_warps;
+  plan.maxnreg = f.maxnreg;
+  switch (f.kind) {
+    case FormKind::ShortRows:
+      plan.kind = SoftmaxPlan::Kind::ShortRows;
+      plan.kernel = backward ? kSoftmaxBwdRowsKernel : kSoftmaxFwdRowsKernel;
+      plan.num_warps = 4;
+      plan.block_n = kit::next_power_of_2(in.cols);
+      plan.block_m = std::max<int64_t>(1, std::min(1024 / plan.block_n, kit::next_power_of_2(in.rows)));
+      plan.programs = kit::blocks_for(in.rows, plan.block_m, op_name(in));
+      return plan;
+    case FormKind::Row:
+    case FormKind::Looped:
+      plan.kind = SoftmaxPlan::Kind::OneProgramPerRow;
+      plan.kernel = backward ? kSoftmaxBwdKernel : kSoftmaxFwdKernel;
+      plan.block_n = f.kind == FormKind::Row ? kit::next_power_of_2(in.cols) : f.block;
+      plan.single_pass = f.kind == FormKind::Row;
+      plan.programs = kit::blocks_for(in.rows, 1, op_name(in));
+      return plan;
+    case FormKind::Persistent:
+      plan.kind = SoftmaxPlan::Kind::Persistent;
+      plan.kernel = kSoftmaxFwdPersistentKernel;
+      plan.block_n = kit::next_power_of_2(in.cols);
+      plan.programs = static_cast<uint32_t>(std::min<int64_t>(in.rows, device.multiprocessors));
+      return plan;
+    case FormKind::Split:
+      plan.kind = SoftmaxPlan::Kind::SplitRows;
+      plan.kernel = backward ? kSoftmaxBwdSplitKernel : kSoftmaxFwdSplitKernel;
+      plan.block_n = f.block;
+      plan.reread = f.reread;
+      plan.chunks = kit::ceil_div(in.cols, plan.block_n);
+      plan.s_pow2 = kit::next_power_of_2(plan.chunks);
+      plan.align = split_alignment(in);
+      plan.exchange_chunks = plan.chunks;
+      plan.programs = kit::blocks_for(in.rows * plan.chunks, 1, op_name(in));
+      return plan;
+  }
+  TORCH_INTERNAL_ASSERT(false, op_name(in), ": candidate ", f.name, " has no plan");
+}
+
+SoftmaxPlan plan_softmax(const SoftmaxInputs& in, const kit::DeviceFacts& device, kit::Tuner tuner,
+                         const kit::CandidateTimer* timer, kit::ChoiceSource* source) {
+  // Forward rows past the one-pass limit go to the autotuned long-row kernel.
+  if (!in.backward && tuner == kit::Tuner::Available &&
+      kit::tuned_long_rows(in.rows, in.cols, in.dtype, device, single_pass_limit(in))) {
+    SoftmaxPlan plan;
+    plan.index64 = in.index64;
     plan.kind = SoftmaxPlan::Kind::TunedLongRows;
     plan.kernel = kSoftmaxFwdLongKernel;
     plan.programs = 0;
-    plan.exchange_chunks = kit::ceil_div(cols, kit::kLongRowMinSplitBlock);
+    plan.exchange_chunks = kit::ceil_div(in.cols, kit::kLongRowMinSplitBlock);
     plan.s_pow2 = kit::next_power_of_2(plan.exchange_chunks);
-    plan.row_bucket = kit::long_row_bucket(rows);
+    plan.row_bucket = kit::long_row_bucket(in.rows);
     plan.align = split_alignment(in);
     return plan;
   }
-  const auto one_program_per_row = [&](int64_t block_n, bool single_pass, int num_warps) {
-    plan.kind = SoftmaxPlan::Kind::OneProgramPerRow;
-    plan.kernel = backward ? kSoftmaxBwdKernel : kSoftmaxFwdKernel;
-    plan.programs = kit::blocks_for(rows, 1, op_name(in));
-    plan.block_n = block_n;
-    plan.single_pass = single_pass;
-    plan.num_warps = num_warps;
-    return plan;
-  };
-  if (cols <= 256) {
-    // BLOCK_M rows per program, enough programs to fill the GPU.
-    plan.kind = SoftmaxPlan::Kind::ShortRows;
-    plan.kernel = backward ? kSoftmaxBwdRowsKernel : kSoftmaxFwdRowsKernel;
-    plan.block_n = kit::next_power_of_2(cols);
-    plan.block_m = std::max<int64_t>(1, std::min(1024 / plan.block_n, kit::next_power_of_2(rows)));
-    plan.programs = kit::blocks_for(rows, plan.block_m, op_name(in));
-    return plan;
-  }
-  if (!backward && element_size == 2 && cols > 16384 && cols <= single_pass_limit) {
-    // A 2-byte row of 16K-32K columns fills an SM, which one program a row leaves idle while it
-    // reduces: persistent programs overlap the next row's loads, once the row fills enough of the
-    // 32768-lane block; shorter rows go looped in 4096-column steps.
-    if (cols > 20480) {
-      plan.kind = SoftmaxPlan::Kind::Persistent;
-      plan.kernel = kSoftmaxFwdPersistentKernel;
-      plan.block_n = kit::next_power_of_2(cols);
-      plan.programs = static_cast<uint32_t>(std::min<int64_t>(rows, device.multiprocessors));
-      plan.num_warps = 32;
-      return plan;
-    }
-    return one_program_per_row(4096, false, 16);
-  }
-  if (cols <= single_pass_limit) {
-    const int64_t block_n = kit::next_power_of_2(cols);
-    // The backward's 32768-column rows run best at 16 warps, the forward's at 32.
-    return one_program_per_row(block_n, true,
-                               block_n > 16384 && !backward
-                                   ? 32
-                                   : static_cast<int>(std::clamp<int64_t>(block_n / 512, 1, 16)));
-  }
-  // Long rows. The split kernels wait for each other, which only CUDA runs concurrently; they pay
-  // off for 4-byte elements forward and for everything but fp64 backward.
-  const int64_t chunks = kit::ceil_div(cols, kSplitBlock);
-  const bool split_dtype = backward ? in.dtype != c10::kDouble : element_size == 4;
-  if (device.is_cuda && split_dtype && chunks <= kMaxSplitChunks && rows * chunks < kit::kInt32Limit / 2) {
-    plan.kind = SoftmaxPlan::Kind::SplitRows;
-    plan.kernel = backward ? kSoftmaxBwdSplitKernel : kSoftmaxFwdSplitKernel;
-    plan.block_n = kSplitBlock;
-    plan.num_warps = 4;
-    if (backward) {
-      const bool two_byte = element_size == 2;
-      if (chunks > (two_byte ? 32 : 48)) {
-        // Fewer, larger chunks: less waiting per byte on long rows. Capped at 80 registers so that
-        // 3 programs fit an SM (the rarely taken help path would take 95).
-        plan.block_n = 2 * kSplitBlock;
-        plan.num_warps = 8;
-        plan.maxnreg = 80;
-      } else {
-        plan.reread = two_byte;  // re-reading a 2-byte chunk beats holding it; 4-byte chunks stay held
-      }
-    }
-    plan.chunks = kit::ceil_div(cols, plan.block_n);
-    plan.s_pow2 = kit::next_power_of_2(plan.chunks);
-    plan.align = split_alignment(in);
-    plan.exchange_chunks = plan.chunks;
-    plan.programs = kit::blocks_for(rows * plan.chunks, 1, op_name(in));
-    return plan;
-  }
-  if (device.is_cuda && rows < device.multiprocessors) {
-    return one_program_per_row(16384, false, 16);  // few very long rows: bigger steps keep the SMs busy
-  }
-  return element_size == 2 ? one_program_per_row(8192, false, 32) : one_program_per_row(4096, false, 16);
+  const auto form_fits = [&](int i) { return fits(in, kForms[i], device); };
+  const int candidate =
+      candidates(in.backward).choose(choice_key(in), device, form_fits, default_form(in), timer, source);
+  return plan_softmax_candidate(in, candidate, device);
 }
+
+std::vector<std::string> softmax_fitting(const SoftmaxInputs& in, const kit::DeviceFacts& device) {
+  std::vector<std::string> names;
+  for (const SoftmaxForm& f : kForms) {
+    if (fits(in, f, device)) {
+      names.emplace_back(f.name);
+    }
+  }
+  return names;
+}
+
+namespace {
+// Registered at load time, so tools list the candidates before a first call.
+const kit::PlanCandidates& registered_forward = candidates(false);
+const kit::PlanCandidates& registered_backward = candidates(true);
+}  // namespace
 
 namespace {
 
@@ -149,10 +257,29 @@ kit::PlanWriter describe(const kit::PlanQuery& q, bool backward) {
     in.tensors[i].row_stride = i < static_cast<int>(strides.size()) ? strides[i] : in.cols;
   }
   const kit::Tuner tuner = q.get("tuner_available", 1) ? kit::Tuner::Available : kit::Tuner::Unavailable;
-  const SoftmaxPlan p = plan_softmax(in, q.device, tuner);
+  // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
+  const int forced = static_cast<int>(q.get("candidate", -1));
+  SoftmaxPlan p;
+  kit::ChoiceSource source = kit::ChoiceSource::Forced;
+  if (forced >= 0) {
+    TORCH_CHECK(forced < kNumForms && fits(in, kForms[forced], q.device), "describe_plan: ",
+                backward ? "softmax_backward" : "softmax", " candidate ", forced, " does not fit ", in.rows,
+                " rows of ", in.cols, " columns");
+    p = plan_softmax_candidate(in, forced, q.device);
+  } else if (!backward && tuner == kit::Tuner::Available &&
+             kit::tuned_long_rows(in.rows, in.cols, in.dtype, q.device, single_pass_limit(in))) {
+    p = plan_softmax(in, q.device, tuner);  // the long-row kernel: no candidate
+  } else {
+    const auto form_fits = [&](int i) { return fits(in, kForms[i], q.device); };
+    p = plan_softmax_candidate(
+        in, candidates(backward).peek(choice_key(in), q.device, form_fits, default_form(in), &source), q.device);
+  }
   using Kind = SoftmaxPlan::Kind;
   static const char* const kinds[] = {"long", "short_rows", "row", "split", "persistent"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
+  if (p.candidate >= 0) {
+    w.choice(kForms[p.candidate].name, kit::choice_source_name(source), softmax_fitting(in, q.device));
+  }
   switch (p.kind) {
     case Kind::TunedLongRows:
       w.tuned_launch(p.kernel)

@@ -1,12 +1,15 @@
 #pragma once
 // softmax's launch plan: which kernel of kernels_py/softmax.py covers the rows, with what.
 
+#include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
 
 #include <c10/core/ScalarType.h>
 
 #include <array>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace tjit::ops {
 
@@ -40,6 +43,7 @@ struct SoftmaxInputs {
 struct SoftmaxPlan {
   enum class Kind { TunedLongRows, ShortRows, OneProgramPerRow, SplitRows, Persistent };
   Kind kind = Kind::OneProgramPerRow;
+  int candidate = -1;       // the candidate form (plan_choice.h); -1: the long-row kernel
   const char* kernel = kSoftmaxFwdKernel;
   uint32_t programs = 1;    // the grid (TunedLongRows: the tuner's config decides)
   int num_warps = 4;
@@ -57,7 +61,14 @@ struct SoftmaxPlan {
   bool index64 = false;
 };
 
-// The plan for softmax (or its backward) over `in.rows` rows of `in.cols` columns.
-SoftmaxPlan plan_softmax(const SoftmaxInputs& in, const kit::DeviceFacts& device, kit::Tuner tuner);
+// The plan for softmax (or its backward) over `in.rows` rows of `in.cols` columns: with the tuner
+// available, CUDA forward rows past the one-pass limit go to the autotuned long-row kernel;
+// otherwise a candidate form is chosen (plan_choice.h: plans "softmax" and "softmax_backward"),
+// timed through `timer` at a first call where no table decides (nullptr: never timed).
+SoftmaxPlan plan_softmax(const SoftmaxInputs& in, const kit::DeviceFacts& device, kit::Tuner tuner,
+                         const kit::CandidateTimer* timer = nullptr, kit::ChoiceSource* source = nullptr);
+// Candidate `candidate`'s plan (it must fit), and the names of those that fit.
+SoftmaxPlan plan_softmax_candidate(const SoftmaxInputs& in, int candidate, const kit::DeviceFacts& device);
+std::vector<std::string> softmax_fitting(const SoftmaxInputs& in, const kit::DeviceFacts& device);
 
 }  // namespace tjit::ops

@@ -123,13 +123,51 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
   inputs.tensors = {rows_facts(out_moved, cols), rows_facts(in, v.row_stride)};
   inputs.tensor_count = 2;
   const kit::DeviceFacts device = kit::device_facts(x);
-  SoftmaxPlan plan = plan_softmax(inputs, device, kit::Tuner::Available);
   const std::string& file = softmax_file();
+  const auto launch = [&](const SoftmaxPlan& plan) {
+    LaunchOptions options{plan.num_warps};
+    options.maxnreg = plan.maxnreg;
+    const Grid grid(plan.programs);
+    switch (plan.kind) {
+      case SoftmaxPlan::Kind::ShortRows: {
+        static auto& rows_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdRowsKernel);
+        rows_kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_m, plan.block_n,
+                    plan.index64);
+        break;
+      }
+      case SoftmaxPlan::Kind::SplitRows: {
+        static auto& split_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdSplitKernel);
+        split_kernel(stream, grid, options, out_moved, in, kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x),
+                     v.rows, cols, plan.chunks, v.row_stride, cols, plan.block_n, plan.s_pow2, plan.align,
+                     plan.index64);
+        break;
+      }
+      case SoftmaxPlan::Kind::Persistent: {
+        static auto& persistent_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdPersistentKernel);
+        persistent_kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_n,
+                          plan.num_stages, plan.index64);
+        break;
+      }
+      case SoftmaxPlan::Kind::OneProgramPerRow: {
+        static auto& kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdKernel);
+        kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_n, plan.single_pass,
+               plan.index64);
+        break;
+      }
+      case SoftmaxPlan::Kind::TunedLongRows:
+        TORCH_INTERNAL_ASSERT(false, kOp, ": the plan asked for the tuner again");
+    }
+  };
+  // A first call of a shape class on a card without a table times the candidates on these tensors.
+  static auto& row_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdKernel);
+  const auto plan_of = [&](int candidate) { return plan_softmax_candidate(inputs, candidate, device); };
+  const kit::CallTimer timer(stream, x.device(), row_kernel, plan_of, launch);
+  SoftmaxPlan plan = plan_softmax(inputs, device, kit::Tuner::Available, timer.get());
   if (plan.kind == SoftmaxPlan::Kind::TunedLongRows) {
     static auto& long_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdLongKernel);
     const at::Tensor sync = kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x);
     // While a CUDA graph is being captured nothing can be timed: without a chosen config the tuner
-    // is unavailable to this call, and the plan says what serves it instead.
+    // is unavailable to this call, and a candidate serves it instead.
     if (!stream_is_capturing(stream) ||
         long_kernel.chosen_config(out_moved, in, sync, plan.row_bucket, cols, v.row_stride, cols, plan.s_pow2,
                                   plan.align, plan.index64)) {
@@ -137,39 +175,9 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
                       v.row_stride, cols, plan.s_pow2, plan.align, plan.index64);
       return restore_dim(out_moved, x, dim);
     }
-    plan = plan_softmax(inputs, device, kit::Tuner::Unavailable);
+    plan = plan_softmax(inputs, device, kit::Tuner::Unavailable, timer.get());
   }
-  LaunchOptions options{plan.num_warps};
-  options.maxnreg = plan.maxnreg;
-  const Grid grid(plan.programs);
-  switch (plan.kind) {
-    case SoftmaxPlan::Kind::ShortRows: {
-      static auto& rows_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdRowsKernel);
-      rows_kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_m, plan.block_n,
-                  plan.index64);
-      break;
-    }
-    case SoftmaxPlan::Kind::SplitRows: {
-      static auto& split_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdSplitKernel);
-      split_kernel(stream, grid, options, out_moved, in, kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x),
-                   v.rows, cols, plan.chunks, v.row_stride, cols, plan.block_n, plan.s_pow2, plan.align, plan.index64);
-      break;
-    }
-    case SoftmaxPlan::Kind::Persistent: {
-      static auto& persistent_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdPersistentKernel);
-      persistent_kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_n,
-                        plan.num_stages, plan.index64);
-      break;
-    }
-    case SoftmaxPlan::Kind::OneProgramPerRow: {
-      static auto& kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdKernel);
-      kernel(stream, grid, options, out_moved, in, v.rows, cols, v.row_stride, cols, plan.block_n, plan.single_pass,
-             plan.index64);
-      break;
-    }
-    case SoftmaxPlan::Kind::TunedLongRows:
-      TORCH_INTERNAL_ASSERT(false, kOp, ": the plan asked for the tuner again");
-  }
+  launch(plan);
   return restore_dim(out_moved, x, dim);
 }
 
@@ -211,35 +219,42 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
   inputs.index64 = index64;
   inputs.tensors = {rows_facts(grad_in_moved, cols), rows_facts(g, gv.row_stride), rows_facts(y, yv.row_stride)};
   inputs.tensor_count = 3;
-  const SoftmaxPlan plan = plan_softmax(inputs, kit::device_facts(output), kit::Tuner::Unavailable);
+  const kit::DeviceFacts device = kit::device_facts(output);
   const std::string& file = softmax_file();
-  LaunchOptions options{plan.num_warps};
-  options.maxnreg = plan.maxnreg;
-  const Grid grid(plan.programs);
-  switch (plan.kind) {
-    case SoftmaxPlan::Kind::ShortRows: {
-      static auto& rows_kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdRowsKernel);
-      rows_kernel(stream, grid, options, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,
-                  plan.block_m, plan.block_n, plan.index64);
-      break;
+  const auto launch = [&](const SoftmaxPlan& plan) {
+    LaunchOptions options{plan.num_warps};
+    options.maxnreg = plan.maxnreg;
+    const Grid grid(plan.programs);
+    switch (plan.kind) {
+      case SoftmaxPlan::Kind::ShortRows: {
+        static auto& rows_kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdRowsKernel);
+        rows_kernel(stream, grid, options, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,
+                    plan.block_m, plan.block_n, plan.index64);
+        break;
+      }
+      case SoftmaxPlan::Kind::SplitRows: {
+        static auto& split_kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdSplitKernel);
+        split_kernel(stream, grid, options, grad_in_moved, g, y,
+                     kit::row_exchange_workspace(yv.rows, plan.exchange_chunks, y), yv.rows, cols, plan.chunks, cols,
+                     gv.row_stride, yv.row_stride, plan.block_n, plan.s_pow2, plan.align, plan.index64, plan.reread);
+        break;
+      }
+      case SoftmaxPlan::Kind::OneProgramPerRow: {
+        static auto& kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdKernel);
+        kernel(stream, grid, options, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,
+               plan.block_n, plan.single_pass, plan.index64);
+        break;
+      }
+      case SoftmaxPlan::Kind::Persistent:
+      case SoftmaxPlan::Kind::TunedLongRows:
+        TORCH_INTERNAL_ASSERT(false, kBackwardOp, ": no such plan for the backward");
     }
-    case SoftmaxPlan::Kind::SplitRows: {
-      static auto& split_kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdSplitKernel);
-      split_kernel(stream, grid, options, grad_in_moved, g, y, kit::row_exchange_workspace(yv.rows, plan.exchange_chunks, y),
-                   yv.rows, cols, plan.chunks, cols, gv.row_stride, yv.row_stride, plan.block_n, plan.s_pow2,
-                   plan.align, plan.index64, plan.reread);
-      break;
-    }
-    case SoftmaxPlan::Kind::OneProgramPerRow: {
-      static auto& kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdKernel);
-      kernel(stream, grid, options, grad_in_moved, g, y, yv.rows, cols, cols, gv.row_stride, yv.row_stride,
-             plan.block_n, plan.single_pass, plan.index64);
-      break;
-    }
-    case SoftmaxPlan::Kind::Persistent:
-    case SoftmaxPlan::Kind::TunedLongRows:
-      TORCH_INTERNAL_ASSERT(false, kBackwardOp, ": no such plan for the backward");
-  }
+  };
+  // A first call of a shape class on a card without a table times the candidates on these tensors.
+  static auto& row_kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdKernel);
+  const auto plan_of = [&](int candidate) { return plan_softmax_candidate(inputs, candidate, device); };
+  const kit::CallTimer timer(stream, output.device(), row_kernel, plan_of, launch);
+  launch(plan_softmax(inputs, device, kit::Tuner::Unavailable, timer.get()));
   return restore_dim(grad_in_moved, output, dim);
 }
 

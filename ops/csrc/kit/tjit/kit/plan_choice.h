@@ -13,6 +13,7 @@
 //   5. the plan's default rule.
 
 #include <tjit/kit/plans.h>
+#include <tjit/current_stream.h>
 #include <tjit/launch_types.h>
 
 #include <c10/core/Device.h>
@@ -110,6 +111,42 @@ class PlanCandidates {
 // The GPU time in ms of one candidate's launches (`run`, on `stream`), as first-call tuning measures
 // it: tjit::time_launches with a short budget (5 ms of warm-up, 20 ms timed).
 double time_candidate(Stream stream, const c10::Device& device, const std::function<void()>& run);
+
+// An operator call's CandidateTimer: it may time unless `stream` is being captured, and candidate
+// i's time is that of launch(plan_of(i)) on the call's own tensors. It lives on the call's stack
+// while the call plans (the timer refers to its members).
+template <typename PlanOf, typename Launch>
+class CallTimer {
+ public:
+  CallTimer(Stream stream, const c10::Device& device, const TritonJitFunction& store_with, const PlanOf& plan_of,
+            const Launch& launch)
+      : stream_(stream), device_(device), plan_of_(plan_of), launch_(launch),
+        timer_{may_time_, time_ms_, &store_with} {}
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+  const CandidateTimer* get() const { return &timer_; }
+
+ private:
+  struct MayTime {
+    const CallTimer* self;
+    bool operator()() const { return !stream_is_capturing(self->stream_); }
+  };
+  struct TimeMs {
+    const CallTimer* self;
+    double operator()(int candidate) const {
+      const auto plan = self->plan_of_(candidate);
+      return time_candidate(self->stream_, self->device_, [&] { self->launch_(plan); });
+    }
+  };
+
+  Stream stream_;
+  c10::Device device_;
+  const PlanOf& plan_of_;
+  const Launch& launch_;
+  MayTime may_time_{this};
+  TimeMs time_ms_{this};
+  CandidateTimer timer_;
+};
 
 // The plans' candidates by plan name (each PlanCandidates registers itself), for tools: nullptr
 // for a plan without candidates.
