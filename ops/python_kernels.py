@@ -47,6 +47,24 @@ def registered_kernel(path, name):
     return _registered.get((path, name))
 
 
+def _unwrapped(kernel):
+    """`kernel` without the launchers around it that are not Triton's: JitKernel, and a Triton
+    KernelInterface holding the kernel it launches in `.fn` (FlagGems' @libentry(), a launch cache),
+    whose launch tjit.jit's replaces."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction, KernelInterface
+    triton_own = (JITFunction, Autotuner, Heuristics, InterpretedFunction)
+    while True:
+        if isinstance(kernel, JitKernel):
+            kernel = kernel.kernel
+        elif (isinstance(kernel, KernelInterface) and not isinstance(kernel, triton_own)
+              and isinstance(getattr(kernel, "fn", None), KernelInterface)):
+            kernel = kernel.fn
+        else:
+            return kernel
+
+
 def _innermost(kernel):
     """The @triton.jit function under `kernel`'s @triton.autotune / @triton.heuristics layers (an
     InterpretedFunction under TRITON_INTERPRET=1), and whether there are layers. Raises TypeError
@@ -106,9 +124,7 @@ class JitKernel:
     __tjit_jit__ = True  # triton_adapter looks through it to the kernel it launches
 
     def __init__(self, kernel):
-        while isinstance(kernel, JitKernel):
-            kernel = kernel.kernel
-        self.kernel = kernel
+        self.kernel = kernel = _unwrapped(kernel)
         self._fn, self._wrapped = _innermost(kernel)
         self._interpreted = type(self._fn).__name__ == "InterpretedFunction"
         # The plain kernel's parameters with defaults, for the traced launch (an autotuned kernel's

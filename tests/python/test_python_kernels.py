@@ -69,6 +69,34 @@ def test_a_bound_launch_is_reusable_and_names_match_by_text(device):
         torch.testing.assert_close(out, x * factor)
 
 
+class LaunchCache(triton.runtime.jit.KernelInterface):
+    """A launcher around the kernel in `.fn` that is not Triton's, as FlagGems' @libentry() is."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def run(self, *args, **kwargs):
+        return self.fn.run(*args, **kwargs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_launch_wrapper_is_looked_through(device):
+    # tjit.jit launches the kernel under such a wrapper, plain or autotuned.
+    plain = tjit.jit(LaunchCache(jk.scale_kernel))
+    assert plain.kernel is jk.scale_kernel
+    x = torch.randn(1000, device=device)
+    out = poisoned(x)
+    plain[(triton.cdiv(1000, 256),)](x, out, 1000, 3.0, BLOCK=256)
+    torch.testing.assert_close(out, x * 3.0)
+    tuned = tjit.jit(LaunchCache(LaunchCache(jk.autotuned_scale)))
+    assert tuned.kernel is jk.autotuned_scale
+    out = poisoned(x)
+    tuned[lambda meta: (triton.cdiv(1000, meta["BLOCK"]),)](x, out, 1000, -0.5)
+    torch.testing.assert_close(out, x * -0.5)
+    with pytest.raises(TypeError, match="takes a @triton.jit kernel"):
+        tjit.jit(LaunchCache(lambda: None))
+
+
 def test_a_dropped_kernel_is_freed():
     # The launcher refers back to its JitKernel (the fallback); the garbage collector breaks that cycle.
     import gc

@@ -282,9 +282,8 @@ def test_flag_gems_topk_gating_softmax(device, renormalize, index_dtype):
 
 
 # FlagGems' own operators (flag_gems.ops) wrap their kernels in @libentry() (a launch cache of
-# FlagGems'); tjit.jit takes @triton.jit kernels and @triton.autotune / @triton.heuristics layers,
-# not LibEntry, so tjit.jit launches what is under @libentry() (`.fn`), as the C++ corpus does,
-# and Python Triton launches the LibEntry object as FlagGems does.
+# FlagGems'); tjit.jit looks through it and launches what is under it (`.fn`), as the C++ corpus
+# does, and Python Triton launches the LibEntry object as FlagGems does.
 
 
 def flag_gems_module(device, dotted):
@@ -299,6 +298,7 @@ def test_flag_gems_libentry_rms_norm(device):
     #   rms_norm_kernel[M,](y, inv_rms, x, weight, N, 1, N, 1, N, eps, BLOCK_SIZE)
     source = flag_gems_module(device, "flag_gems.ops.rms_norm")
     libentry = kernel_of(source, "rms_norm_kernel")
+    assert tjit.jit(libentry).kernel is libentry.fn
     M, N, eps = 67, 1000, 1e-5
     block = triton.next_power_of_2(N)
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
