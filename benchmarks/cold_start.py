@@ -21,11 +21,10 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from overhead import find_cpp_binary, parse_last_json
+from overhead import find_cpp_binary, run_json_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -127,15 +126,7 @@ def _run(cmd, store, timeout, jit=True):
         env["TJIT_CACHE"] = "0"
     else:
         env["TJIT_CACHE_DIR"] = store
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
-    data = parse_last_json(proc.stdout)
-    if proc.returncode != 0 or data is None:
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-        return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
-    return data
+    return run_json_process(cmd, env, timeout)
 
 
 def _summarise(samples):

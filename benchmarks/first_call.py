@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -106,18 +105,9 @@ def _env(scenario, store, triton_cache):
 
 def _run(scenario, store, triton_cache, timeout):
     """One fresh process; its JSON, or {"error": ...}."""
-    from overhead import parse_last_json  # at run time: report.py imports this module for its tables
-    cmd = [sys.executable, "-c", _SCRIPT, json.dumps(CALLS)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(scenario, store, triton_cache),
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
-    data = parse_last_json(proc.stdout)
-    if proc.returncode != 0 or data is None:
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-        return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
-    return data
+    from overhead import run_json_process  # at run time: report.py imports this module for its tables
+    return run_json_process([sys.executable, "-c", _SCRIPT, json.dumps(CALLS)], _env(scenario, store, triton_cache),
+                            timeout)
 
 
 def call_label(call):

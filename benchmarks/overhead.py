@@ -249,6 +249,19 @@ def parse_last_json(text):
     return None
 
 
+def run_json_process(cmd, env, timeout):
+    """One fresh process `cmd`; the JSON its last such line printed, or {"error": why not}."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    data = parse_last_json(proc.stdout)
+    if proc.returncode != 0 or data is None:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+        return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+    return data
+
+
 def run_cpp_overhead(device, smoke, binary=None, allow_build=True, log=print, timeout=300):
     path = find_cpp_binary(binary)
     if path is None and allow_build:
