@@ -198,8 +198,12 @@ def merge(tables):
     out = None
     for t in tables:
         if out is None:
-            out = {"format": t["format"], "card": t["card"], "generated_by": t.get("generated_by", ""),
+            out = {"format": t["format"], "card": t["card"], "generated_by": "",
                    "plans": {}, "measurements": {}}
+        # The merged table names every command that measured a part of it.
+        commands = [c for c in out["generated_by"].split(" ; ") if c]
+        if t.get("generated_by") and t["generated_by"] not in commands:
+            out["generated_by"] = " ; ".join(commands + [t["generated_by"]])
         if (t["card"]["capability"], t["card"]["multiprocessors"]) != \
                 (out["card"]["capability"], out["card"]["multiprocessors"]):
             raise ValueError(f"tune --merge: tables of different cards ({t['card']} and {out['card']})")

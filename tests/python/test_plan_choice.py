@@ -163,7 +163,10 @@ def test_a_damaged_table_is_an_error_that_names_it(tmp_path):
 def test_tune_merge_and_write_round_trip(tmp_path):
     a = _table([[1, 4096, "row_w4"], [1, 8192, "row_w16"]])
     b = _table([[1, 8192, "keep4096_w8"], [8, 8192, "row_w8"]])
-    merged = tune.merge([a, b])
+    a["generated_by"], b["generated_by"] = "python -m tjit tune --cols 4096", "python -m tjit tune --cols 8192"
+    merged = tune.merge([a, b, b])
+    # Every command that measured a part of it, once.
+    assert merged["generated_by"] == "python -m tjit tune --cols 4096 ; python -m tjit tune --cols 8192"
     assert merged["plans"][PLAN]["bfloat16"]["0"] == [[1, 4096, "row_w4"], [1, 8192, "keep4096_w8"],
                                                        [8, 8192, "row_w8"]]
     path = tmp_path / "t.json"
