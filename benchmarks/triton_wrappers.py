@@ -189,9 +189,11 @@ def _row_preload(block_n, single_pass):
 # ----------------------------------------------------------------------------------------------- sum
 
 
-def _sum_rows_planned(x2, m, n, index_64, facts=None):
-    """x2 [m, n] summed by rows as the sum_rows plan says (one launch, or two stages through a partial)."""
-    plan = _plan("sum_rows", x2.dtype, x2.device, facts, rows=m, cols=n, index64=index_64)
+def _sum_rows_planned(x2, m, n, index_64, facts=None, candidate=None):
+    """x2 [m, n] summed by rows as the sum_rows plan says (one launch, or two stages through a partial);
+    candidate: that plan candidate's launches."""
+    plan = _plan("sum_rows", x2.dtype, x2.device, facts, rows=m, cols=n, index64=index_64,
+                 **_candidate("sum_rows", candidate))
     out = _empty((m, ), x2.dtype, x2.device)
     launches = plan["launches"]
     if len(launches) == 1:
@@ -206,15 +208,15 @@ def _sum_rows_planned(x2, m, n, index_64, facts=None):
     return out
 
 
-def sum_dim_last(x, block_n=None, index_64=None, blocked=None, device=None):
-    """x.sum(-1) as tjit's sum_rows plan says; block_n / blocked force sum_rows_kernel or
-    sum_rows_blocked_kernel with that block."""
+def sum_dim_last(x, block_n=None, index_64=None, blocked=None, device=None, candidate=None):
+    """x.sum(-1) as tjit's sum_rows plan says (or its candidate `candidate`); block_n / blocked force
+    sum_rows_kernel or sum_rows_blocked_kernel with that block."""
     x2 = _rows_view(x)
     m, n = x2.shape
     if index_64 is None:
         index_64 = _needs_index_64(x2)
     if block_n is None and blocked is None:
-        return _sum_rows_planned(x2, m, n, index_64, device).view(x.shape[:-1])
+        return _sum_rows_planned(x2, m, n, index_64, device, candidate).view(x.shape[:-1])
     out = _empty((m, ), x.dtype, x.device)
     if blocked is None:
         blocked = n < 512

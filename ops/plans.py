@@ -21,8 +21,9 @@ Plan names: ``tjit.plans.names()``. Inputs by plan (defaults in brackets):
   rms_norm_forward: rows, cols, index64, has_residual [0], has_weight [1], candidate [-1: the choice];
   rms_norm_backward: rows, cols, want_dx/want_dw [1], has_weight [1], has_grad_sum [0] (add_rms_norm's),
     index64, resident_programs_per_sm [0];
-  sum_rows: rows, cols, index64; sum_middle: m, r, k, index64;
-  add: numel, same_shape_contiguous [1], collapsed [1], x_max_offset, y_max_offset, has_alpha [0].
+  sum_rows: rows, cols, index64, candidate [-1]; sum_middle: m, r, k, index64;
+  add: numel, same_shape_contiguous [1], collapsed [1], x_max_offset, y_max_offset, has_alpha [0],
+    candidate [-1].
 """
 
 import json

@@ -1,7 +1,8 @@
 """`python -m tjit tune`: the plan table of this GPU, measured (plans as measured choices,
 tjit/kit/plan_choice.h; docs/design.md "Plans").
 
-For each plan that has candidates (rms_norm's and layer_norm's forwards, softmax and its backward),
+For each plan that has candidates (rms_norm's and layer_norm's forwards, softmax and its backward,
+sum's rows and add),
 each dtype, each of the plan's switches (add_rms_norm's residual)
 and each point of a grid of row classes and column counts, every candidate that fits is timed
 (GPU time per call: replays of a CUDA graph of calls that rotate over enough input sets to leave the
@@ -40,11 +41,30 @@ def _torch():
     return torch
 
 
+class TunedPlan:
+    """How the tuner measures one plan: its switches (flags), make(rows, cols, dtype, flags) ->
+    (inputs per set, bytes per call, call(inputs)), query(flags) -> the plan's inputs a switch sets,
+    sizes(rows, cols) -> the describer's size inputs, and point(rows, cols) -> the table point the
+    plan's choice key reads (rows class, columns)."""
+
+    def __init__(self, switches, make, query=lambda flags: {}, sizes=None, point=None):
+        self.switches = switches
+        self.make = make
+        self.query = query
+        self.sizes = sizes or (lambda rows, cols: {"rows": rows, "cols": cols})
+        self.point = point or (lambda rows, cols: (rows, cols))
+
+
+def _next_power_of_2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
 def _plans():
-    """{plan: (switches, make, query)}: the plans with candidates, how a call of each is made
-    (make(rows, cols, dtype, flags) -> (inputs per set, bytes per call, call(inputs))) and the plan's
-    inputs a switch sets (query(flags) -> {input: value})."""
+    """{plan: TunedPlan}: the plans with candidates and how a call of each is made."""
     torch = _torch()
+
+    def element_size(dtype):
+        return torch.empty((), dtype=dtype).element_size()
 
     def rms_forward(rows, cols, dtype, flags):
         def inputs():
@@ -58,8 +78,7 @@ def _plans():
                 return torch.ops.tjit.rms_norm(x, [cols], w, 1e-6)
             return torch.ops.tjit.add_rms_norm(x, r, [cols], w, 1e-6)
 
-        element = torch.empty((), dtype=dtype).element_size()
-        return inputs, rows * cols * element * (4 if flags & 1 else 2), call
+        return inputs, rows * cols * element_size(dtype) * (4 if flags & 1 else 2), call
 
     def layer_norm_forward(rows, cols, dtype, flags):
         def inputs():
@@ -70,8 +89,7 @@ def _plans():
             x, w, b = t
             return torch.ops.tjit.layer_norm(x, [cols], w, b, 1e-5)
 
-        element = torch.empty((), dtype=dtype).element_size()
-        return inputs, rows * cols * element * 2, call
+        return inputs, rows * cols * element_size(dtype) * 2, call
 
     def softmax(backward):
         def make(rows, cols, dtype, flags):
@@ -84,15 +102,37 @@ def _plans():
                     return torch.ops.tjit.softmax_backward(t[0], t[1], -1, dtype)
                 return torch.ops.tjit.softmax(t[0], -1)
 
-            element = torch.empty((), dtype=dtype).element_size()
-            return inputs, rows * cols * element * (3 if backward else 2), call
+            return inputs, rows * cols * element_size(dtype) * (3 if backward else 2), call
 
         return make
 
-    return {"rms_norm_forward": ((0, 1), rms_forward, lambda flags: {"has_residual": flags & 1}),
-            "layer_norm_forward": ((0, ), layer_norm_forward, lambda flags: {}),
-            "softmax": ((0, ), softmax(False), lambda flags: {}),
-            "softmax_backward": ((0, ), softmax(True), lambda flags: {})}
+    def sum_rows(rows, cols, dtype, flags):
+        def inputs():
+            return (torch.randn(rows, cols, device="cuda", dtype=dtype), )
+
+        def call(t):
+            return torch.ops.tjit.sum(t[0], [1])
+
+        return inputs, rows * cols * element_size(dtype), call
+
+    def add(rows, cols, dtype, flags):
+        def inputs():
+            return (torch.randn(rows, cols, device="cuda", dtype=dtype), torch.randn(rows, cols, device="cuda", dtype=dtype))
+
+        def call(t):
+            return torch.ops.tjit.add(t[0], t[1])
+
+        return inputs, rows * cols * element_size(dtype) * 3, call
+
+    return {"rms_norm_forward": TunedPlan((0, 1), rms_forward, lambda flags: {"has_residual": flags & 1}),
+            "layer_norm_forward": TunedPlan((0, ), layer_norm_forward),
+            "softmax": TunedPlan((0, ), softmax(False)),
+            "softmax_backward": TunedPlan((0, ), softmax(True)),
+            # A sum's choice serves columns up to the next power of two; an add's, outputs of up to the
+            # next power of two elements (one row of that many columns; flat: flags 0).
+            "sum_rows": TunedPlan((0, ), sum_rows, point=lambda rows, cols: (rows, _next_power_of_2(cols))),
+            "add": TunedPlan((0, ), add, sizes=lambda rows, cols: {"numel": rows * cols},
+                             point=lambda rows, cols: (1, _next_power_of_2(rows * cols)))}
 
 
 def time_per_call(make_inputs, nbytes, call, rounds=5):
@@ -147,26 +187,32 @@ def tune(plans=None, dtypes=DTYPES, rows=ROWS, cols=COLS, flags=None, budget_s=N
     started = time.monotonic()
     device = torch.device("cuda", torch.cuda.current_device())
     facts = tplans.device_facts(device)  # with capability -1 no table serves them: the default rule
-    for plan, (switches, make, query) in _plans().items():
+    for plan, tuned in _plans().items():
         if plans and plan not in plans:
             continue
         for dtype_name in dtypes:
             dtype = getattr(torch, dtype_name)
-            for flag in switches:
+            for flag in tuned.switches:
                 if flags is not None and flag not in flags:
                     continue
                 entries = table["plans"].setdefault(plan, {}).setdefault(dtype_name, {}).setdefault(str(flag), [])
                 measured = table["measurements"].setdefault(plan, {}).setdefault(dtype_name, {}).setdefault(
                     str(flag), [])
+                points = set()
                 for r in rows:
                     for c in cols:
                         if budget_s is not None and time.monotonic() - started > budget_s:
                             log(f"  budget of {budget_s} s spent: stopped before {plan} {dtype_name} {flag} {r}x{c}")
                             return table
-                        described = tplans.plan(plan, rows=r, cols=c, dtype=dtype, device=device, **query(flag))
+                        point = tuned.point(r, c)
+                        if point in points:
+                            continue  # a size whose choice is measured already (the same class)
+                        points.add(point)
+                        query = dict(tuned.sizes(r, c), **tuned.query(flag))
+                        described = tplans.plan(plan, dtype=dtype, device=device, **query)
                         if "fitting" not in described:
                             continue  # no candidates here (layer_norm's long rows: an autotuned kernel)
-                        inputs, nbytes, call = make(r, c, dtype, flag)
+                        inputs, nbytes, call = tuned.make(r, c, dtype, flag)
                         times = {}
                         for name in described["fitting"]:
                             _C.force_plan_candidate(plan, name)
@@ -180,12 +226,12 @@ def tune(plans=None, dtypes=DTYPES, rows=ROWS, cols=COLS, flags=None, budget_s=N
                         if not times:
                             continue
                         best = min(times, key=times.get)
-                        default = tplans.plan(plan, rows=r, cols=c, dtype=dtype, device=dict(facts, capability=-1),
-                                              **query(flag))["candidate"]
+                        default = tplans.plan(plan, dtype=dtype, device=dict(facts, capability=-1),
+                                              **query)["candidate"]
                         if default in times and times[default] <= times[best] * (1 + NOISE):
                             best = default
-                        entries.append([r, c, best])
-                        measured.append([r, c, {k: round(v * 1e3, 3) for k, v in times.items()}])  # us
+                        entries.append([*point, best])
+                        measured.append([*point, {k: round(v * 1e3, 3) for k, v in times.items()}])  # us
                         now = described["candidate"]
                         log(f"  {plan} {dtype_name} flags {flag} {r:>6} x {c:<6} best {best:<14} "
                             f"{times[best] * 1e3:8.2f} us; the current choice ({described['source']}) {now} "

@@ -102,29 +102,3 @@ def test_a_candidate_plan_is_what_its_name_says():
     assert persistent["maxnreg"] == 168 and persistent["grid"] == [21, 1, 1]  # 3 an SM x 7 SMs
     with pytest.raises(RuntimeError, match="does not fit"):
         described("tail4096_w4", 4096)
-
-
-def test_the_committed_tables_name_candidates_that_fit():
-    # A table entry names a candidate of its plan that fits its point: a renamed or re-ruled form
-    # leaves no entry the runtime would pass over in silence.
-    import glob
-    import json
-    import os
-    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "plan_tables")
-    tables = glob.glob(os.path.join(folder, "*.json"))
-    assert tables
-    for path in tables:
-        table = json.load(open(path))
-        card = table["card"]
-        facts = plans.device_facts(is_cuda=True, multiprocessors=card["multiprocessors"],
-                                   memory_gbps=card["memory_gbps"], capability=card["capability"])
-        for plan, by_dtype in table["plans"].items():
-            names = _C.plan_candidates(plan)
-            for dtype, by_flags in by_dtype.items():
-                for flags, entries in by_flags.items():
-                    for rows, cols, name in entries:
-                        assert name in names, (path, plan, dtype, rows, cols, name)
-                        inputs = {"has_residual": int(flags) & 1} if plan == "rms_norm_forward" else {}
-                        fitting = plans.plan(plan, rows=rows, cols=cols, dtype=getattr(torch, dtype), device=facts,
-                                             **inputs).get("fitting", [])
-                        assert name in fitting, (path, plan, dtype, rows, cols, name, fitting)

@@ -256,3 +256,35 @@ def test_the_embedded_table_serves_this_card_or_says_it_has_none():
         assert p["source"] == "table"
     else:
         assert origin == ""
+
+
+def _table_point_inputs(plan, flags, rows, cols):
+    """The describer's inputs at a table point (tune.TunedPlan: add's points are one row of numel)."""
+    if plan == "add":
+        return {"numel": cols, "same_shape_contiguous": int(flags == 0)}
+    return dict(rows=rows, cols=cols, **({"has_residual": flags & 1} if plan == "rms_norm_forward" else {}))
+
+
+def test_the_committed_tables_name_candidates_that_fit():
+    # A table entry names a candidate of its plan that fits its point: a renamed or re-ruled form
+    # leaves no entry the runtime would pass over in silence.
+    import glob
+    import json
+    import os
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "plan_tables")
+    tables = glob.glob(os.path.join(folder, "*.json"))
+    assert tables
+    for path in tables:
+        table = json.load(open(path))
+        card = table["card"]
+        facts = plans.device_facts(is_cuda=True, multiprocessors=card["multiprocessors"],
+                                   memory_gbps=card["memory_gbps"], capability=card["capability"])
+        for plan, by_dtype in table["plans"].items():
+            names = _C.plan_candidates(plan)
+            for dtype, by_flags in by_dtype.items():
+                for flags, entries in by_flags.items():
+                    for rows, cols, name in entries:
+                        assert name in names, (path, plan, dtype, rows, cols, name)
+                        fitting = plans.plan(plan, dtype=getattr(torch, dtype), device=facts,
+                                             **_table_point_inputs(plan, int(flags), rows, cols)).get("fitting", [])
+                        assert name in fitting, (path, plan, dtype, rows, cols, name, fitting)

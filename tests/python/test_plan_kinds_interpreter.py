@@ -17,8 +17,8 @@ import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
 
-# The kinds each plan can choose by its default rule; the test fails if a plan kind is added without a
-# case here. (layer_norm's forward chooses among candidates, each run where it fits by
+# The kinds each plan can choose (by its default rule, or a measured choice's candidate forced); the
+# test fails if a plan kind is added without a case here. (layer_norm's forward chooses among candidates, each run where it fits by
 # test_layer_norm_plan_choice.py, the persistent one included.)
 KINDS = {
     "softmax": {"short_rows", "row", "persistent", "split", "long"},
@@ -203,11 +203,14 @@ def main():
                plan["kind"], max(_error(dx, want[0]), _error(dw, want[1]), _error(db, want[2])))
 
     # ------------------------------------------------------------------------------------- sum
-    for dt, m, n in [(torch.float32, 3, 1000), (torch.float32, 3, 100), (torch.float32, 1, 20000),
-                     (torch.float64, 1, 20000), (torch.float16, 2, 40000)]:
+    # The default rule's kinds, and the strided two-stage form forced (a measured choice's candidate).
+    for dt, m, n, form in [(torch.float32, 3, 1000, None), (torch.float32, 3, 100, None),
+                           (torch.float32, 1, 20000, None), (torch.float64, 1, 20000, None),
+                           (torch.float16, 2, 40000, None), (torch.float32, 2, 20000, "strided4096_w8_reg32")]:
         x = torch.randn(m, n, dtype=dt)
-        plan = plans.plan("sum_rows", rows=m, cols=n, dtype=dt)
-        got = W.sum_dim_last(x)
+        forced = {} if form is None else {"candidate": _C.plan_candidates("sum_rows").index(form)}
+        plan = plans.plan("sum_rows", rows=m, cols=n, dtype=dt, **forced)
+        got = W.sum_dim_last(x, candidate=form)
         record(f"sum_rows {plan['kind']} {dt} {m}x{n}", "sum_rows", plan["kind"], _error(got, x.double().sum(-1)))
     for shape, dim in [((3, 17, 33), 1), ((1, 5000, 3), 1)]:
         x = torch.randn(*shape)

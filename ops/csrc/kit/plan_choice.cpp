@@ -354,8 +354,9 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
                            std::to_string(device.memory_gbps) + "\ncall " + Dtype(key.dtype).attribute_name() + " rows_class " +
                            std::to_string(rows_class(key.rows)) + " cols " + std::to_string(key.cols) + " flags " +
                            std::to_string(key.flags) + "\n";
-  if (timer.store_with != nullptr) {
-    if (const auto stored = timer.store_with->load_decision(what)) {
+  const TritonJitFunction* store_with = timer.store_with();
+  if (store_with != nullptr) {
+    if (const auto stored = store_with->load_decision(what)) {
       const auto value = nlohmann::json::parse(*stored, nullptr, /*allow_exceptions=*/false);
       const int index = value.is_object() ? index_of(value.value("candidate", std::string())) : -1;
       if (index >= 0 && fits(index)) {
@@ -390,8 +391,8 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
     best = default_index;  // within the timings' spread: the default rule stands
     best_ms = default_ms;
   }
-  if (timer.store_with != nullptr && std::isfinite(best_ms)) {
-    timer.store_with->store_decision(what, nlohmann::json{{"candidate", names_[best]}, {"timings_ms", timings}}.dump());
+  if (store_with != nullptr && std::isfinite(best_ms)) {
+    store_with->store_decision(what, nlohmann::json{{"candidate", names_[best]}, {"timings_ms", timings}}.dump());
   }
   if (log_compiles()) {
     const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

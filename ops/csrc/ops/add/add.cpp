@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <string>
 #include <vector>
 
 namespace tjit::ops {
@@ -154,6 +155,11 @@ int64_t max_offset(const CollapsedShape& c, const std::array<int64_t, kMaxCollap
   return m;
 }
 
+const std::string& add_file() {
+  static const std::string file = kernel_path("add.py");  // once: the hot path builds no paths
+  return file;
+}
+
 // The output's device: the tensor operand's when the other is a scalar operand.
 c10::Device output_device(const at::Tensor& self, const at::Tensor& other) {
   return is_scalar_operand(self, other) ? other.device() : self.device();
@@ -198,6 +204,7 @@ at::Tensor add_triton(const at::Tensor& self_in, const at::Tensor& other_in, con
   CollapsedShape c;
   AddInputs inputs;
   inputs.numel = n;
+  inputs.dtype = result;
   inputs.has_alpha = has_alpha;
   inputs.same_shape_contiguous =
       self.sizes() == out.sizes() && other.sizes() == out.sizes() && self.is_contiguous() && other.is_contiguous();
@@ -206,39 +213,57 @@ at::Tensor add_triton(const at::Tensor& self_in, const at::Tensor& other_in, con
     inputs.x_max_offset = max_offset(c, c.x_stride);
     inputs.y_max_offset = max_offset(c, c.y_stride);
   }
-  const AddPlan plan = plan_add(inputs, kit::device_facts(out));
-  const Grid grid(plan.programs);
-  const LaunchOptions options{plan.num_warps};
-  if (plan.flat) {
-    static auto& kernel = TritonJitFunction::get_instance(kernel_path("add.py"), kAddKernel);
-    // x and y refer to the inputs (no reference-count traffic on the common path) unless the plan
-    // materialises them.
-    at::Tensor materialised_x;
-    at::Tensor materialised_y;
-    if (plan.materialise) {
-      materialised_x = self.expand(shape).contiguous();
-      materialised_y = other.expand(shape).contiguous();
-    }
-    const at::Tensor& x = plan.materialise ? materialised_x : self;
-    const at::Tensor& y = plan.materialise ? materialised_y : other;
-    if (is_integral) {
-      kernel(stream, grid, options, x, y, out, n, alpha.toLong(), 0.0, plan.has_alpha, plan.block, plan.index64);
-    } else {
-      kernel(stream, grid, options, x, y, out, n, alpha_f, alpha_lo, plan.has_alpha, plan.block, plan.index64);
-    }
-    return out;
+  // Whether the inputs are materialised or strided does not depend on the candidate.
+  const AddPlan form = plan_add_candidate(inputs, 0);
+  // x and y refer to the inputs (no reference-count traffic on the common path) unless the plan
+  // materialises them.
+  at::Tensor materialised_x;
+  at::Tensor materialised_y;
+  if (form.materialise) {
+    materialised_x = self.expand(shape).contiguous();
+    materialised_y = other.expand(shape).contiguous();
   }
-  static auto& strided = TritonJitFunction::get_instance(kernel_path("add.py"), kAddStridedKernel);
-  auto launch = [&](auto alpha_value) {
-    strided(stream, grid, options, self, other, out, n, c.size[1], c.size[2], c.size[3], c.x_stride[0],
-            c.x_stride[1], c.x_stride[2], c.x_stride[3], c.y_stride[0], c.y_stride[1], c.y_stride[2], c.y_stride[3],
-            alpha_value, alpha_lo, plan.has_alpha, plan.block, plan.index64);
+  const at::Tensor& x = form.materialise ? materialised_x : self;
+  const at::Tensor& y = form.materialise ? materialised_y : other;
+  const std::string& file = add_file();
+  const auto flat_kernel = [&]() -> TritonJitFunction& {
+    static auto& kernel = TritonJitFunction::get_instance(file, kAddKernel);
+    return kernel;
   };
-  if (is_integral) {
-    launch(alpha.toLong());
-  } else {
-    launch(alpha_f);
-  }
+  const auto strided_kernel = [&]() -> TritonJitFunction& {
+    static auto& kernel = TritonJitFunction::get_instance(file, kAddStridedKernel);
+    return kernel;
+  };
+  const auto launch = [&](const AddPlan& plan) {
+    const Grid grid(plan.programs);
+    const LaunchOptions options{plan.num_warps};
+    if (plan.flat) {
+      if (is_integral) {
+        flat_kernel()(stream, grid, options, x, y, out, n, alpha.toLong(), 0.0, plan.has_alpha, plan.block,
+                      plan.index64);
+      } else {
+        flat_kernel()(stream, grid, options, x, y, out, n, alpha_f, alpha_lo, plan.has_alpha, plan.block,
+                      plan.index64);
+      }
+      return;
+    }
+    const auto strided = [&](auto alpha_value) {
+      strided_kernel()(stream, grid, options, self, other, out, n, c.size[1], c.size[2], c.size[3], c.x_stride[0],
+                       c.x_stride[1], c.x_stride[2], c.x_stride[3], c.y_stride[0], c.y_stride[1], c.y_stride[2],
+                       c.y_stride[3], alpha_value, alpha_lo, plan.has_alpha, plan.block, plan.index64);
+    };
+    if (is_integral) {
+      strided(alpha.toLong());
+    } else {
+      strided(alpha_f);
+    }
+  };
+  // A first call of a size class on a card without a table times the candidates on these tensors
+  // (the output is written again by the chosen plan; it aliases no input).
+  const auto plan_of = [&](int candidate) { return plan_add_candidate(inputs, candidate); };
+  const auto store_with = [&]() -> TritonJitFunction& { return form.flat ? flat_kernel() : strided_kernel(); };
+  const kit::CallTimer timer(stream, out.device(), store_with, plan_of, launch);
+  launch(plan_add(inputs, kit::device_facts(out), timer.get()));
   return out;
 }
 

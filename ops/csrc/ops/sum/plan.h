@@ -2,11 +2,14 @@
 // sum's launch plans: which kernels of kernels_py/sum.py reduce rows ([M, N] -> [M]) or the middle
 // dim of [M, R, K], with what.
 
+#include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
 
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace tjit::ops {
 
@@ -27,6 +30,7 @@ struct SumRowsInputs {
 struct SumRowsPlan {
   enum class Kind { Rows, Blocked, TwoStageStrided, TwoStageChunked };
   Kind kind = Kind::Rows;
+  int candidate = -1;  // the candidate form (plan_choice.h)
   // The one launch (Rows, Blocked) or the first stage (TwoStage*: rows into a [rows, splits] partial).
   const char* kernel = kSumRowsKernel;
   uint32_t programs = 1;
@@ -43,7 +47,14 @@ struct SumRowsPlan {
   bool index64 = false;
 };
 
-SumRowsPlan plan_sum_rows(const SumRowsInputs& in, const kit::DeviceFacts& device);
+// The rows' plan is a measured choice among candidate forms (plan_choice.h): the card's table, else
+// first-call tuning through `timer`, else the default rule.
+SumRowsPlan plan_sum_rows(const SumRowsInputs& in, const kit::DeviceFacts& device,
+                          const kit::CandidateTimer* timer = nullptr, kit::ChoiceSource* source = nullptr);
+// Candidate `candidate`'s plan, whether or not it is the choice (tuning, tests).
+SumRowsPlan plan_sum_rows_candidate(const SumRowsInputs& in, int candidate, const kit::DeviceFacts& device);
+// The names of the candidates that fit these inputs.
+std::vector<std::string> sum_rows_fitting(const SumRowsInputs& in, const kit::DeviceFacts& device);
 
 struct SumMiddleInputs {
   int64_t m = 1;

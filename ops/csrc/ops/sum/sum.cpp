@@ -91,7 +91,7 @@ const std::string& sum_file() {
 // out[m] = sum of row m of `in` viewed as [M, N] with `row_stride`.
 void sum_rows(const at::Tensor& in, const kit::RowsView& v, const at::Tensor& out, bool index64) {
   const Stream stream = current_stream(in.device());
-  const SumRowsPlan plan = plan_sum_rows({v.rows, v.cols, in.scalar_type(), index64}, kit::device_facts(in));
+  const SumRowsInputs inputs{v.rows, v.cols, in.scalar_type(), index64};
   const std::string& file = sum_file();
   // Looked up only by the plans that launch it: with JIT off (a deployed program) a kernel that no
   // bundle holds cannot even be looked up.
@@ -99,41 +99,49 @@ void sum_rows(const at::Tensor& in, const kit::RowsView& v, const at::Tensor& ou
     static auto& kernel = TritonJitFunction::get_instance(file, kSumRowsKernel);
     return kernel;
   };
-  LaunchOptions options{plan.num_warps};
-  options.maxnreg = plan.maxnreg;
-  options.launch_pdl = plan.launch_pdl;
-  switch (plan.kind) {
-    case SumRowsPlan::Kind::Rows:
-      rows_kernel()(stream, Grid(plan.programs), options, in, out, v.rows, v.cols, v.row_stride, plan.block_n,
-                    plan.index64, false);
-      return;
-    case SumRowsPlan::Kind::Blocked: {
-      static auto& blocked = TritonJitFunction::get_instance(file, kSumRowsBlockedKernel);
-      blocked(stream, Grid(plan.programs), options, in, out, v.rows, v.cols, v.row_stride, plan.block_m, plan.block_n,
-              plan.index64);
-      return;
-    }
-    case SumRowsPlan::Kind::TwoStageStrided:
-    case SumRowsPlan::Kind::TwoStageChunked: {
-      // Parts of each row into a partial buffer, then the rows of that buffer.
-      const auto acc = in.options().dtype(kit::accumulator_type(in.scalar_type()));
-      const at::Tensor partial = kit::empty_output({v.rows, plan.splits}, acc);
-      if (plan.kind == SumRowsPlan::Kind::TwoStageStrided) {
-        static auto& strided = TritonJitFunction::get_instance(file, kSumPartialStridedKernel);
-        strided(stream, Grid(plan.programs), options, in, partial, v.rows, v.cols, v.row_stride, plan.splits,
-                plan.block_n, plan.index64, plan.launch_pdl);
-      } else {
-        static auto& chunked = TritonJitFunction::get_instance(file, kSumPartialKernel);
-        chunked(stream, Grid(plan.programs), options, in, partial, v.rows, v.cols, v.row_stride, plan.chunk,
-                plan.block_n, plan.index64, plan.launch_pdl);
+  const auto launch = [&](const SumRowsPlan& plan) {
+    LaunchOptions options{plan.num_warps};
+    options.maxnreg = plan.maxnreg;
+    options.launch_pdl = plan.launch_pdl;
+    switch (plan.kind) {
+      case SumRowsPlan::Kind::Rows:
+        rows_kernel()(stream, Grid(plan.programs), options, in, out, v.rows, v.cols, v.row_stride, plan.block_n,
+                      plan.index64, false);
+        return;
+      case SumRowsPlan::Kind::Blocked: {
+        static auto& blocked = TritonJitFunction::get_instance(file, kSumRowsBlockedKernel);
+        blocked(stream, Grid(plan.programs), options, in, out, v.rows, v.cols, v.row_stride, plan.block_m,
+                plan.block_n, plan.index64);
+        return;
       }
-      LaunchOptions second_stage{plan.second_num_warps};
-      second_stage.launch_pdl = plan.launch_pdl;
-      rows_kernel()(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, plan.splits,
-                    plan.splits, plan.second_block_n, false, plan.launch_pdl);
-      return;
+      case SumRowsPlan::Kind::TwoStageStrided:
+      case SumRowsPlan::Kind::TwoStageChunked: {
+        // Parts of each row into a partial buffer, then the rows of that buffer.
+        const auto acc = in.options().dtype(kit::accumulator_type(in.scalar_type()));
+        const at::Tensor partial = kit::empty_output({v.rows, plan.splits}, acc);
+        if (plan.kind == SumRowsPlan::Kind::TwoStageStrided) {
+          static auto& strided = TritonJitFunction::get_instance(file, kSumPartialStridedKernel);
+          strided(stream, Grid(plan.programs), options, in, partial, v.rows, v.cols, v.row_stride, plan.splits,
+                  plan.block_n, plan.index64, plan.launch_pdl);
+        } else {
+          static auto& chunked = TritonJitFunction::get_instance(file, kSumPartialKernel);
+          chunked(stream, Grid(plan.programs), options, in, partial, v.rows, v.cols, v.row_stride, plan.chunk,
+                  plan.block_n, plan.index64, plan.launch_pdl);
+        }
+        LaunchOptions second_stage{plan.second_num_warps};
+        second_stage.launch_pdl = plan.launch_pdl;
+        rows_kernel()(stream, Grid(kit::blocks_for(v.rows, 1, kOp)), second_stage, partial, out, v.rows, plan.splits,
+                      plan.splits, plan.second_block_n, false, plan.launch_pdl);
+        return;
+      }
     }
-  }
+  };
+  // A first call of a shape class on a card without a table times the candidates on these tensors
+  // (the output is written again by the chosen plan).
+  const kit::DeviceFacts device = kit::device_facts(in);
+  const auto plan_of = [&](int candidate) { return plan_sum_rows_candidate(inputs, candidate, device); };
+  const kit::CallTimer timer(stream, in.device(), rows_kernel, plan_of, launch);
+  launch(plan_sum_rows(inputs, device, timer.get()));
 }
 
 // out[m, k] = sum over r of in[m, r, k] for a contiguous input viewed as [M, R, K].

@@ -59,8 +59,9 @@ const char* choice_source_name(ChoiceSource source);
 struct CandidateTimer {
   c10::function_ref<bool()> may_time;
   c10::function_ref<double(int)> time_ms;
-  // The kernel whose store entries a tuned choice is kept beside (its sources invalidate it).
-  const TritonJitFunction* store_with = nullptr;
+  // The kernel whose store entries a tuned choice is kept beside (its sources invalidate it), looked
+  // up only when tuning (with JIT off, a kernel no bundle holds cannot be looked up).
+  c10::function_ref<const TritonJitFunction*()> store_with;
 };
 
 class PlanCandidates {
@@ -114,14 +115,19 @@ double time_candidate(Stream stream, const c10::Device& device, const std::funct
 
 // An operator call's CandidateTimer: it may time unless `stream` is being captured, and candidate
 // i's time is that of launch(plan_of(i)) on the call's own tensors. It lives on the call's stack
-// while the call plans (the timer refers to its members).
+// while the call plans (the timer refers to its members). The store's kernel is given, or looked up
+// by `lookup` when tuning needs it.
 template <typename PlanOf, typename Launch>
 class CallTimer {
  public:
   CallTimer(Stream stream, const c10::Device& device, const TritonJitFunction& store_with, const PlanOf& plan_of,
             const Launch& launch)
-      : stream_(stream), device_(device), plan_of_(plan_of), launch_(launch),
-        timer_{may_time_, time_ms_, &store_with} {}
+      : stream_(stream), device_(device), plan_of_(plan_of), launch_(launch), kernel_(&store_with),
+        timer_{may_time_, time_ms_, store_with_} {}
+  CallTimer(Stream stream, const c10::Device& device, c10::function_ref<TritonJitFunction&()> lookup,
+            const PlanOf& plan_of, const Launch& launch)
+      : stream_(stream), device_(device), plan_of_(plan_of), launch_(launch), lookup_(lookup),
+        timer_{may_time_, time_ms_, store_with_} {}
   CallTimer(const CallTimer&) = delete;
   CallTimer& operator=(const CallTimer&) = delete;
   const CandidateTimer* get() const { return &timer_; }
@@ -139,12 +145,22 @@ class CallTimer {
     }
   };
 
+  struct StoreWith {
+    const CallTimer* self;
+    const TritonJitFunction* operator()() const {
+      return self->kernel_ != nullptr ? self->kernel_ : &(*self->lookup_)();
+    }
+  };
+
   Stream stream_;
   c10::Device device_;
   const PlanOf& plan_of_;
   const Launch& launch_;
+  const TritonJitFunction* kernel_ = nullptr;
+  std::optional<c10::function_ref<TritonJitFunction&()>> lookup_;
   MayTime may_time_{this};
   TimeMs time_ms_{this};
+  StoreWith store_with_{this};
   CandidateTimer timer_;
 };
 
