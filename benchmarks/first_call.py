@@ -1,5 +1,5 @@
 """First calls of operators whose plans are measured choices (issue 63, item 6; rms_norm's,
-add_rms_norm's and layer_norm's forwards): what a fresh process's first call of a new shape class
+add_rms_norm's and layer_norm's forwards, softmax both ways, sum's rows, add): what a fresh process's first call of a new shape class
 costs when its plan is tuned there (every fitting candidate compiled and timed), when a card's
 table decides, and when the kernel store already holds the choice and the binaries.
 
@@ -15,7 +15,7 @@ the call to its completion; the CUDA context and the inputs exist before). Scena
                    binary are read back, nothing is compiled or timed
     table_store    the table with a store an earlier process filled
 
-The calls (CALLS): rms_norm, add_rms_norm and layer_norm at classes a model meets, one repeated in
+The calls (CALLS): rms_norm, add_rms_norm, layer_norm, softmax, sum and add at classes a model meets, one repeated in
 the same class (3000 rows: row class 4096, already chosen in this process, so it costs a launch). Each result is checked against the
 operator's definition in float64. runs processes per scenario (rounds: every scenario once per
 round), medians reported. CUDA only: the CPU runs plans through Triton's interpreter, where nothing
@@ -37,7 +37,9 @@ import tempfile
 CALLS = (("rms_norm", "bfloat16", 4096, 4096), ("rms_norm", "bfloat16", 16, 4096), ("rms_norm", "bfloat16", 4096, 5120),
          ("rms_norm", "bfloat16", 3000, 4096), ("add_rms_norm", "bfloat16", 4096, 4096),
          ("rms_norm", "float32", 4096, 4096), ("layer_norm", "bfloat16", 4096, 4096),
-         ("layer_norm", "bfloat16", 16, 5120))
+         ("layer_norm", "bfloat16", 16, 5120), ("softmax", "bfloat16", 4096, 32000),
+         ("softmax_backward", "bfloat16", 4096, 32000), ("sum", "float32", 4, 1000000), ("sum", "bfloat16", 4096, 4096),
+         ("add", "bfloat16", 4096, 4096), ("add", "float32", 1, 4096))
 SCENARIOS = ("table", "tuned", "default", "tuned_store", "table_store")
 # The store each warm scenario reads, filled by one untimed process of the scenario named.
 FILLED_BY = {"tuned_store": "tuned", "table_store": "table"}
@@ -63,30 +65,64 @@ import tjit.plans as plans
 def reference(op, x, r, w):
     if op == "layer_norm":  # r stands for the bias
         return torch.nn.functional.layer_norm(x.double(), [x.shape[-1]], w.double(), r[0].double(), 1e-5)
+    if op == "softmax":
+        return torch.softmax(x.double(), -1)
+    if op == "softmax_backward":  # r stands for the gradient, the output is x's softmax
+        y = torch.softmax(x.double(), -1).to(x.dtype).double()
+        return y * (r.double() - (r.double() * y).sum(-1, keepdim=True))
+    if op == "sum":
+        return x.double().sum(-1)
+    if op == "add":
+        return x.double() + r.double()
     v = x.double() + r.double() if op == "add_rms_norm" else x.double()
     y = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
     return y
 
 
+def call(op, x, r, w, cols):
+    if op == "add_rms_norm":
+        return torch.ops.tjit.add_rms_norm(x, r, [cols], w, 1e-6)[0]
+    if op == "layer_norm":
+        return torch.ops.tjit.layer_norm(x, [cols], w, r[0], 1e-5)
+    if op == "softmax":
+        return torch.ops.tjit.softmax(x, -1)
+    if op == "sum":
+        return torch.ops.tjit.sum(x, [1])
+    if op == "add":
+        return torch.ops.tjit.add(x, r)
+    return torch.ops.tjit.rms_norm(x, [cols], w, 1e-6)
+
+
+def chosen(op, rows, cols, dtype, device):
+    # The candidate the plan now takes for this call's class (as the call remembered it).
+    dt = getattr(torch, dtype)
+    if op == "add":
+        return plans.plan("add", numel=rows * cols, dtype=dt, device=device).get("candidate")
+    name = {"layer_norm": "layer_norm_forward", "sum": "sum_rows", "softmax": "softmax",
+            "softmax_backward": "softmax_backward"}.get(op, "rms_norm_forward")
+    extra = {"has_residual": op == "add_rms_norm"} if name == "rms_norm_forward" else {}
+    return plans.plan(name, rows=rows, cols=cols, dtype=dt, device=device, **extra).get("candidate")
+
+
 out = []
 for (op, dtype, rows, cols), (x, r, w) in zip(calls, inputs):
-    t = time.perf_counter()
-    if op == "add_rms_norm":
-        y = torch.ops.tjit.add_rms_norm(x, r, [cols], w, 1e-6)[0]
-    elif op == "layer_norm":
-        y = torch.ops.tjit.layer_norm(x, [cols], w, r[0], 1e-5)
+    want = reference(op, x, r, w)  # softmax_backward's output is made outside the timed call
+    if op == "softmax_backward":
+        y_in = torch.softmax(x.float(), -1).to(x.dtype)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        y = torch.ops.tjit.softmax_backward(r, y_in, -1, x.dtype)
     else:
-        y = torch.ops.tjit.rms_norm(x, [cols], w, 1e-6)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        y = call(op, x, r, w, cols)
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t) * 1e3
     tol = 2e-2 if dtype != "float32" else 1e-4
-    correct = bool(torch.allclose(y.double(), reference(op, x, r, w), rtol=tol, atol=tol))
-    if op == "layer_norm":
-        chosen = plans.plan("layer_norm_forward", rows=rows, cols=cols, dtype=getattr(torch, dtype), device=x.device)
-    else:
-        chosen = plans.plan("rms_norm_forward", rows=rows, cols=cols, dtype=getattr(torch, dtype), device=x.device,
-                            has_residual=op == "add_rms_norm")
-    out.append({"ms": ms, "correct": correct, "candidate": chosen.get("candidate")})
+    if op == "sum":  # a sum of many terms: its rounding grows with their count
+        tol = tol * cols ** 0.5
+    correct = bool(torch.allclose(y.double(), want, rtol=tol, atol=tol))
+    out.append({"ms": ms, "correct": correct, "candidate": chosen(op, rows, cols, dtype, x.device)})
 print(json.dumps({"calls": out}))
 """
 
