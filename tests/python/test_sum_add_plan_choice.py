@@ -20,19 +20,6 @@ FACTS = plans.device_facts(is_cuda=True, multiprocessors=7, memory_gbps=700, cap
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-@pytest.fixture
-def forced():
-    plans_forced = []
-
-    def force(plan, name):
-        plans_forced.append(plan)
-        _C.force_plan_candidate(plan, name)
-
-    yield force
-    for plan in plans_forced:
-        _C.force_plan_candidate(plan, None)
-
-
 @pytest.mark.parametrize("plan", ["sum_rows", "add"])
 def test_the_candidates_are_listed(plan):
     names = _C.plan_candidates(plan)
@@ -44,7 +31,7 @@ def test_the_candidates_are_listed(plan):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rows,cols", [(1, 9000), (3, 20001), (5, 300), (37, 4097)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
-def test_every_fitting_sum_candidate_is_right(device, rows, cols, dtype, forced):
+def test_every_fitting_sum_candidate_is_right(device, rows, cols, dtype, forced_plan):
     if dtype.is_floating_point:
         x = torch.randn(rows, cols, dtype=dtype, device=device)
     else:
@@ -54,7 +41,7 @@ def test_every_fitting_sum_candidate_is_right(device, rows, cols, dtype, forced)
     if rows <= 3 and cols > 4 * 4096:
         assert {"strided4096_w8_reg32", "chunk4096_w8"} <= set(fitting)
     for name in fitting:
-        forced("sum_rows", name)
+        forced_plan("sum_rows", name)
         got = torch.ops.tjit.sum(x, [1])
         if dtype.is_floating_point:
             # fp32 accumulation in another order than float64's: about eps x sqrt(cols) x |partial sums|.
@@ -115,7 +102,7 @@ def test_a_sum_candidate_plan_is_what_its_name_says():
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
-def test_every_add_candidate_is_right(device, dtype, forced):
+def test_every_add_candidate_is_right(device, dtype, forced_plan):
     def rand(*shape):
         if dtype.is_floating_point:
             return torch.randn(*shape, dtype=dtype, device=device)
@@ -125,7 +112,7 @@ def test_every_add_candidate_is_right(device, dtype, forced):
     strided = (rand(5001, 3).t(), rand(3, 1))
     materialised = (rand(2, 1, 3, 1, 5, 1, 7), rand(1, 2, 1, 3, 1, 5, 1).expand(2, 2, 3, 3, 5, 5, 1))
     for name in _C.plan_candidates("add"):
-        forced("add", name)
+        forced_plan("add", name)
         for x, y in (flat, strided, materialised):
             for alpha in (1, 3):
                 out = torch.ops.tjit.add(x, y, alpha=alpha)

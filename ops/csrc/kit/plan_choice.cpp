@@ -300,10 +300,15 @@ int PlanCandidates::choose(const ChoiceKey& key, const DeviceFacts& device, c10:
                            int default_index, const CandidateTimer* timer, ChoiceSource* source) const {
   if (forced() < 0) {
     if (const auto r = remembered(key, device)) {
-      if (source != nullptr) {
-        *source = ChoiceSource::Remembered;
+      if (fits(*r)) {
+        if (source != nullptr) {
+          *source = ChoiceSource::Remembered;
+        }
+        return *r;
       }
-      return *r;
+      // A size of the class that the class's choice does not fit (a rule of rows or columns within
+      // the class): the table's or the default rule's, remembered for no one.
+      return peek(key, device, fits, default_index, source);
     }
   }
   ChoiceSource s = ChoiceSource::Default;

@@ -27,13 +27,7 @@ constexpr int kNumForms = static_cast<int>(std::size(kForms));
 constexpr int kDefaultForm = 0;
 
 const kit::PlanCandidates& candidates() {
-  static const kit::PlanCandidates plan_candidates = [] {
-    std::vector<std::string> names;
-    for (const AddForm& f : kForms) {
-      names.emplace_back(f.name);
-    }
-    return kit::PlanCandidates("add", names);
-  }();
+  static const kit::PlanCandidates plan_candidates("add", kit::form_names(kForms));
   return plan_candidates;
 }
 
@@ -74,13 +68,7 @@ AddPlan plan_add(const AddInputs& in, const kit::DeviceFacts& device, const kit:
                                                     source));
 }
 
-std::vector<std::string> add_candidates() {
-  std::vector<std::string> names;
-  for (const AddForm& f : kForms) {
-    names.emplace_back(f.name);
-  }
-  return names;
-}
+std::vector<std::string> add_candidates() { return kit::form_names(kForms); }
 
 namespace {
 

@@ -79,15 +79,8 @@ constexpr int64_t kMaxElementsPerThread = 64;
 constexpr int64_t kShortRowLimit = 256;
 
 const kit::PlanCandidates& candidates(bool backward) {
-  const auto make = [](bool bwd) {
-    std::vector<std::string> names;
-    for (const SoftmaxForm& f : kForms) {
-      names.emplace_back(f.name);
-    }
-    return kit::PlanCandidates(bwd ? "softmax_backward" : "softmax", names);
-  };
-  static const kit::PlanCandidates forward(make(false));
-  static const kit::PlanCandidates backward_candidates(make(true));
+  static const kit::PlanCandidates forward("softmax", kit::form_names(kForms));
+  static const kit::PlanCandidates backward_candidates("softmax_backward", kit::form_names(kForms));
   return backward ? backward_candidates : forward;
 }
 
@@ -223,13 +216,7 @@ SoftmaxPlan plan_softmax(const SoftmaxInputs& in, const kit::DeviceFacts& device
 }
 
 std::vector<std::string> softmax_fitting(const SoftmaxInputs& in, const kit::DeviceFacts& device) {
-  std::vector<std::string> names;
-  for (const SoftmaxForm& f : kForms) {
-    if (fits(in, f, device)) {
-      names.emplace_back(f.name);
-    }
-  }
-  return names;
+  return kit::fitting_names(kForms, [&](const SoftmaxForm& f) { return fits(in, f, device); });
 }
 
 namespace {

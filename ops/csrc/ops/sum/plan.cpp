@@ -52,13 +52,7 @@ constexpr int kNumForms = static_cast<int>(std::size(kForms));
 constexpr int64_t kMaxElementsPerThread = 64;
 
 const kit::PlanCandidates& candidates() {
-  static const kit::PlanCandidates plan_candidates = [] {
-    std::vector<std::string> names;
-    for (const SumRowsForm& f : kForms) {
-      names.emplace_back(f.name);
-    }
-    return kit::PlanCandidates("sum_rows", names);
-  }();
+  static const kit::PlanCandidates plan_candidates("sum_rows", kit::form_names(kForms));
   return plan_candidates;
 }
 
@@ -185,13 +179,7 @@ SumRowsPlan plan_sum_rows(const SumRowsInputs& in, const kit::DeviceFacts& devic
 }
 
 std::vector<std::string> sum_rows_fitting(const SumRowsInputs& in, const kit::DeviceFacts& device) {
-  std::vector<std::string> names;
-  for (const SumRowsForm& f : kForms) {
-    if (fits(in, f, device)) {
-      names.emplace_back(f.name);
-    }
-  }
-  return names;
+  return kit::fitting_names(kForms, [&](const SumRowsForm& f) { return fits(in, f, device); });
 }
 
 namespace {

@@ -3,7 +3,8 @@
 // and the rules that only correctness and resources decide (which candidates fit a call); which
 // fitting candidate runs is data, in this order:
 //   1. a candidate forced by name (PlanCandidates::force: tests, and the tuning command);
-//   2. the choice made earlier in this process for the call's class (ChoiceKey);
+//   2. the choice made earlier in this process for the call's class (ChoiceKey), where it fits the
+//      call (else 3 or 5, for this call only);
 //   3. the table of the card (ops/plan_tables/*.json, embedded; TJIT_PLAN_TABLES adds a folder of
 //      one's own; TJIT_PLAN_TABLES=0 hides every table): the nearest measured neighbour among
 //      entries whose candidate fits;
@@ -21,6 +22,7 @@
 #include <c10/util/FunctionRef.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -163,6 +165,29 @@ class CallTimer {
   StoreWith store_with_{this};
   CandidateTimer timer_;
 };
+
+// The names of a plan's candidate forms (each with a `name`), in order: what PlanCandidates takes.
+template <typename Form, std::size_t N>
+std::vector<std::string> form_names(const Form (&forms)[N]) {
+  std::vector<std::string> names;
+  names.reserve(N);
+  for (const Form& f : forms) {
+    names.emplace_back(f.name);
+  }
+  return names;
+}
+
+// The names of the forms for which fits(form) holds, in order (describers' "fitting").
+template <typename Form, std::size_t N, typename Fits>
+std::vector<std::string> fitting_names(const Form (&forms)[N], const Fits& fits) {
+  std::vector<std::string> names;
+  for (const Form& f : forms) {
+    if (fits(f)) {
+      names.emplace_back(f.name);
+    }
+  }
+  return names;
+}
 
 // The plans' candidates by plan name (each PlanCandidates registers itself), for tools: nullptr
 // for a plan without candidates.
