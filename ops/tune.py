@@ -129,10 +129,11 @@ def _plans():
             "softmax": TunedPlan((0, ), softmax(False)),
             "softmax_backward": TunedPlan((0, ), softmax(True)),
             # A sum's choice serves columns up to the next power of two; an add's, outputs of up to the
-            # next power of two elements (one row of that many columns; flat: flags 0).
+            # next power of two elements, 65536 at least (one row of that many columns; flat: flags 0;
+            # add/plan.cpp's choice_key).
             "sum_rows": TunedPlan((0, ), sum_rows, point=lambda rows, cols: (rows, _next_power_of_2(cols))),
             "add": TunedPlan((0, ), add, sizes=lambda rows, cols: {"numel": rows * cols},
-                             point=lambda rows, cols: (1, _next_power_of_2(rows * cols)))}
+                             point=lambda rows, cols: (1, _next_power_of_2(max(rows * cols, 65536))))}
 
 
 def time_per_call(make_inputs, nbytes, call, rounds=5):

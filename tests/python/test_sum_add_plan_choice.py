@@ -153,15 +153,16 @@ _DESCRIBE = textwrap.dedent("""\
 
 def test_a_table_serves_a_size_class(tmp_path):
     # A sum's choice serves columns up to the next power of two and an add's outputs of up to the
-    # next power of two elements; between measured classes the nearest measured one decides.
+    # next power of two elements (65536 at least); between measured classes the nearest measured one
+    # decides.
     card = {"name": "test card", "capability": FACTS["capability"], "multiprocessors": FACTS["multiprocessors"],
             "memory_gbps": FACTS["memory_gbps"]}
     table = {"format": tune.FORMAT, "card": card, "plans": {
         "sum_rows": {"float32": {"0": [[256, 4096, "rows_w4"], [256, 8192, "rows_w16"]]}},
-        "add": {"float32": {"0": [[1, 1024, "b2048_w8"], [1, 1048576, "b8192_w8"]], "1": [[1, 1024, "b4096_w4"]]}}}}
+        "add": {"float32": {"0": [[1, 65536, "b2048_w8"], [1, 1048576, "b8192_w8"]], "1": [[1, 65536, "b4096_w4"]]}}}}
     (tmp_path / "card.json").write_text(json.dumps(table))
     queries = [["sum_rows", {"rows": 200, "cols": 4097}], ["sum_rows", {"rows": 200, "cols": 4096}],
-               ["sum_rows", {"rows": 200, "cols": 3000}], ["add", {"numel": 1000}], ["add", {"numel": 700000}],
+               ["sum_rows", {"rows": 200, "cols": 3000}], ["add", {"numel": 1000}], ["add", {"numel": 800000}],
                ["add", {"numel": 1000, "same_shape_contiguous": 0}]]
     env = dict(os.environ, TJIT_PLAN_TABLES=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", _DESCRIBE, json.dumps(FACTS), json.dumps(queries)], env=env,
@@ -174,7 +175,8 @@ def test_a_table_serves_a_size_class(tmp_path):
 
 def test_the_tuner_measures_each_class_once():
     tuned = tune._plans()
-    assert tuned["add"].point(4, 1000) == tuned["add"].point(1, 4096) == (1, 4096)
+    assert tuned["add"].point(4, 1000) == tuned["add"].point(1, 4096) == (1, 65536)  # small outputs: one class
+    assert tuned["add"].point(3, 100000) == (1, 524288)
     assert tuned["add"].sizes(4, 1000) == {"numel": 4000}
     assert tuned["sum_rows"].point(300, 5000) == (300, 8192)
     assert tuned["softmax"].point(300, 5000) == (300, 5000)

@@ -31,10 +31,14 @@ const kit::PlanCandidates& candidates() {
   return plan_candidates;
 }
 
+// Outputs up to this many elements are one class: a launch's cost, not its bytes, decides them, so
+// the many small sizes of a program tune (or read the table) once.
+constexpr int64_t kSmallestClass = 65536;
+
 // One choice serves outputs of up to the next power of two elements (as one row of that many
 // columns), flat or strided.
 kit::ChoiceKey choice_key(const AddInputs& in, bool flat) {
-  return kit::ChoiceKey{1, kit::next_power_of_2(std::max<int64_t>(in.numel, 1)), in.dtype, flat ? 0 : 1};
+  return kit::ChoiceKey{1, kit::next_power_of_2(std::max(in.numel, kSmallestClass)), in.dtype, flat ? 0 : 1};
 }
 
 bool is_flat(const AddInputs& in) {
