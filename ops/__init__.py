@@ -98,7 +98,8 @@ def prepare(op, *args, **kwargs):
     `op` is a tjit operator (`tjit.softmax`, `torch.ops.tjit.softmax`, ...) or any function that
     calls them. Every kernel the call would launch is compiled (or read from a bundle or the kernel
     store), loaded into the current CUDA context and autotuned for these arguments (timing launches
-    its configs), and none is launched: the call's outputs are left unwritten and it returns None.
+    its configs; an operator whose plan is a measured choice times its candidates, where no table
+    decides), and none is launched: the call's outputs are left unwritten and it returns None.
     A capture afterwards records the tuned kernels. Without it, a first call inside a capture still
     works: it compiles and loads there, and launches an untuned fallback where tuning was needed.
     C++: `tjit::PrepareOnlyScope` (tjit/prepare.h) around the call.

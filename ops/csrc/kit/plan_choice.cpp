@@ -2,6 +2,7 @@
 
 #include <tjit/dtype.h>
 #include <tjit/environment.h>
+#include <tjit/prepare.h>
 #include <tjit/timing.h>
 #include <tjit/triton_jit_function.h>
 
@@ -413,6 +414,9 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
 }
 
 double time_candidate(Stream stream, const c10::Device& device, const std::function<void()>& run) {
+  // tjit::prepare() holds launches back; a candidate's time is its launches', so they run (as an
+  // autotuned kernel's configs do).
+  PrepareOnlyScope timing_launches(false);
   return time_launches(stream, device, run, kTuneWarmupMs, kTuneRepMs);
 }
 

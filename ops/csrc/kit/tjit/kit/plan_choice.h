@@ -9,8 +9,9 @@
 //      one's own; TJIT_PLAN_TABLES=0 hides every table): the nearest measured neighbour among
 //      entries whose candidate fits;
 //   4. on a CUDA card without a table: tuned at the first call of the class, each fitting candidate
-//      timed on the call's own tensors, the winner kept in the kernel store (later processes read
-//      it); not while the stream is being captured, nor with TJIT_TUNE=0;
+//      timed on the call's own tensors (also under tjit::prepare, which tunes ahead), the winner
+//      kept in the kernel store (later processes read it); not while the stream is being captured,
+//      nor with TJIT_TUNE=0;
 //   5. the plan's default rule.
 
 #include <tjit/kit/plans.h>
