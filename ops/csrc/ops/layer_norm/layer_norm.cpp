@@ -196,7 +196,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     }
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors.
-  static auto& row_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdKernel);
+  // Looked up only when tuning (with JIT off, a bundle without it still runs the other forms).
+  const auto row_kernel = [&]() -> TritonJitFunction& {
+    static auto& kernel = TritonJitFunction::get_instance(file, kLayerNormFwdKernel);
+    return kernel;
+  };
   const auto plan_of = [&](int candidate) { return plan_layer_norm_forward_candidate(inputs, candidate, device); };
   const kit::CallTimer timer(stream, input.device(), row_kernel, plan_of, launch);
   LayerNormForwardPlan plan = plan_layer_norm_forward(inputs, device, kit::Tuner::Available, timer.get());

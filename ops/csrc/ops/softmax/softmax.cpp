@@ -159,7 +159,12 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
     }
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors.
-  static auto& row_kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdKernel);
+  // The store keeps a tuned choice beside the one-row kernel, looked up only when tuning (with JIT
+  // off, a bundle without it still runs the plans that never launch it).
+  const auto row_kernel = [&]() -> TritonJitFunction& {
+    static auto& kernel = TritonJitFunction::get_instance(file, kSoftmaxFwdKernel);
+    return kernel;
+  };
   const auto plan_of = [&](int candidate) { return plan_softmax_candidate(inputs, candidate, device); };
   const kit::CallTimer timer(stream, x.device(), row_kernel, plan_of, launch);
   SoftmaxPlan plan = plan_softmax(inputs, device, kit::Tuner::Available, timer.get());
@@ -251,7 +256,12 @@ at::Tensor softmax_backward_triton(const at::Tensor& grad_output, const at::Tens
     }
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors.
-  static auto& row_kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdKernel);
+  // The store keeps a tuned choice beside the one-row kernel, looked up only when tuning (with JIT
+  // off, a bundle without it still runs the plans that never launch it).
+  const auto row_kernel = [&]() -> TritonJitFunction& {
+    static auto& kernel = TritonJitFunction::get_instance(file, kSoftmaxBwdKernel);
+    return kernel;
+  };
   const auto plan_of = [&](int candidate) { return plan_softmax_candidate(inputs, candidate, device); };
   const kit::CallTimer timer(stream, output.device(), row_kernel, plan_of, launch);
   launch(plan_softmax(inputs, device, kit::Tuner::Unavailable, timer.get()));
