@@ -75,6 +75,22 @@ requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                    reason="needs a CUDA GPU; runs on the CUDA machine (run.sh test there)")
 
 
+@pytest.fixture
+def forced_plan():
+    """force(plan, name): every call of `plan` takes its candidate `name` (plan_choice.h) until the
+    test ends."""
+    from tjit import _C
+    forced = []
+
+    def force(plan, name):
+        forced.append(plan)
+        _C.force_plan_candidate(plan, name)
+
+    yield force
+    for plan in forced:
+        _C.force_plan_candidate(plan, None)
+
+
 def poison_allocator(numel, dtype, device):
     """Fills memory the allocator will hand out next with NaN/garbage, so an output element the
     kernel forgets to write shows up instead of reading as a plausible zero."""

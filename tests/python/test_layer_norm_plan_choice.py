@@ -16,9 +16,8 @@ FACTS = plans.device_facts(is_cuda=True, multiprocessors=7, memory_gbps=700, cap
 
 
 @pytest.fixture
-def forced():
-    yield lambda name: _C.force_plan_candidate(PLAN, name)
-    _C.force_plan_candidate(PLAN, None)
+def forced(forced_plan):
+    return lambda name: forced_plan(PLAN, name)
 
 
 def test_the_candidates_are_listed():

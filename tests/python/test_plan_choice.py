@@ -31,9 +31,8 @@ def reference(x, w, r, eps):
 
 
 @pytest.fixture
-def forced():
-    yield lambda name: _C.force_plan_candidate(PLAN, name)
-    _C.force_plan_candidate(PLAN, None)
+def forced(forced_plan):
+    return lambda name: forced_plan(PLAN, name)
 
 
 def test_the_candidates_are_listed():

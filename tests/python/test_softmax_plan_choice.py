@@ -14,19 +14,6 @@ from tjit import _C
 FACTS = plans.device_facts(is_cuda=True, multiprocessors=7, memory_gbps=700, capability=75)  # no table
 
 
-@pytest.fixture
-def forced():
-    plans_forced = []
-
-    def force(plan, name):
-        plans_forced.append(plan)
-        _C.force_plan_candidate(plan, name)
-
-    yield force
-    for plan in plans_forced:
-        _C.force_plan_candidate(plan, None)
-
-
 @pytest.mark.parametrize("plan", ["softmax", "softmax_backward"])
 def test_the_candidates_are_listed(plan):
     names = _C.plan_candidates(plan)
@@ -35,7 +22,7 @@ def test_the_candidates_are_listed(plan):
 
 @pytest.mark.parametrize("cols", [100, 300, 1000, 4096, 5000, 9000, 20000, 40000])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_every_fitting_candidate_is_right(cols, dtype, forced):
+def test_every_fitting_candidate_is_right(cols, dtype, forced_plan):
     rows = 3
     x = torch.randn(rows, cols, dtype=dtype) * 4
     x[1, cols // 2] = float("-inf")
@@ -43,12 +30,12 @@ def test_every_fitting_candidate_is_right(cols, dtype, forced):
     expected = torch.softmax(x.double(), -1)
     tolerance = dict(rtol=2e-2, atol=2e-3) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-6)
     for name in plans.plan("softmax", rows=rows, cols=cols, dtype=dtype, device="cpu")["fitting"]:
-        forced("softmax", name)
+        forced_plan("softmax", name)
         torch.testing.assert_close(torch.ops.tjit.softmax(x, -1).double(), expected, **tolerance, msg=name)
     y = expected.to(dtype)
     want = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64)
     for name in plans.plan("softmax_backward", rows=rows, cols=cols, dtype=dtype, device="cpu")["fitting"]:
-        forced("softmax_backward", name)
+        forced_plan("softmax_backward", name)
         got = torch.ops.tjit.softmax_backward(g, y, -1, dtype)
         torch.testing.assert_close(got.double(), want, **tolerance, msg=name)
 
