@@ -118,6 +118,7 @@ def softmax_fwd_persistent_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_o
     # single-pass kernel. The row loop is software-pipelined (NUM_STAGES): the next rows' loads are
     # in flight while this row reduces and stores, which one program per row cannot overlap once a
     # row fills a whole SM (2-byte rows of 20K-32K columns).
+    ACC: tl.constexpr = tl.float64 if in_ptr.dtype.element_ty == tl.float64 else tl.float32
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
     for row in tl.range(tl.program_id(0), M, tl.num_programs(0), num_stages=NUM_STAGES):
@@ -127,7 +128,7 @@ def softmax_fwd_persistent_kernel(out_ptr, in_ptr, M, N, stride_in_row, stride_o
         else:
             in_row = in_ptr + row * stride_in_row
             out_row = out_ptr + row * stride_out_row
-        x = tl.load(in_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        x = tl.load(in_row + cols, mask=mask, other=float("-inf")).to(ACC)
         e = tl.exp(x - tl.max(x, axis=0))
         y = e / tl.sum(e, axis=0)
         tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)

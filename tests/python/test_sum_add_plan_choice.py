@@ -30,7 +30,7 @@ def test_the_candidates_are_listed(plan):
 # forms; short rows the blocked one.
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rows,cols", [(1, 9000), (3, 20001), (5, 300), (37, 4097)])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
 def test_every_fitting_sum_candidate_is_right(device, rows, cols, dtype, forced_plan):
     if dtype.is_floating_point:
         x = torch.randn(rows, cols, dtype=dtype, device=device)
@@ -45,8 +45,10 @@ def test_every_fitting_sum_candidate_is_right(device, rows, cols, dtype, forced_
         got = torch.ops.tjit.sum(x, [1])
         if dtype.is_floating_point:
             # fp32 accumulation in another order than float64's: about eps x sqrt(cols) x |partial sums|.
-            tolerance = dict(rtol=2e-2, atol=2e-2 * cols ** 0.5) if dtype == torch.bfloat16 else \
-                dict(rtol=1e-5, atol=1e-6 * cols)
+            # fp64 sums in fp64: fp32 accumulation would be off by ~1e-7 relative.
+            tolerance = {torch.bfloat16: dict(rtol=2e-2, atol=2e-2 * cols ** 0.5),
+                         torch.float32: dict(rtol=1e-5, atol=1e-6 * cols),
+                         torch.float64: dict(rtol=1e-11, atol=1e-12 * cols)}[dtype]
             torch.testing.assert_close(got.double(), x.double().sum(1).to(dtype).double(), **tolerance, msg=name)
         else:
             assert torch.equal(got, x.sum(1)), name
