@@ -1,5 +1,6 @@
 // kit::PlanCandidates' order of choices, without a GPU: a class's remembered choice serves the
-// calls it fits; one it does not fit takes the default rule for that call alone.
+// calls it fits; one it does not fit takes the default rule for that call alone; a tuning that
+// could time no candidate is not remembered.
 
 #include <tjit/kit/plan_choice.h>
 
@@ -48,6 +49,33 @@ TEST(PlanChoice, AForcedCandidateThatDoesNotFitIsAnError) {
   }
   candidates.force(-1);
   EXPECT_EQ(candidates.choose(ChoiceKey{1, 64, c10::kFloat, 0}, cpu, not_b, 0), 0);
+}
+
+TEST(PlanChoice, ATuningThatTimedNothingIsTriedAgain) {
+  const PlanCandidates candidates("test_tuning_failed", {"a", "b", "c"});
+  DeviceFacts card;  // a CUDA card no table serves: first-call tuning (timed by the test's timer)
+  card.is_cuda = true;
+  card.multiprocessors = 7;
+  card.capability = 75;
+  const ChoiceKey key{100, 4096, c10::kFloat, 0};
+  const auto all = [](int) { return true; };
+  const auto may_time = [] { return true; };
+  const auto no_store = []() -> const tjit::TritonJitFunction* { return nullptr; };
+  const auto every_run_fails = [](int) -> double { TORCH_CHECK(false, "the test's launch failed"); };
+  const tjit::kit::CandidateTimer failing{may_time, every_run_fails, no_store};
+  ChoiceSource source = ChoiceSource::Forced;
+  EXPECT_EQ(candidates.choose(key, card, all, 1, &failing, &source), 1);
+  EXPECT_EQ(source, ChoiceSource::Default);
+  // Not remembered: the next call tunes; a candidate that fails is skipped, the fastest wins.
+  const auto c_is_fastest = [](int i) -> double {
+    TORCH_CHECK(i != 0, "the test's launch failed");
+    return i == 2 ? 1.0 : 2.0;
+  };
+  const tjit::kit::CandidateTimer timing{may_time, c_is_fastest, no_store};
+  EXPECT_EQ(candidates.choose(key, card, all, 1, &timing, &source), 2);
+  EXPECT_EQ(source, ChoiceSource::Tuned);
+  EXPECT_EQ(candidates.choose(key, card, all, 1, &failing, &source), 2);
+  EXPECT_EQ(source, ChoiceSource::Remembered);
 }
 
 }  // namespace

@@ -323,6 +323,13 @@ int PlanCandidates::choose(const ChoiceKey& key, const DeviceFacts& device, c10:
       return default_index;
     }
     index = tune(key, device, fits, default_index, *timer, &s);
+    if (index < 0) {
+      // No candidate could be timed (each failed): the default rule now, tuning again at a later call.
+      if (source != nullptr) {
+        *source = ChoiceSource::Default;
+      }
+      return default_index;
+    }
   }
   if (s != ChoiceSource::Forced) {
     remember(key, device, index);
@@ -393,11 +400,14 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
       default_ms = ms;
     }
   }
+  if (!std::isfinite(best_ms)) {
+    return -1;
+  }
   if (default_ms <= best_ms * (1 + kTuneNoise)) {
     best = default_index;  // within the timings' spread: the default rule stands
     best_ms = default_ms;
   }
-  if (store_with != nullptr && std::isfinite(best_ms)) {
+  if (store_with != nullptr) {
     store_with->store_decision(what, nlohmann::json{{"candidate", names_[best]}, {"timings_ms", timings}}.dump());
   }
   if (log_compiles()) {

@@ -15,7 +15,8 @@ namespace tjit {
 // estimate, then warmup_ms worth of warm-up runs and rep_ms worth of timed runs, each timed with
 // CUDA events after the L2 cache is cleared. `run` must be repeatable: it writes only what it owns.
 // On the CPU (Triton's interpreter): the median wall time of 3 runs after one. Must not be called
-// while `stream` is being captured into a CUDA graph.
+// while `stream` is being captured into a CUDA graph; another thread's capture (in any mode) is
+// left intact, as the autotuner leaves it.
 double time_launches(Stream stream, const c10::Device& device, const std::function<void()>& run, double warmup_ms,
                      double rep_ms);
 

@@ -1,5 +1,7 @@
 #include <tjit/timing.h>
 
+#include <tjit/relaxed_capture.h>
+
 #include "tuning/autotuner.h"
 
 namespace tjit {
@@ -13,6 +15,7 @@ double time_launches(Stream stream, const c10::Device& device, const std::functi
   }
   const int index = device.has_index() ? device.index() : 0;
   detail::DeviceContextScope context(index);
+  RelaxedCaptureMode relaxed;  // another thread may be capturing a graph (its syncs would break it)
   return detail::time_on_gpu(stream, index, nothing, run, warmup_ms, rep_ms, runs);
 }
 

@@ -103,6 +103,7 @@ class PlanCandidates {
   int from_table(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits) const;
   std::optional<int> remembered(const ChoiceKey& key, const DeviceFacts& device) const;
   void remember(const ChoiceKey& key, const DeviceFacts& device, int index) const;
+  // The fastest fitting candidate by timing each; -1 when none could be timed (each failed).
   int tune(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits, int default_index,
            const CandidateTimer& timer, ChoiceSource* source) const;
 
