@@ -1,9 +1,9 @@
 """`python -m tjit tune`: the plan table of this GPU, measured (plans as measured choices,
 tjit/kit/plan_choice.h; docs/design.md "Plans").
 
-For each plan that has candidates (rms_norm's and layer_norm's forwards, softmax and its backward,
-sum's rows and add),
-each dtype, each of the plan's switches (add_rms_norm's residual)
+For each plan that has candidates (rms_norm's and layer_norm's forwards and backwards, softmax and its
+backward, sum's rows and add), each dtype, each of the plan's switches (add_rms_norm's residual, the
+gradients a backward computes)
 and each point of a grid of row classes and column counts, every candidate that fits is timed
 (GPU time per call: replays of a CUDA graph of calls that rotate over enough input sets to leave the
 L2 cache cold, as the benchmarks time), and the fastest goes into the table:
@@ -106,6 +106,36 @@ def _plans():
 
         return make
 
+    def rms_backward(rows, cols, dtype, flags):
+        # flags: dx 1, dw 2, add_rms_norm's grad_sum 4 (rms_norm/plan.cpp's choice key).
+        def inputs():
+            x = torch.randn(rows, cols, device="cuda", dtype=dtype)
+            w = torch.randn(cols, device="cuda", dtype=dtype)
+            _, rstd = torch.ops.tjit.rms_norm_forward(x, [cols], w, 1e-6)
+            return (torch.randn_like(x), x, rstd, w, torch.randn_like(x) if flags & 4 else None)
+
+        def call(t):
+            dy, x, rstd, w, ds = t
+            return torch.ops.tjit.rms_norm_backward(dy, x, [cols], rstd, w, [bool(flags & 1), bool(flags & 2)], ds)
+
+        return inputs, rows * cols * element_size(dtype) * (4 if flags & 4 else 3), call
+
+    def layer_norm_backward(rows, cols, dtype, flags):
+        # flags: dx 1, dw 2, db 4 (layer_norm/plan.cpp's choice key).
+        def inputs():
+            x = torch.randn(rows, cols, device="cuda", dtype=dtype)
+            w = torch.randn(cols, device="cuda", dtype=dtype)
+            b = torch.randn(cols, device="cuda", dtype=dtype)
+            _, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [cols], w, b, 1e-5)
+            return (torch.randn_like(x), x, mean, rstd, w, b)
+
+        def call(t):
+            dy, x, mean, rstd, w, b = t
+            return torch.ops.tjit.layer_norm_backward(dy, x, [cols], mean, rstd, w, b,
+                                                      [bool(flags & 1), bool(flags & 2), bool(flags & 4)])
+
+        return inputs, rows * cols * element_size(dtype) * 3, call
+
     def sum_rows(rows, cols, dtype, flags):
         def inputs():
             return (torch.randn(rows, cols, device="cuda", dtype=dtype), )
@@ -126,6 +156,10 @@ def _plans():
 
     return {"rms_norm_forward": TunedPlan((0, 1), rms_forward, lambda flags: {"has_residual": flags & 1}),
             "layer_norm_forward": TunedPlan((0, ), layer_norm_forward),
+            "rms_norm_backward": TunedPlan((3, 7), rms_backward, lambda flags: {
+                "want_dx": flags & 1, "want_dw": (flags >> 1) & 1, "has_grad_sum": (flags >> 2) & 1}),
+            "layer_norm_backward": TunedPlan((7, ), layer_norm_backward, lambda flags: {
+                "want_dx": flags & 1, "want_dw": (flags >> 1) & 1, "want_db": (flags >> 2) & 1}),
             "softmax": TunedPlan((0, ), softmax(False)),
             "softmax_backward": TunedPlan((0, ), softmax(True)),
             # A sum's choice serves columns up to the next power of two; an add's, outputs of up to the

@@ -968,3 +968,38 @@ TEST(AutotuneCuda, NewKeyInsideGraphCaptureDefersTuningAndTuneFirstWorks) {
 }
 
 }  // namespace
+
+namespace {
+
+// A thread without a current CUDA context (autograd's backward threads are such until something
+// makes one current): the legacy default stream's capture status is resolved through the context,
+// so the query must bring the device's own.
+TEST(AutotuneCuda, CaptureStatusOnAThreadWithoutAContext) {
+  TJIT_SKIP_WITHOUT_CUDA();
+  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr);
+  using GetCurrent = CUresult (*)(CUcontext*);
+  const auto get_current = reinterpret_cast<GetCurrent>(dlsym(lib, "cuCtxGetCurrent"));
+  ASSERT_NE(get_current, nullptr);
+  bool had_context = true;
+  bool capturing = true;
+  bool has_context_after = true;
+  std::string error;
+  std::thread([&] {
+    CUcontext ctx = nullptr;
+    had_context = get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr;
+    try {
+      capturing = tjit::stream_is_capturing(nullptr, c10::Device(c10::kCUDA, 0));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    has_context_after = get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr;
+  }).join();
+  EXPECT_FALSE(had_context) << "the new thread already had a context: the test shows nothing";
+  EXPECT_EQ(error, "");
+  EXPECT_FALSE(capturing);
+  EXPECT_FALSE(has_context_after) << "the query left the device's context current on the thread";
+  EXPECT_FALSE(tjit::stream_is_capturing(nullptr, c10::Device(c10::kCPU)));
+}
+
+}  // namespace

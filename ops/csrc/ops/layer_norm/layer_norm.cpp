@@ -209,7 +209,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     const at::Tensor sync = kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x);
     // While a CUDA graph is being captured nothing can be timed: without a chosen config the tuner
     // is unavailable to this call, and a candidate serves it instead.
-    if (!stream_is_capturing(stream) || long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, plan.row_bucket,
+    if (!stream_is_capturing(stream, input.device()) || long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, plan.row_bucket,
                                                                   cols, v.row_stride, cols, eps, w.defined(),
                                                                   b.defined(), plan.index64)) {
       long_kernel.run(stream, kit::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, sync, plan.row_bucket,
@@ -305,93 +305,114 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   inputs.want_db = want_db;
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(dy);
   const kit::DeviceFacts device = kit::device_facts(input);
-  LayerNormBackwardPlan plan = plan_layer_norm_backward(inputs, device);
   const auto partial_options = input.options().dtype(acc);
   const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
-  LaunchOptions options{plan.num_warps};
-  options.maxnreg = plan.maxnreg;
-  switch (plan.kind) {
-    case LayerNormBackwardPlan::Kind::Nothing:
-      break;
-    case LayerNormBackwardPlan::Kind::Fused: {
-      const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
-      static auto& fused = TritonJitFunction::get_instance(file, kLayerNormBwdFusedKernel);
-      fused(stream, Grid(plan.programs), options, dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c, rows,
-            cols, cols, dyv.row_stride, xv.row_stride, plan.rows_per_program, w.defined(), dx.defined(), want_dw,
-            want_db, plan.block_m, plan.block_n, plan.index64, plan.block_tail);
-      sums.finish(stream, plan.finalize, dw, db, cols);
-      break;
-    }
-    case LayerNormBackwardPlan::Kind::TeamLag: {
-      static auto& lag_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdTeamLagKernel);
-      static auto& lag_finalize = TritonJitFunction::get_instance(file, kLayerNormBwdTeamLagFinalizeKernel);
-      const auto with_arguments = [&](const at::Tensor& dw_partial, const at::Tensor& db_partial,
-                                      const at::Tensor& sync, int64_t per_team, const auto& call) {
-        return call(dx, dw_partial, db_partial, dy, x, w, mean_c, rstd_c, sync, rows, cols, plan.chunks, per_team,
-                    cols, dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, plan.block_n, plan.s_pow2,
-                    plan.stages, plan.index64);
-      };
-      // The team count follows the occupancy, and the partial sums' and the mode words' buffers
-      // the team count, so the occupancy is asked of the same binary with stand-ins of their
-      // dtypes (mean_c: fp32, like the partial sums); the kernel does not specialise on
-      // rows_per_team.
+  static auto& lag_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdTeamLagKernel);
+  const auto options_of = [](const LayerNormBackwardPlan& plan) {
+    LaunchOptions options{plan.num_warps};
+    options.maxnreg = plan.maxnreg;
+    return options;
+  };
+  const auto lag_arguments = [&](const LayerNormBackwardPlan& plan, const at::Tensor& dw_partial,
+                                 const at::Tensor& db_partial, const at::Tensor& sync, int64_t per_team,
+                                 const auto& call) {
+    return call(dx, dw_partial, db_partial, dy, x, w, mean_c, rstd_c, sync, rows, cols, plan.chunks, per_team, cols,
+                dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, plan.block_n, plan.s_pow2, plan.stages,
+                plan.index64);
+  };
+  // Candidate i's plan for this call: the lag kernel's team count follows the occupancy of its
+  // binary, asked with stand-ins of the buffers' dtypes (mean_c: fp32, like the partial sums; the
+  // kernel does not specialise on rows_per_team).
+  const auto plan_of = [&](int candidate) {
+    LayerNormBackwardPlan plan = plan_layer_norm_backward_candidate(inputs, candidate, device);
+    if (plan.needs_occupancy) {
+      TORCH_INTERNAL_ASSERT(plan.lag, kBackwardOp, ": only the lag kernel's teams follow its occupancy");
       const at::Tensor long_stand_in = at::empty({1}, input.options().dtype(at::kLong));
-      inputs.resident_programs_per_sm =
-          with_arguments(want_dw ? mean_c : at::Tensor(), want_db ? mean_c : at::Tensor(), long_stand_in, 1,
-                         [&](const auto&... args) { return lag_kernel.resident_programs_per_sm(options, args...); });
-      plan = plan_layer_norm_backward(inputs, device);
-      const int64_t teams = plan.groups;
-      const at::Tensor sync = kit::row_exchange_workspace(rows, plan.exchange_chunks, input, teams);
-      // Always partial rows (one per team), even for one team: the finalize adds them up.
-      const at::Tensor dw_partial = want_dw ? kit::empty_output({teams, cols}, partial_options) : at::Tensor();
-      const at::Tensor db_partial = want_db ? kit::empty_output({teams, cols}, partial_options) : at::Tensor();
-      with_arguments(dw_partial, db_partial, sync, plan.rows_per_program, [&](const auto&... args) {
-        lag_kernel(stream, Grid(plan.programs), options, args...);
-        return 0;
-      });
-      lag_finalize(stream, Grid(plan.finalize.programs), LaunchOptions{4}, dw, db, dw_partial, db_partial, dx, dy, x,
-                   w, mean_c, rstd_c, sync, rows, cols, plan.chunks, plan.rows_per_program, teams, cols,
-                   dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, plan.finalize.block_g,
-                   plan.finalize.block_n, plan.index64);
-      break;
+      LayerNormBackwardInputs asked = inputs;
+      asked.resident_programs_per_sm =
+          lag_arguments(plan, want_dw ? mean_c : at::Tensor(), want_db ? mean_c : at::Tensor(), long_stand_in, 1,
+                        [&](const auto&... args) { return lag_kernel.resident_programs_per_sm(options_of(plan), args...); });
+      plan = plan_layer_norm_backward_candidate(asked, candidate, device);
     }
-    case LayerNormBackwardPlan::Kind::Team: {
-      const at::Tensor sync = kit::row_exchange_workspace(rows, plan.exchange_chunks, input);
-      const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
-      static auto& team_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdTeamKernel);
-      team_kernel(stream, Grid(plan.programs), options, dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c, rstd_c,
-                  sync, rows, cols, plan.chunks, plan.rows_per_program, cols, dyv.row_stride, xv.row_stride,
-                  w.defined(), dx.defined(), want_dw, want_db, plan.block_n, plan.s_pow2, plan.stages, plan.index64);
-      sums.finish(stream, plan.finalize, dw, db, cols);
-      break;
-    }
-    case LayerNormBackwardPlan::Kind::DxThenColumns: {
-      if (plan.dx) {
-        static auto& dx_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdDxKernel);
-        dx_kernel(stream, Grid(plan.programs), LaunchOptions{plan.dx_num_warps}, dx, dy, x, w, mean_c, rstd_c, rows,
-                  cols, cols, dyv.row_stride, xv.row_stride, w.defined(), plan.dx_block_n, plan.dx_single_pass,
-                  plan.index64);
-      }
-      if (plan.columns_kernel == nullptr) {
+    return plan;
+  };
+  const auto launch = [&](const LayerNormBackwardPlan& plan) {
+    switch (plan.kind) {
+      case LayerNormBackwardPlan::Kind::Nothing:
+        break;
+      case LayerNormBackwardPlan::Kind::Fused: {
+        const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
+        static auto& fused = TritonJitFunction::get_instance(file, kLayerNormBwdFusedKernel);
+        fused(stream, Grid(plan.programs), options_of(plan), dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c,
+              rstd_c, rows, cols, cols, dyv.row_stride, xv.row_stride, plan.rows_per_program, w.defined(),
+              dx.defined(), want_dw, want_db, plan.block_m, plan.block_n, plan.index64, plan.block_tail);
+        sums.finish(stream, plan.finalize, dw, db, cols);
         break;
       }
-      if (plan.groups == 1) {
-        static auto& dwdb = TritonJitFunction::get_instance(file, kLayerNormBwdDwdbKernel);
-        dwdb(stream, Grid(plan.column_blocks), LaunchOptions{4}, dw, db, dy, x, mean_c, rstd_c, rows, cols,
-             dyv.row_stride, xv.row_stride, want_dw, want_db, plan.columns_block_m, plan.columns_block_n,
-             plan.index64);
+      case LayerNormBackwardPlan::Kind::Team: {
+        if (plan.lag) {
+          static auto& lag_finalize = TritonJitFunction::get_instance(file, kLayerNormBwdTeamLagFinalizeKernel);
+          const int64_t teams = plan.groups;
+          const at::Tensor sync = kit::row_exchange_workspace(rows, plan.chunks, input, teams);
+          // Always partial rows (one per team), even for one team: the finalize adds them up.
+          const at::Tensor dw_partial = want_dw ? kit::empty_output({teams, cols}, partial_options) : at::Tensor();
+          const at::Tensor db_partial = want_db ? kit::empty_output({teams, cols}, partial_options) : at::Tensor();
+          lag_arguments(plan, dw_partial, db_partial, sync, plan.rows_per_program, [&](const auto&... args) {
+            lag_kernel(stream, Grid(plan.programs), options_of(plan), args...);
+            return 0;
+          });
+          lag_finalize(stream, Grid(plan.finalize.programs), LaunchOptions{4}, dw, db, dw_partial, db_partial, dx, dy,
+                       x, w, mean_c, rstd_c, sync, rows, cols, plan.chunks, plan.rows_per_program, teams, cols,
+                       dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, plan.finalize.block_g,
+                       plan.finalize.block_n, plan.index64);
+          break;
+        }
+        const at::Tensor sync = kit::row_exchange_workspace(rows, plan.chunks, input);
+        const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
+        static auto& team_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdTeamKernel);
+        team_kernel(stream, Grid(plan.programs), options_of(plan), dx, sums.dw_partial, sums.db_partial, dy, x, w,
+                    mean_c, rstd_c, sync, rows, cols, plan.chunks, plan.rows_per_program, cols, dyv.row_stride,
+                    xv.row_stride, w.defined(), dx.defined(), want_dw, want_db, plan.block_n, plan.s_pow2,
+                    plan.stages, plan.index64);
+        sums.finish(stream, plan.finalize, dw, db, cols);
         break;
       }
-      const at::Tensor dw_partial = want_dw ? kit::empty_output({plan.groups, cols}, partial_options) : at::Tensor();
-      const at::Tensor db_partial = want_db ? kit::empty_output({plan.groups, cols}, partial_options) : at::Tensor();
-      static auto& partial = TritonJitFunction::get_instance(file, kLayerNormBwdDwdbPartialKernel);
-      partial(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)), LaunchOptions{4}, dw_partial,
-              db_partial, dy, x, mean_c, rstd_c, rows, cols, dyv.row_stride, xv.row_stride, plan.rows_per_group,
-              want_dw, want_db, plan.columns_block_m, plan.columns_block_n, plan.index64);
-      finalize_dwdb(stream, plan.finalize, dw, db, dw_partial, db_partial, plan.groups, cols);
-      break;
+      case LayerNormBackwardPlan::Kind::DxThenColumns: {
+        if (plan.dx) {
+          static auto& dx_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdDxKernel);
+          dx_kernel(stream, Grid(plan.programs), LaunchOptions{plan.dx_num_warps}, dx, dy, x, w, mean_c, rstd_c, rows,
+                    cols, cols, dyv.row_stride, xv.row_stride, w.defined(), plan.dx_block_n, plan.dx_single_pass,
+                    plan.index64);
+        }
+        if (!plan.columns) {
+          break;
+        }
+        if (plan.groups == 1) {
+          static auto& dwdb = TritonJitFunction::get_instance(file, kLayerNormBwdDwdbKernel);
+          dwdb(stream, Grid(plan.column_blocks), LaunchOptions{4}, dw, db, dy, x, mean_c, rstd_c, rows, cols,
+               dyv.row_stride, xv.row_stride, want_dw, want_db, plan.columns_block_m, plan.columns_block_n,
+               plan.index64);
+          break;
+        }
+        const at::Tensor dw_partial = want_dw ? kit::empty_output({plan.groups, cols}, partial_options) : at::Tensor();
+        const at::Tensor db_partial = want_db ? kit::empty_output({plan.groups, cols}, partial_options) : at::Tensor();
+        static auto& partial = TritonJitFunction::get_instance(file, kLayerNormBwdDwdbPartialKernel);
+        partial(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)), LaunchOptions{4}, dw_partial,
+                db_partial, dy, x, mean_c, rstd_c, rows, cols, dyv.row_stride, xv.row_stride, plan.rows_per_group,
+                want_dw, want_db, plan.columns_block_m, plan.columns_block_n, plan.index64);
+        finalize_dwdb(stream, plan.finalize, dw, db, dw_partial, db_partial, plan.groups, cols);
+        break;
+      }
     }
-  }
+  };
+  // A first call of a shape class on a card without a table times the candidates on these tensors;
+  // the store keeps the choice beside the fused kernel, looked up only when tuning.
+  const auto fused_kernel = [&]() -> TritonJitFunction& {
+    static auto& kernel = TritonJitFunction::get_instance(file, kLayerNormBwdFusedKernel);
+    return kernel;
+  };
+  const kit::CallTimer timer(stream, input.device(), fused_kernel, plan_of, launch);
+  launch(plan_of(choose_layer_norm_backward(inputs, device, timer.get())));
   return {dx, dw, db};
 }
 

@@ -17,111 +17,6 @@ namespace {
 constexpr const char* kOp = "tjit::layer_norm";
 constexpr const char* kBackwardOp = "tjit::layer_norm_backward";
 
-// Up to here the backward is one fused pass (dx plus per-program dw/db partials).
-constexpr int64_t kFusedBackwardLimit = 8192;
-
-struct RowBlocks {
-  int64_t block_n;
-  bool single_pass;
-  int num_warps;
-  int64_t block_tail = 0;
-};
-
-// One program per row: the backward's dx kernel past the fused limit, and fp64 forwards.
-RowBlocks plan_rows(int64_t cols) {
-  if (cols <= 16384) {
-    const int64_t block = kit::next_power_of_2(cols);
-    return {block, true, static_cast<int>(std::clamp<int64_t>(block / 512, 1, 16))};
-  }
-  return {4096, false, 16};
-}
-
-struct FusedBlocks {
-  int64_t block_m;
-  int64_t block_n;
-  int num_warps;
-  int programs_per_sm;
-  int64_t block_tail = 0;
-};
-
-// The fused backward's [block_m, block_n] tiles: fewer, larger tiles for 4-byte elements; 2-byte
-// rows want two programs per SM up to 2048 columns. Rows of 4609..5120 columns go as 4096 columns
-// plus a 1024-column tail rather than an 8192-column tile. more_in_flight: the memory wants more
-// bytes in flight per SM than one 4-byte program of a 4096-element tile keeps (its 159 registers
-// leave it alone on its SM, with 32 KB of loads ahead): 2048-column rows then take 4 rows a tile at
-// 16 warps, as 4096-column rows do (128 registers, 64 KB ahead).
-constexpr int64_t kTailBackwardHead = 4096;
-
-FusedBlocks plan_fused_backward(int64_t cols, int64_t element_size, bool more_in_flight) {
-  if (element_size != 8 && cols > kTailBackwardHead + kTailBackwardHead / 8 &&
-      cols <= kTailBackwardHead + kTailBackwardHead / 4) {
-    return element_size == 2 ? FusedBlocks{1, kTailBackwardHead, 4, 2, kTailBackwardHead / 4}
-                             : FusedBlocks{1, kTailBackwardHead, 16, 1, kTailBackwardHead / 4};
-  }
-  const int64_t block_n = kit::next_power_of_2(cols);
-  int64_t tile = 0;
-  int per_sm = 1;
-  if (element_size == 2) {
-    tile = block_n <= 1024 ? 2048 : block_n <= 2048 ? 4096 : 8192;
-    per_sm = block_n > 128 && block_n <= 2048 ? 2 : 1;
-  } else {
-    tile = block_n <= 512 ? 2048 : block_n <= 2048 ? 4096 : 8192;
-    per_sm = block_n > 128 && block_n <= 512 ? 2 : 1;
-    if (element_size == 4 && block_n == 2048 && more_in_flight) {
-      tile = 8192;
-    }
-    if (element_size == 8) {
-      tile /= 2;  // twice the registers per element
-    }
-  }
-  tile = std::max(tile, block_n);
-  return {tile / block_n, block_n, static_cast<int>(std::clamp<int64_t>(tile / 512, 4, 16)), per_sm};
-}
-
-// The long-row backward on CUDA: teams of `chunks` programs share rows (their programs wait for
-// each other, which only CUDA runs at once). The team kernel: 4096-column chunks, two programs per
-// SM, the row loop 3 stages deep. 2-byte rows that want dx take the lag kernel: a row's dx one
-// iteration after its sums, 2048-column chunks capped at 128 registers, as many programs as an SM
-// holds, 2 stages.
-constexpr int64_t kTeamMaxChunks = 32;
-
-struct TeamBlocks {
-  int64_t block_n;
-  int64_t chunks;
-  int programs_per_sm;  // 0: the occupancy's
-  int stages;
-  bool lag;
-  int maxnreg;
-};
-
-std::optional<TeamBlocks> plan_team_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device) {
-  if (!device.is_cuda || in.dtype == c10::kDouble || in.cols <= kFusedBackwardLimit) {
-    return std::nullopt;
-  }
-  if (in.want_dx && c10::elementSize(in.dtype) == 2) {
-    constexpr int64_t lag_block_n = 2048;
-    const int64_t chunks = kit::ceil_div(in.cols, lag_block_n);
-    if (chunks <= kTeamMaxChunks && in.rows * chunks * 2 < kit::kInt32Limit) {
-      return TeamBlocks{lag_block_n, chunks, 0, 2, true, 128};
-    }
-  }
-  constexpr int64_t block_n = 4096;
-  const int64_t chunks = kit::ceil_div(in.cols, block_n);
-  if (chunks > kTeamMaxChunks || in.rows * chunks * 2 >= kit::kInt32Limit) {
-    return std::nullopt;
-  }
-  return TeamBlocks{block_n, chunks, 2, 3, false, 0};
-}
-
-// Narrow column blocks keep enough programs reading (N = 8192: 256 programs of 32 columns).
-DwdbFinalizePlan plan_finalize(int64_t groups, int64_t cols) {
-  DwdbFinalizePlan plan;
-  plan.block_n = std::clamp<int64_t>(kit::next_power_of_2(kit::ceil_div(cols, 256)), 16, 128);
-  plan.block_g = std::min<int64_t>(kit::next_power_of_2(groups), std::max<int64_t>(32, 2048 / plan.block_n));
-  plan.programs = kit::blocks_for(cols, plan.block_n, kBackwardOp);
-  return plan;
-}
-
 }  // namespace
 
 namespace {
@@ -241,93 +136,111 @@ std::vector<std::string> layer_norm_forward_fitting(const LayerNormForwardInputs
   return forward_forms().fitting(in.cols, in.dtype);
 }
 
+namespace {
+
+// The backward's candidate forms (the norm family's, norm_backward_forms.h): those of
+// layer_norm_bwd_*_kernel. Fused tiles of 2048 to 8192 elements, one or two programs an SM; rows
+// just past 4096 as a 4096-column head and a tail; teams of 4096-column chunks two an SM, or
+// 2048-column ones in the lag kernel capped at 128 registers; dx by rows then dw and db by columns.
+using norm::BackwardKind;
+constexpr norm::BackwardForm kBackwardForms[] = {
+    {"fused2048_p1", BackwardKind::Fused, 2048, 0, 0, 1, false, 0, 0, false, 0},
+    {"fused2048_p2", BackwardKind::Fused, 2048, 0, 0, 2, false, 0, 0, false, 0},
+    {"fused4096_p1", BackwardKind::Fused, 4096, 0, 0, 1, false, 0, 0, false, 0},
+    {"fused4096_p2", BackwardKind::Fused, 4096, 0, 0, 2, false, 0, 0, false, 0},
+    {"fused8192_p1", BackwardKind::Fused, 8192, 0, 0, 1, false, 0, 0, false, 0},
+    {"fused8192_p2", BackwardKind::Fused, 8192, 0, 0, 2, false, 0, 0, false, 0},
+    {"tail4096_w4_p2", BackwardKind::Fused, 0, 4096, 4, 2, false, 0, 0, false, 0},
+    {"tail4096_w8_p1", BackwardKind::Fused, 0, 4096, 8, 1, false, 0, 0, false, 0},
+    {"tail4096_w16_p1", BackwardKind::Fused, 0, 4096, 16, 1, false, 0, 0, false, 0},
+    {"team4096", BackwardKind::Team, 0, 0, 4, 2, false, 4096, 3, false, 0},
+    {"team_lag2048", BackwardKind::Team, 0, 0, 4, 0, false, 2048, 2, true, 128},
+    {"dx_columns", BackwardKind::DxThenColumns, 0, 0, 0, 0, false, 0, 0, false, 0},
+};
+
+constexpr norm::BackwardKernels kBackwardKernels{/*fused_limit=*/8192, /*fused_limit_fp64=*/8192,
+                                                 /*prefetch_switches=*/false, /*team_needs_dx=*/false,
+                                                 /*dx_row_limit=*/16384, /*lag_finalize_always=*/true};
+
+// Where nothing was measured: teams past the fused limit (the lag kernel for 2-byte rows that want
+// dx), else one fused pass whose tile grows with the row (two programs an SM up to 2048 columns of
+// 2-byte rows, 512 of 4-byte ones, whose mean and sums leave fewer registers), else dx then columns.
+int default_backward_form(const norm::BackwardFormList& forms, const norm::BackwardCall& c,
+                          const kit::DeviceFacts& device, bool teams) {
+  const int64_t element_size = c10::elementSize(c.dtype);
+  if (teams && c.cols > kBackwardKernels.fused_limit) {
+    const int lag = forms.index_of("team_lag2048");
+    const int team = forms.index_of("team4096");
+    if (element_size == 2 && forms.fits(lag, c, device)) {
+      return lag;
+    }
+    if (forms.fits(team, c, device)) {
+      return team;
+    }
+  }
+  if (c.cols <= kBackwardKernels.fused_limit) {
+    const int64_t block = kit::next_power_of_2(c.cols);
+    const int64_t pair_limit = element_size == 2 ? 2048 : 512;
+    const int64_t tile = block <= pair_limit / 2 || block <= 512 ? 2048 : block <= 2048 ? 4096 : 8192;
+    return forms.fused(tile, block > 128 && block <= pair_limit ? 2 : 1, false);
+  }
+  return forms.index_of("dx_columns");
+}
+
+const norm::BackwardFormList& backward_forms() {
+  static const norm::BackwardFormList forms("layer_norm_backward", kBackwardForms,
+                                            static_cast<int>(std::size(kBackwardForms)), kBackwardKernels,
+                                            &default_backward_form);
+  return forms;
+}
+// Registered at load time, so tools list the candidates before a first call.
+const norm::BackwardFormList& registered_backward_forms = backward_forms();
+
+norm::BackwardCall backward_call(const LayerNormBackwardInputs& in) {
+  norm::BackwardCall c;
+  c.rows = in.rows;
+  c.cols = in.cols;
+  c.dtype = in.dtype;
+  c.want_dx = in.want_dx;
+  c.want_sums = in.want_dw || in.want_db;
+  c.index64 = in.index64;
+  c.resident_programs_per_sm = in.resident_programs_per_sm;
+  return c;
+}
+
+// A choice serves calls of the same outputs wanted: dx 1, dw 2, db 4.
+kit::ChoiceKey backward_key(const LayerNormBackwardInputs& in) {
+  return {in.rows, in.cols, in.dtype, int64_t{in.want_dx} | int64_t{in.want_dw} << 1 | int64_t{in.want_db} << 2};
+}
+
+bool wanted(const LayerNormBackwardInputs& in) { return in.want_dx || in.want_dw || in.want_db; }
+
+}  // namespace
+
+int choose_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device,
+                               const kit::CandidateTimer* timer, kit::ChoiceSource* source) {
+  if (!wanted(in)) {
+    return -1;
+  }
+  return backward_forms().choose(backward_key(in), backward_call(in), device, timer, source);
+}
+
+LayerNormBackwardPlan plan_layer_norm_backward_candidate(const LayerNormBackwardInputs& in, int candidate,
+                                                         const kit::DeviceFacts& device) {
+  return backward_forms().plan(backward_call(in), candidate, device, kBackwardOp);
+}
+
 LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device) {
-  const int64_t rows = in.rows;
-  const int64_t cols = in.cols;
-  const int64_t element_size = c10::elementSize(in.dtype);
-  const int sms = device.multiprocessors;
-  const bool column_sums = in.want_dw || in.want_db;
-  LayerNormBackwardPlan plan;
-  plan.index64 = in.index64;
-  if (!in.want_dx && !column_sums) {
-    return plan;
+  if (!wanted(in)) {
+    return {};
   }
-  const auto sum_groups = [&](int64_t groups) {
-    plan.groups = groups;
-    if (column_sums && groups > 1) {
-      plan.finalize = plan_finalize(groups, cols);
-    }
-  };
-  if (cols <= kFusedBackwardLimit) {
-    const FusedBlocks blocks =
-        plan_fused_backward(cols, element_size, device.is_cuda && kit::memory_wants_more_in_flight(device));
-    int64_t programs = std::min<int64_t>(int64_t{blocks.programs_per_sm} * sms, kit::ceil_div(rows, blocks.block_m));
-    const int64_t rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), blocks.block_m) * blocks.block_m;
-    programs = kit::ceil_div(rows, rows_per_program);
-    plan.kind = LayerNormBackwardPlan::Kind::Fused;
-    plan.kernel = kLayerNormBwdFusedKernel;
-    plan.programs = static_cast<uint32_t>(programs);
-    plan.num_warps = blocks.num_warps;
-    plan.block_m = blocks.block_m;
-    plan.block_n = blocks.block_n;
-    plan.block_tail = blocks.block_tail;
-    plan.rows_per_program = rows_per_program;
-    sum_groups(programs);
-    return plan;
-  }
-  if (const auto team = plan_team_backward(in, device)) {
-    plan.kind = team->lag ? LayerNormBackwardPlan::Kind::TeamLag : LayerNormBackwardPlan::Kind::Team;
-    plan.kernel = team->lag ? kLayerNormBwdTeamLagKernel : kLayerNormBwdTeamKernel;
-    plan.num_warps = 4;
-    plan.maxnreg = team->maxnreg;
-    plan.block_n = team->block_n;
-    plan.chunks = team->chunks;
-    plan.s_pow2 = kit::next_power_of_2(team->chunks);
-    plan.stages = team->stages;
-    plan.exchange_chunks = team->chunks;
-    plan.needs_occupancy = team->lag && in.resident_programs_per_sm == 0;
-    const int64_t per_sm = team->lag ? std::max(in.resident_programs_per_sm, 1) : team->programs_per_sm;
-    // Rows split evenly over as many teams as run at once.
-    const int64_t capacity = std::max<int64_t>(1, per_sm * sms / team->chunks);
-    const int64_t rows_per_team = kit::ceil_div(rows, std::min(capacity, rows));
-    const int64_t teams = kit::ceil_div(rows, rows_per_team);
-    plan.rows_per_program = rows_per_team;
-    plan.programs = kit::blocks_for(teams * team->chunks, 1, kBackwardOp);
-    sum_groups(teams);
-    if (team->lag) {
-      // Its finalize runs whatever the team count: it also does the rows of teams that gave up.
-      plan.finalize = plan_finalize(teams, cols);
-    }
-    return plan;
-  }
-  plan.kind = LayerNormBackwardPlan::Kind::DxThenColumns;
-  if (in.want_dx) {
-    const RowBlocks blocks = plan_rows(cols);
-    plan.dx = true;
-    plan.dx_block_n = blocks.block_n;
-    plan.dx_single_pass = blocks.single_pass;
-    plan.dx_num_warps = blocks.num_warps;
-    plan.programs = kit::blocks_for(rows, 1, kBackwardOp);
-  }
-  if (!column_sums) {
-    return plan;
-  }
-  // Columns in blocks, rows split into groups when the column blocks alone would leave the GPU
-  // idle; groups write partial sums that the finalize adds up.
-  const int64_t block_n = std::min<int64_t>(kit::next_power_of_2(cols), 128);
-  const int64_t block_m = in.dtype == c10::kDouble ? 16 : 32;
-  const int64_t col_blocks = kit::ceil_div(cols, block_n);
-  int64_t groups = std::min({kit::ceil_div(4 * sms, col_blocks), kit::ceil_div(rows, block_m), int64_t{65535}});
-  groups = std::max<int64_t>(groups, 1);
-  const int64_t rows_per_group = kit::ceil_div(kit::ceil_div(rows, groups), block_m) * block_m;
-  groups = kit::ceil_div(rows, rows_per_group);
-  plan.columns_kernel = groups == 1 ? kLayerNormBwdDwdbKernel : kLayerNormBwdDwdbPartialKernel;
-  plan.column_blocks = kit::blocks_for(cols, block_n, kBackwardOp);
-  plan.columns_block_m = block_m;
-  plan.columns_block_n = block_n;
-  plan.rows_per_group = rows_per_group;
-  sum_groups(groups);
-  return plan;
+  const int candidate = backward_forms().peek(backward_key(in), backward_call(in), device, nullptr);
+  return plan_layer_norm_backward_candidate(in, candidate, device);
+}
+
+std::vector<std::string> layer_norm_backward_fitting(const LayerNormBackwardInputs& in,
+                                                     const kit::DeviceFacts& device) {
+  return backward_forms().fitting(backward_call(in), device);
 }
 
 namespace {
@@ -418,7 +331,7 @@ void describe_lag_finalize(kit::PlanWriter& w, const LayerNormBackwardPlan& p, c
 }
 
 void describe_finalize(kit::PlanWriter& w, const LayerNormBackwardPlan& p, const LayerNormBackwardInputs& in) {
-  if ((in.want_dw || in.want_db) && p.groups > 1) {
+  if (p.finalize_launch) {
     w.workspace("column_partials", {p.groups, in.cols});
     w.launch(kLayerNormBwdDwdbFinalizeKernel, {p.finalize.programs}, 4)
         .constexpr_flag("COMPUTE_DW", in.want_dw)
@@ -441,15 +354,31 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
   in.index64 = q.get("index64", 0) != 0;
   in.resident_programs_per_sm = static_cast<int>(q.get("resident_programs_per_sm", 0));
   const bool has_weight = q.get("has_weight", 1) != 0;
-  const LayerNormBackwardPlan p = plan_layer_norm_backward(in, q.device);
+  // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
+  kit::ChoiceSource source = kit::ChoiceSource::Forced;
+  int candidate = static_cast<int>(q.get("candidate", -1));
+  if (wanted(in) && candidate < 0) {
+    candidate = backward_forms().peek(backward_key(in), backward_call(in), q.device, &source);
+  } else if (wanted(in)) {
+    TORCH_CHECK(candidate < backward_forms().size() && backward_forms().fits(candidate, backward_call(in), q.device),
+                "describe_plan: layer_norm_backward candidate ", candidate, " does not fit ", in.rows, " rows of ",
+                in.cols, " columns");
+  }
+  const LayerNormBackwardPlan p =
+      wanted(in) ? plan_layer_norm_backward_candidate(in, candidate, q.device) : LayerNormBackwardPlan{};
   using Kind = LayerNormBackwardPlan::Kind;
-  static const char* const kinds[] = {"none", "fused", "team", "team_lag", "dx_dwdb"};
-  kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
+  static const char* const kinds[] = {"none", "fused", "team", "dx_dwdb"};
+  kit::PlanWriter w(p.kind == Kind::Team && p.lag ? "team_lag" : kinds[static_cast<int>(p.kind)]);
+  if (wanted(in)) {
+    // The plan made may be another form's (a team that cannot be resident): the chosen one is named.
+    w.choice(backward_forms()[candidate].name, kit::choice_source_name(source),
+             layer_norm_backward_fitting(in, q.device));
+  }
   switch (p.kind) {
     case Kind::Nothing:
       break;
     case Kind::Fused:
-      w.launch(p.kernel, {p.programs}, p.num_warps)
+      w.launch(kLayerNormBwdFusedKernel, {p.programs}, p.num_warps)
           .constexpr_flag("HAS_WEIGHT", has_weight)
           .constexpr_flag("COMPUTE_DX", in.want_dx)
           .constexpr_flag("COMPUTE_DW", in.want_dw)
@@ -462,12 +391,11 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
       describe_finalize(w, p, in);
       break;
     case Kind::Team:
-    case Kind::TeamLag:
       // The lag kernel's teams have a mode word each after the rows' words.
-      w.workspace("row_exchange_words",
-                  {2 + in.rows * p.exchange_chunks + (p.kind == Kind::TeamLag ? p.groups : 0)});
-      w.launch(p.kernel, {p.programs}, p.num_warps, p.maxnreg).constexpr_flag("HAS_WEIGHT", has_weight);
-      if (p.kind == Kind::Team) {
+      w.workspace("row_exchange_words", {2 + in.rows * p.chunks + (p.lag ? p.groups : 0)});
+      w.launch(p.lag ? kLayerNormBwdTeamLagKernel : kLayerNormBwdTeamKernel, {p.programs}, p.num_warps, p.maxnreg)
+          .constexpr_flag("HAS_WEIGHT", has_weight);
+      if (!p.lag) {
         w.constexpr_flag("COMPUTE_DX", in.want_dx);
       }
       w.constexpr_flag("COMPUTE_DW", in.want_dw)
@@ -481,7 +409,7 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
       if (p.needs_occupancy) {
         w.needs_occupancy();
       }
-      if (p.kind == Kind::TeamLag) {
+      if (p.lag) {
         describe_lag_finalize(w, p, in, has_weight);
       } else {
         describe_finalize(w, p, in);
@@ -495,11 +423,12 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
             .constexpr_flag("SINGLE_PASS", p.dx_single_pass)
             .constexpr_flag("INDEX_64", p.index64);
       }
-      if (p.columns_kernel != nullptr) {
+      if (p.columns) {
+        const char* kernel = p.groups == 1 ? kLayerNormBwdDwdbKernel : kLayerNormBwdDwdbPartialKernel;
         if (p.groups == 1) {
-          w.launch(p.columns_kernel, {p.column_blocks}, 4);
+          w.launch(kernel, {p.column_blocks}, 4);
         } else {
-          w.launch(p.columns_kernel, {p.column_blocks, p.groups}, 4);
+          w.launch(kernel, {p.column_blocks, static_cast<uint32_t>(p.groups)}, 4);
         }
         w.constexpr_flag("COMPUTE_DW", in.want_dw)
             .constexpr_flag("COMPUTE_DB", in.want_db)

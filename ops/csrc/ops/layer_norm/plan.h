@@ -2,6 +2,8 @@
 // layer_norm's launch plans: which kernels of kernels_py/layer_norm/ (forward.py, backward.py) run a
 // forward or a backward, with what.
 
+#include "../norm_backward_forms.h"
+
 #include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
 
@@ -80,47 +82,21 @@ struct LayerNormBackwardInputs {
   int resident_programs_per_sm = 0;  // as for the forward (the team lag kernel's)
 };
 
-// dw/db = the sum over `groups` rows of [groups, cols] partial sums, in one launch.
-struct DwdbFinalizePlan {
-  uint32_t programs = 1;
-  int64_t block_g = 1;
-  int64_t block_n = 1;
-};
+// The norm family's backward plan (norm_backward_forms.h).
+using LayerNormBackwardPlan = norm::BackwardPlan;
+using DwdbFinalizePlan = norm::FinalizePlan;
 
-struct LayerNormBackwardPlan {
-  enum class Kind { Nothing, Fused, Team, TeamLag, DxThenColumns };
-  Kind kind = Kind::Nothing;
-  bool needs_occupancy = false;  // TeamLag without resident_programs_per_sm
-  bool index64 = false;
-  // The one-pass kernels (Fused, Team, TeamLag).
-  const char* kernel = nullptr;
-  uint32_t programs = 1;
-  int num_warps = 4;
-  int maxnreg = 0;
-  int64_t block_m = 1;          // Fused: rows per tile
-  int64_t block_n = 1;
-  int64_t block_tail = 0;       // Fused: columns past block_n in a second tile
-  int64_t rows_per_program = 0; // Fused: rows_per_program; Team, TeamLag: rows_per_team
-  int64_t chunks = 1;           // Team, TeamLag: programs of a team (S)
-  int64_t s_pow2 = 1;
-  int stages = 1;
-  int64_t exchange_chunks = 0;  // row-exchange workspace: 2 + rows * exchange_chunks words (0: none)
-  // DxThenColumns: the dx kernel (when dx is wanted), then dw/db by column blocks.
-  bool dx = false;
-  int64_t dx_block_n = 1;
-  bool dx_single_pass = true;
-  int dx_num_warps = 4;
-  const char* columns_kernel = nullptr;  // dwdb (one group) or dwdb_partial; nullptr: no dw/db
-  uint32_t column_blocks = 1;
-  int64_t columns_block_m = 1;
-  int64_t columns_block_n = 1;
-  int64_t rows_per_group = 0;
-  // Rows of the dw/db partial sums: > 1 means [groups, cols] buffers in the accumulator dtype and
-  // the finalize launch; 1 means the kernel stores into dw/db directly.
-  int64_t groups = 1;
-  DwdbFinalizePlan finalize;
-};
-
+// The backward's candidate chosen as plan_choice.h says (`timer`: how this call may measure them at
+// a first call; nullptr: never); then plan_layer_norm_backward_candidate makes its plan.
+int choose_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device,
+                               const kit::CandidateTimer* timer = nullptr, kit::ChoiceSource* source = nullptr);
+// Candidate `candidate`'s plan for these inputs (one that fits them; Nothing when nothing is wanted).
+LayerNormBackwardPlan plan_layer_norm_backward_candidate(const LayerNormBackwardInputs& in, int candidate,
+                                                         const kit::DeviceFacts& device);
+// The chosen candidate's plan, without measuring.
 LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device);
+// The candidates that fit these inputs, by name.
+std::vector<std::string> layer_norm_backward_fitting(const LayerNormBackwardInputs& in,
+                                                     const kit::DeviceFacts& device);
 
 }  // namespace tjit::ops

@@ -15,27 +15,6 @@ namespace {
 constexpr const char* kOp = "tjit::rms_norm";
 constexpr const char* kBackwardOp = "tjit::rms_norm_backward";
 
-// The backward's one fused pass holds a row of dy, x, w and the dw sums: up to the largest hidden
-// sizes (fp64: half); past it dx and dw go separately.
-constexpr int64_t kFusedBackwardLimit = 16384;
-constexpr int64_t kLoopBlock = 4096;
-// Up to this many columns (head plus tail) a fused program of the backward has registers left to
-// load the next tile before this one's sums, and to hold w across its rows (sm_90 binaries: no
-// spills at the plan's warps; past it 32 warps leave 64 registers a thread).
-constexpr int64_t kFusedRegisterRoom = 8192;
-// Past that room on CUDA, rows that want dx go to teams of programs, one kTeamBlock chunk of the
-// row each (4 warps, no spills, two an SM where the fused pass holds one), sharing each row's sum
-// through the row exchange, the row loop kTeamStages deep (2 stages leave loads idle).
-constexpr int64_t kTeamBlock = 4096;
-constexpr int64_t kTeamMaxChunks = 32;
-constexpr int kTeamStages = 3;
-// 2-byte rms_norm rows take the lag kernel: 2048-column chunks capped at 128 registers hold four
-// programs an SM where 4096-column ones hold two (bf16 9216-16384 columns: +2-9%). add_rms_norm's
-// extra row of ds loses with it: the team kernel.
-constexpr int64_t kTeamLagBlock = 2048;
-constexpr int kTeamLagMaxRegisters = 128;
-constexpr int kTeamLagStages = 2;
-
 }  // namespace
 
 namespace {
@@ -124,117 +103,122 @@ std::vector<std::string> rms_norm_forward_fitting(const RmsNormForwardInputs& in
   return forward_forms().fitting(in.cols, in.dtype);
 }
 
-RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device) {
-  const int64_t rows = in.rows;
-  const int64_t cols = in.cols;
-  const int64_t element_size = c10::elementSize(in.dtype);
-  const int sms = device.multiprocessors;
-  RmsNormBackwardPlan plan;
-  plan.index64 = in.index64;
-  if (!in.want_dx && !in.want_dw) {
-    return plan;
-  }
-  const auto sum_groups = [&](int64_t groups) {
-    plan.groups = groups;
-    if (in.want_dw && groups > 1) {
-      // Narrow column blocks keep enough programs reading.
-      plan.finalize_block_n = std::clamp<int64_t>(kit::next_power_of_2(kit::ceil_div(cols, 256)), 16, 128);
-      plan.finalize_block_g =
-          std::min<int64_t>(kit::next_power_of_2(groups), std::max<int64_t>(32, 2048 / plan.finalize_block_n));
-      plan.finalize_programs = kit::blocks_for(cols, plan.finalize_block_n, kBackwardOp);
-    }
+namespace {
+
+// The backward's candidate forms (the norm family's, norm_backward_forms.h): those of
+// rms_norm_bwd_*_kernel. Fused tiles of 2048 to 16384 elements, one or two programs an SM, w held
+// and the next tile prefetched where the registers allow or neither (_reload); rows just past 8192
+// as a head and a tail block; teams of 4096-column chunks, or 2048-column ones in the lag kernel
+// capped at 128 registers; dx by rows then dw by columns.
+using norm::BackwardKind;
+constexpr norm::BackwardForm kBackwardForms[] = {
+    {"fused2048_p1", BackwardKind::Fused, 2048, 0, 0, 1, false, 0, 0, false, 0},
+    {"fused2048_p1_reload", BackwardKind::Fused, 2048, 0, 0, 1, true, 0, 0, false, 0},
+    {"fused2048_p2", BackwardKind::Fused, 2048, 0, 0, 2, false, 0, 0, false, 0},
+    {"fused2048_p2_reload", BackwardKind::Fused, 2048, 0, 0, 2, true, 0, 0, false, 0},
+    {"fused4096_p1", BackwardKind::Fused, 4096, 0, 0, 1, false, 0, 0, false, 0},
+    {"fused4096_p1_reload", BackwardKind::Fused, 4096, 0, 0, 1, true, 0, 0, false, 0},
+    {"fused4096_p2", BackwardKind::Fused, 4096, 0, 0, 2, false, 0, 0, false, 0},
+    {"fused4096_p2_reload", BackwardKind::Fused, 4096, 0, 0, 2, true, 0, 0, false, 0},
+    {"fused8192_p1", BackwardKind::Fused, 8192, 0, 0, 1, false, 0, 0, false, 0},
+    {"fused8192_p1_reload", BackwardKind::Fused, 8192, 0, 0, 1, true, 0, 0, false, 0},
+    {"fused8192_p2", BackwardKind::Fused, 8192, 0, 0, 2, false, 0, 0, false, 0},
+    {"fused8192_p2_reload", BackwardKind::Fused, 8192, 0, 0, 2, true, 0, 0, false, 0},
+    {"fused16384_p1", BackwardKind::Fused, 16384, 0, 0, 1, false, 0, 0, false, 0},
+    {"fused16384_p1_reload", BackwardKind::Fused, 16384, 0, 0, 1, true, 0, 0, false, 0},
+    {"tail8192_w16_p1", BackwardKind::Fused, 0, 8192, 16, 1, false, 0, 0, false, 0},
+    {"tail8192_w32_p1", BackwardKind::Fused, 0, 8192, 32, 1, false, 0, 0, false, 0},
+    {"team4096", BackwardKind::Team, 0, 0, 4, 0, false, 4096, 3, false, 0},
+    {"team_lag2048", BackwardKind::Team, 0, 0, 4, 0, false, 2048, 2, true, 128},
+    {"dx_columns", BackwardKind::DxThenColumns, 0, 0, 0, 0, false, 0, 0, false, 0},
+};
+
+constexpr norm::BackwardKernels kBackwardKernels{/*fused_limit=*/16384, /*fused_limit_fp64=*/8192,
+                                                 /*prefetch_switches=*/true, /*team_needs_dx=*/true,
+                                                 /*dx_row_limit=*/0, /*lag_finalize_always=*/false};
+
+// Where nothing was measured: teams past 8192 columns (the lag kernel for 2-byte rows without
+// grad_sum), else one fused pass whose tile grows with the row (two programs an SM up to 2048
+// columns; 4-byte rows there, and with grad_sum's fourth row, without the registers to hold w),
+// rows just past 8192 as a head and a tail, else dx then columns.
+int default_backward_form(const norm::BackwardFormList& forms, const norm::BackwardCall& c,
+                          const kit::DeviceFacts& device, bool teams) {
+  const int64_t element_size = c10::elementSize(c.dtype);
+  const auto fitting = [&](const char* name) {
+    const int i = forms.index_of(name);
+    return forms.fits(i, c, device) ? i : -1;
   };
-  const bool lag = element_size == 2 && !in.with_grad_sum;
-  const int64_t team_block = lag ? kTeamLagBlock : kTeamBlock;
-  const int64_t team_chunks = kit::ceil_div(cols, team_block);
-  // A team must fit the GPU at once (else it gives up and one program does its rows): with the
-  // occupancy known, fewer programs than a team go to the other plans.
-  if (device.is_cuda && element_size != 8 && in.want_dx && cols > kFusedRegisterRoom &&
-      team_chunks <= kTeamMaxChunks && rows * team_chunks * 2 < kit::kInt32Limit &&
-      int64_t{std::max(in.resident_programs_per_sm, 1)} * sms >= team_chunks) {
-    plan.kind = RmsNormBackwardPlan::Kind::Team;
-    plan.block_n = team_block;
-    plan.num_warps = 4;
-    plan.chunks = team_chunks;
-    plan.s_pow2 = kit::next_power_of_2(team_chunks);
-    plan.stages = lag ? kTeamLagStages : kTeamStages;
-    plan.lag = lag;
-    plan.maxnreg = lag ? kTeamLagMaxRegisters : 0;
-    plan.needs_occupancy = in.resident_programs_per_sm == 0;
-    // Rows split evenly over as many teams as run at once.
-    const int64_t capacity =
-        std::max<int64_t>(1, int64_t{std::max(in.resident_programs_per_sm, 1)} * sms / team_chunks);
-    plan.rows_per_program = kit::ceil_div(rows, std::min(capacity, rows));
-    const int64_t teams = kit::ceil_div(rows, plan.rows_per_program);
-    plan.programs = kit::blocks_for(teams * team_chunks, 1, kBackwardOp);
-    plan.rescue_block_n = kTeamBlock;
-    sum_groups(teams);
-    return plan;
-  }
-  if (cols <= (element_size == 8 ? kFusedBackwardLimit / 2 : kFusedBackwardLimit)) {
-    // [block_m, block_n] tiles of about `tile` elements; programs a few per SM, each a run of rows.
-    const int64_t block_n = kit::next_power_of_2(cols);
-    int64_t tile = block_n <= 512 ? 2048 : block_n <= 2048 ? 4096 : 8192;
-    if (element_size == 8) {
-      tile /= 2;
+  if (teams && c.want_dx && c.cols > 8192) {
+    const int team = fitting(element_size == 2 && !c.with_grad_sum ? "team_lag2048" : "team4096");
+    if (team >= 0) {
+      return team;
     }
-    tile = std::max(tile, block_n);
-    // Up to 2048 columns two programs an SM: at one, 4-byte rows leave the SM 8 warps. 4-byte rows
-    // there skip the prefetch and reload w per tile, whose registers (add_rms_norm's: 161) would
-    // leave room for one.
-    const int per_sm = block_n > 128 && block_n <= 2048 ? 2 : 1;
-    const bool four_byte_pair = element_size == 4 && per_sm == 2;
-    plan.kind = RmsNormBackwardPlan::Kind::Fused;
-    plan.block_m = tile / block_n;
-    plan.block_n = block_n;
-    plan.num_warps = static_cast<int>(std::clamp<int64_t>(tile / 512, 4, 32));
-    // Rows just past 8192 columns (12288): that block plus a tail block, not a block padded to the
-    // next power of two, whose idle lanes hold registers and spill. Past 4096 (5120) the tail's
-    // narrow loads cost more than the padding (bf16: 0.92x, add_rms_norm 0.71x).
-    const int64_t head = block_n / 2;
-    const int64_t tail = kit::next_power_of_2(std::max<int64_t>(cols - head, 1));
-    if (element_size != 8 && head >= 8192 && cols > head && tail <= head / 2) {
-      plan.block_n = head;
-      plan.block_tail = tail;
-    }
-    const int64_t width = plan.block_n + plan.block_tail;
-    plan.prefetch = element_size != 8 && block_n >= 2048 && width <= kFusedRegisterRoom && !four_byte_pair;
-    // w is held across rows unless a tail block's spills make reloading it per tile cheaper, or
-    // add_rms_norm's fourth 4-byte row leaves no registers for it (5120-8192 columns: 1.15-1.23x).
-    const bool four_byte_grad_sum = element_size == 4 && in.with_grad_sum && width <= kFusedRegisterRoom;
-    plan.preload_w =
-        (width <= kFusedRegisterRoom || plan.block_tail == 0) && !four_byte_pair && !four_byte_grad_sum;
-    int64_t programs = std::min<int64_t>(int64_t{per_sm} * sms, kit::ceil_div(rows, plan.block_m));
-    plan.rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), plan.block_m) * plan.block_m;
-    programs = kit::ceil_div(rows, plan.rows_per_program);
-    plan.programs = kit::blocks_for(programs, 1, kBackwardOp);
-    sum_groups(programs);
-    return plan;
   }
-  plan.kind = RmsNormBackwardPlan::Kind::DxThenColumns;
-  if (in.want_dx) {
-    plan.dx = true;
-    plan.block_n = kLoopBlock;
-    plan.num_warps = 16;
-    plan.programs = kit::blocks_for(rows, 1, kBackwardOp);
+  const int64_t block = kit::next_power_of_2(c.cols);
+  if (const int tail = fitting("tail8192_w32_p1"); tail >= 0 && block == 16384) {
+    return tail;
   }
-  if (!in.want_dw) {
-    return plan;
+  if (c.cols <= (element_size == 8 ? 8192 : 16384)) {
+    const int64_t tile = block <= 512 ? 2048 : block <= 2048 ? 4096 : std::max<int64_t>(8192, block);
+    const int per_sm = block > 128 && block <= 2048 ? 2 : 1;
+    return forms.fused(tile, per_sm, element_size == 4 && (per_sm == 2 || c.with_grad_sum));
   }
-  // Columns in blocks, rows split into groups when the column blocks alone would leave the GPU
-  // idle; groups write partial sums that the finalize adds up.
-  plan.columns = true;
-  plan.columns_block_n = std::min<int64_t>(kit::next_power_of_2(cols), 128);
-  plan.columns_block_m = element_size == 8 ? 16 : 32;
-  const int64_t col_blocks = kit::ceil_div(cols, plan.columns_block_n);
-  int64_t groups = std::min({kit::ceil_div(4 * sms, col_blocks), kit::ceil_div(rows, plan.columns_block_m),
-                             int64_t{65535}});
-  groups = std::max<int64_t>(groups, 1);
-  plan.rows_per_group = kit::ceil_div(kit::ceil_div(rows, groups), plan.columns_block_m) * plan.columns_block_m;
-  groups = kit::ceil_div(rows, plan.rows_per_group);
-  plan.column_blocks = kit::blocks_for(cols, plan.columns_block_n, kBackwardOp);
-  sum_groups(groups);
-  return plan;
+  return forms.index_of("dx_columns");
+}
+
+const norm::BackwardFormList& backward_forms() {
+  static const norm::BackwardFormList forms("rms_norm_backward", kBackwardForms,
+                                            static_cast<int>(std::size(kBackwardForms)), kBackwardKernels,
+                                            &default_backward_form);
+  return forms;
+}
+// Registered at load time, so tools list the candidates before a first call.
+const norm::BackwardFormList& registered_backward_forms = backward_forms();
+
+norm::BackwardCall backward_call(const RmsNormBackwardInputs& in) {
+  norm::BackwardCall c;
+  c.rows = in.rows;
+  c.cols = in.cols;
+  c.dtype = in.dtype;
+  c.want_dx = in.want_dx;
+  c.want_sums = in.want_dw;
+  c.index64 = in.index64;
+  c.with_grad_sum = in.with_grad_sum;
+  c.resident_programs_per_sm = in.resident_programs_per_sm;
+  return c;
+}
+
+// A choice serves calls of the same outputs wanted: dx 1, dw 2, grad_sum read 4.
+kit::ChoiceKey backward_key(const RmsNormBackwardInputs& in) {
+  return {in.rows, in.cols, in.dtype,
+          int64_t{in.want_dx} | int64_t{in.want_dw} << 1 | int64_t{in.with_grad_sum && in.want_dx} << 2};
+}
+
+}  // namespace
+
+int choose_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device,
+                             const kit::CandidateTimer* timer, kit::ChoiceSource* source) {
+  if (!in.want_dx && !in.want_dw) {
+    return -1;
+  }
+  return backward_forms().choose(backward_key(in), backward_call(in), device, timer, source);
+}
+
+RmsNormBackwardPlan plan_rms_norm_backward_candidate(const RmsNormBackwardInputs& in, int candidate,
+                                                     const kit::DeviceFacts& device) {
+  return backward_forms().plan(backward_call(in), candidate, device, kBackwardOp);
+}
+
+RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device) {
+  if (!in.want_dx && !in.want_dw) {
+    return {};
+  }
+  const int candidate = backward_forms().peek(backward_key(in), backward_call(in), device, nullptr);
+  return plan_rms_norm_backward_candidate(in, candidate, device);
+}
+
+std::vector<std::string> rms_norm_backward_fitting(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device) {
+  return backward_forms().fitting(backward_call(in), device);
 }
 
 namespace {
@@ -285,10 +269,28 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
   in.with_grad_sum = q.get("has_grad_sum", 0) != 0;
   in.resident_programs_per_sm = static_cast<int>(q.get("resident_programs_per_sm", 0));
   const bool has_weight = q.get("has_weight", 1) != 0;
-  const RmsNormBackwardPlan p = plan_rms_norm_backward(in, q.device);
-  static const char* const kinds[] = {"none", "fused", "dx_dw", "team"};
+  // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
+  kit::ChoiceSource source = kit::ChoiceSource::Forced;
+  int candidate = static_cast<int>(q.get("candidate", -1));
+  const bool wanted = in.want_dx || in.want_dw;
+  if (wanted && candidate < 0) {
+    candidate = backward_forms().peek(backward_key(in), backward_call(in), q.device, &source);
+  } else if (wanted) {
+    TORCH_CHECK(candidate < backward_forms().size() && backward_forms().fits(candidate, backward_call(in), q.device),
+                "describe_plan: rms_norm_backward candidate ", candidate, " does not fit ", in.rows, " rows of ",
+                in.cols, " columns");
+  }
+  const RmsNormBackwardPlan p =
+      wanted ? plan_rms_norm_backward_candidate(in, candidate, q.device) : RmsNormBackwardPlan{};
+  static const char* const kinds[] = {"none", "fused", "team", "dx_dw"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
-  if (p.kind == RmsNormBackwardPlan::Kind::Team) {
+  if (wanted) {
+    // The plan made may be another form's (a team that cannot be resident): the chosen one is named.
+    w.choice(backward_forms()[candidate].name, kit::choice_source_name(source),
+             rms_norm_backward_fitting(in, q.device));
+  }
+  using Kind = RmsNormBackwardPlan::Kind;
+  if (p.kind == Kind::Team) {
     // The row words, then one mode word a team; dw's partial rows, one a team.
     w.workspace("row_exchange_words", {2 + in.rows * p.chunks + p.groups});
     w.launch(p.lag ? kRmsNormBwdTeamLagKernel : kRmsNormBwdTeamKernel, {p.programs}, p.num_warps, p.maxnreg)
@@ -306,12 +308,12 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
     w.launch(kRmsNormBwdTeamRescueKernel, {static_cast<uint32_t>(p.groups)}, 4)
         .constexpr_flag("HAS_WEIGHT", has_weight)
         .constexpr_flag("COMPUTE_DW", in.want_dw)
-        .constexpr_value("BLOCK_N", p.rescue_block_n)
+        .constexpr_value("BLOCK_N", kRmsNormRescueBlock)
         .constexpr_flag("INDEX_64", p.index64)
         .arg("S", p.chunks)
         .arg("rows_per_team", p.rows_per_program);
   }
-  if (p.kind == RmsNormBackwardPlan::Kind::Fused) {
+  if (p.kind == Kind::Fused) {
     w.launch(kRmsNormBwdFusedKernel, {p.programs}, p.num_warps)
         .constexpr_flag("HAS_WEIGHT", has_weight)
         .constexpr_flag("COMPUTE_DX", in.want_dx)
@@ -325,22 +327,22 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
         .arg("rows_per_program", p.rows_per_program);
   }
   if (p.dx) {
-    w.launch(kRmsNormBwdDxKernel, {p.programs}, p.num_warps)
+    w.launch(kRmsNormBwdDxKernel, {p.programs}, p.dx_num_warps)
         .constexpr_flag("HAS_WEIGHT", has_weight)
-        .constexpr_value("BLOCK_N", p.block_n)
+        .constexpr_value("BLOCK_N", p.dx_block_n)
         .constexpr_flag("INDEX_64", p.index64);
   }
   if (p.columns) {
-    w.launch(kRmsNormBwdDwPartialKernel, {p.column_blocks, p.groups}, 4)
+    w.launch(kRmsNormBwdDwPartialKernel, {p.column_blocks, static_cast<uint32_t>(p.groups)}, 4)
         .constexpr_value("BLOCK_M", p.columns_block_m)
         .constexpr_value("BLOCK_N", p.columns_block_n)
         .constexpr_flag("INDEX_64", p.index64)
         .arg("rows_per_group", p.rows_per_group);
   }
-  if (in.want_dw && p.groups > 1) {
-    w.launch(kRmsNormBwdDwFinalizeKernel, {p.finalize_programs}, 4)
-        .constexpr_value("BLOCK_G", p.finalize_block_g)
-        .constexpr_value("BLOCK_N", p.finalize_block_n)
+  if (p.finalize_launch) {
+    w.launch(kRmsNormBwdDwFinalizeKernel, {p.finalize.programs}, 4)
+        .constexpr_value("BLOCK_G", p.finalize.block_g)
+        .constexpr_value("BLOCK_N", p.finalize.block_n)
         .constexpr_flag("INDEX_64", p.index64)
         .arg("G", p.groups);
   }

@@ -2,6 +2,8 @@
 // rms_norm's launch plans: which kernels of kernels_py/rms_norm.py run a forward (alone or after the
 // residual add) or a backward, with what.
 
+#include "../norm_backward_forms.h"
+
 #include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
 
@@ -71,49 +73,21 @@ struct RmsNormBackwardInputs {
   int resident_programs_per_sm = 0;
 };
 
-struct RmsNormBackwardPlan {
-  enum class Kind { Nothing, Fused, DxThenColumns, Team };
-  Kind kind = Kind::Nothing;
-  bool index64 = false;
-  // Fused: dx and per-program dw sums in one pass; DxThenColumns: the dx kernel's grid; Team: teams
-  // of `chunks` programs, one block_n chunk of the row each, rows_per_program rows a team.
-  uint32_t programs = 1;
-  int num_warps = 4;
-  int64_t block_m = 1;
-  int64_t block_n = 1;
-  int64_t rows_per_program = 0;
-  // Team: programs a team (S), its power of two, the row loop's depth; whether the occupancy is
-  // still to be asked. The row exchange's workspace: 2 + rows * chunks + groups words.
-  int64_t chunks = 1;
-  int64_t s_pow2 = 1;
-  int stages = 1;
-  bool needs_occupancy = false;
-  // Team: the lag kernel (a row's dx one iteration after its sum), capped at maxnreg registers a
-  // thread (0: the compiler's choice).
-  bool lag = false;
-  int maxnreg = 0;
-  // Fused: columns past block_n in a tile beside each (0: none); the next tile loaded before this
-  // one's row sums; w held in registers across rows.
-  int64_t block_tail = 0;
-  bool prefetch = false;
-  bool preload_w = true;
-  // DxThenColumns: dx one row a program (when dx is wanted), then dw by column blocks.
-  bool dx = false;
-  bool columns = false;
-  uint32_t column_blocks = 1;
-  int64_t columns_block_m = 1;
-  int64_t columns_block_n = 1;
-  int64_t rows_per_group = 0;
-  // Rows of dw's partial sums: > 1 means a [groups, cols] buffer in the accumulator dtype and the
-  // finalize launch; 1 means the kernel stores into dw directly. Team: the teams (one row each).
-  int64_t groups = 1;
-  // Team: the rescue kernel's columns a step (the rows of teams that gave up).
-  int64_t rescue_block_n = 1;
-  uint32_t finalize_programs = 1;
-  int64_t finalize_block_g = 1;
-  int64_t finalize_block_n = 1;
-};
+// The norm family's backward plan (norm_backward_forms.h).
+using RmsNormBackwardPlan = norm::BackwardPlan;
+// The team rescue kernel's columns a step (the rows of teams that gave up).
+inline constexpr int64_t kRmsNormRescueBlock = 4096;
 
+// The backward's candidate chosen as plan_choice.h says (`timer`: how this call may measure them at
+// a first call; nullptr: never); then plan_rms_norm_backward_candidate makes its plan.
+int choose_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device,
+                             const kit::CandidateTimer* timer = nullptr, kit::ChoiceSource* source = nullptr);
+// Candidate `candidate`'s plan for these inputs (one that fits them; Nothing when nothing is wanted).
+RmsNormBackwardPlan plan_rms_norm_backward_candidate(const RmsNormBackwardInputs& in, int candidate,
+                                                     const kit::DeviceFacts& device);
+// The chosen candidate's plan, without measuring.
 RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device);
+// The candidates that fit these inputs, by name.
+std::vector<std::string> rms_norm_backward_fitting(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device);
 
 }  // namespace tjit::ops

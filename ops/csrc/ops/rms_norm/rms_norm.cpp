@@ -282,81 +282,98 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   inputs.with_grad_sum = ds.defined();
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(dy) || (ds.defined() && kit::needs_index64(ds));
   const kit::DeviceFacts device = kit::device_facts(input);
-  RmsNormBackwardPlan plan = plan_rms_norm_backward(inputs, device);
   const Stream stream = current_stream(input.device());
   const std::string& file = kernel_file();
   const auto partial_options = input.options().dtype(kit::accumulator_type(input.scalar_type()));
   static auto& held_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamKernel);
   static auto& lag_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamLagKernel);
-  // Whether a team lags is fixed before the occupancy is asked (it depends on the dtype and on
-  // grad_sum only), so the occupancy is the binary's that runs.
-  TritonJitFunction& team_kernel = plan.lag ? lag_team_kernel : held_team_kernel;
-  LaunchOptions team_options{plan.num_warps};
-  team_options.maxnreg = plan.maxnreg;
-  const auto team_arguments = [&](const at::Tensor& dw_partial, const at::Tensor& sync, int64_t per_team,
-                                  const auto& call) {
+  const auto team_options = [](const RmsNormBackwardPlan& plan) {
+    LaunchOptions options{plan.num_warps};
+    options.maxnreg = plan.maxnreg;
+    return options;
+  };
+  const auto team_arguments = [&](const RmsNormBackwardPlan& plan, const at::Tensor& dw_partial,
+                                  const at::Tensor& sync, int64_t per_team, const auto& call) {
     return call(dx, dw_partial, dy, x, w, rstd_c, ds, sync, rows, cols, plan.chunks, per_team, cols, dyv.row_stride,
                 xv.row_stride, dsv.row_stride, w.defined(), want_dw, plan.block_n, plan.s_pow2, plan.stages,
                 plan.index64);
   };
-  if (plan.needs_occupancy) {
-    // The team count follows the occupancy, and the buffers the team count: the occupancy is asked
-    // of the same binary with stand-ins of their dtypes (rstd_c: fp32, like the partial sums); the
-    // kernel does not specialise on rows_per_team.
-    const at::Tensor long_stand_in = at::empty({1}, input.options().dtype(at::kLong));
-    inputs.resident_programs_per_sm =
-        team_arguments(want_dw ? rstd_c : at::Tensor(), long_stand_in, 1, [&](const auto&... args) {
-          return team_kernel.resident_programs_per_sm(team_options, args...);
+  // Candidate i's plan for this call: a team's count follows the occupancy of its kernel's binary,
+  // asked with stand-ins of the buffers' dtypes (rstd_c: fp32, like the partial sums; the kernel does
+  // not specialise on rows_per_team). A team the GPU cannot hold at once becomes another form.
+  const auto plan_of = [&](int candidate) {
+    RmsNormBackwardPlan plan = plan_rms_norm_backward_candidate(inputs, candidate, device);
+    if (plan.needs_occupancy) {
+      TritonJitFunction& team_kernel = plan.lag ? lag_team_kernel : held_team_kernel;
+      const at::Tensor long_stand_in = at::empty({1}, input.options().dtype(at::kLong));
+      RmsNormBackwardInputs asked = inputs;
+      asked.resident_programs_per_sm =
+          team_arguments(plan, want_dw ? rstd_c : at::Tensor(), long_stand_in, 1, [&](const auto&... args) {
+            return team_kernel.resident_programs_per_sm(team_options(plan), args...);
+          });
+      plan = plan_rms_norm_backward_candidate(asked, candidate, device);
+    }
+    return plan;
+  };
+  const auto launch = [&](const RmsNormBackwardPlan& plan) {
+    // dw's partial sums: a [groups, cols] buffer in the accumulator dtype, or dw itself for one group.
+    const at::Tensor dw_partial =
+        want_dw && plan.groups > 1 ? kit::empty_output({plan.groups, cols}, partial_options) : dw;
+    switch (plan.kind) {
+      case RmsNormBackwardPlan::Kind::Nothing:
+        return;
+      case RmsNormBackwardPlan::Kind::Team: {
+        const at::Tensor sync = kit::row_exchange_workspace(rows, plan.chunks, input, plan.groups);
+        TritonJitFunction& team_kernel = plan.lag ? lag_team_kernel : held_team_kernel;
+        team_arguments(plan, dw_partial, sync, plan.rows_per_program, [&](const auto&... args) {
+          team_kernel(stream, Grid(plan.programs), team_options(plan), args...);
+          return 0;
         });
-    plan = plan_rms_norm_backward(inputs, device);  // a team that does not fit the GPU: another kind
-  }
-  // dw's partial sums: a [groups, cols] buffer in the accumulator dtype, or dw itself for one group.
-  const at::Tensor dw_partial =
-      want_dw && plan.groups > 1 ? kit::empty_output({plan.groups, cols}, partial_options) : dw;
-  switch (plan.kind) {
-    case RmsNormBackwardPlan::Kind::Nothing:
-      return {dx, dw};
-    case RmsNormBackwardPlan::Kind::Team: {
-      const at::Tensor sync = kit::row_exchange_workspace(rows, plan.chunks, input, plan.groups);
-      team_arguments(dw_partial, sync, plan.rows_per_program, [&](const auto&... args) {
-        team_kernel(stream, Grid(plan.programs), team_options, args...);
-        return 0;
-      });
-      // Always: the rows of any team that gave up.
-      static auto& rescue = TritonJitFunction::get_instance(file, kRmsNormBwdTeamRescueKernel);
-      rescue(stream, Grid(static_cast<uint32_t>(plan.groups)), LaunchOptions{4}, dx, dw_partial, dy, x, w, rstd_c, ds,
-             sync, rows, cols, plan.chunks, plan.rows_per_program, cols, dyv.row_stride, xv.row_stride,
-             dsv.row_stride, w.defined(), want_dw, plan.rescue_block_n, plan.index64);
-      break;
-    }
-    case RmsNormBackwardPlan::Kind::Fused: {
-      static auto& fused = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
-      fused(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dw_partial, dy, x, w, rstd_c, ds, rows,
-            cols, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, plan.rows_per_program, w.defined(),
-            dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
-            plan.preload_w);
-      break;
-    }
-    case RmsNormBackwardPlan::Kind::DxThenColumns: {
-      if (plan.dx) {
-        static auto& dx_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdDxKernel);
-        dx_kernel(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dy, x, w, rstd_c, ds, rows, cols,
-                  cols, dyv.row_stride, xv.row_stride, dsv.row_stride, w.defined(), plan.block_n, plan.index64);
+        // Always: the rows of any team that gave up.
+        static auto& rescue = TritonJitFunction::get_instance(file, kRmsNormBwdTeamRescueKernel);
+        rescue(stream, Grid(static_cast<uint32_t>(plan.groups)), LaunchOptions{4}, dx, dw_partial, dy, x, w, rstd_c,
+               ds, sync, rows, cols, plan.chunks, plan.rows_per_program, cols, dyv.row_stride, xv.row_stride,
+               dsv.row_stride, w.defined(), want_dw, kRmsNormRescueBlock, plan.index64);
+        break;
       }
-      if (plan.columns) {
-        static auto& partial = TritonJitFunction::get_instance(file, kRmsNormBwdDwPartialKernel);
-        partial(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)), LaunchOptions{4}, dw_partial,
-                dy, x, rstd_c, rows, cols, dyv.row_stride, xv.row_stride, plan.rows_per_group, plan.columns_block_m,
-                plan.columns_block_n, plan.index64);
+      case RmsNormBackwardPlan::Kind::Fused: {
+        static auto& fused = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
+        fused(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dw_partial, dy, x, w, rstd_c, ds, rows,
+              cols, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, plan.rows_per_program, w.defined(),
+              dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
+              plan.preload_w);
+        break;
       }
-      break;
+      case RmsNormBackwardPlan::Kind::DxThenColumns: {
+        if (plan.dx) {
+          static auto& dx_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdDxKernel);
+          dx_kernel(stream, Grid(plan.programs), LaunchOptions{plan.dx_num_warps}, dx, dy, x, w, rstd_c, ds, rows,
+                    cols, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, w.defined(), plan.dx_block_n,
+                    plan.index64);
+        }
+        if (plan.columns) {
+          static auto& partial = TritonJitFunction::get_instance(file, kRmsNormBwdDwPartialKernel);
+          partial(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)), LaunchOptions{4},
+                  dw_partial, dy, x, rstd_c, rows, cols, dyv.row_stride, xv.row_stride, plan.rows_per_group,
+                  plan.columns_block_m, plan.columns_block_n, plan.index64);
+        }
+        break;
+      }
     }
-  }
-  if (want_dw && plan.groups > 1) {
-    static auto& finalize = TritonJitFunction::get_instance(file, kRmsNormBwdDwFinalizeKernel);
-    finalize(stream, Grid(plan.finalize_programs), LaunchOptions{4}, dw, dw_partial, plan.groups, cols,
-             plan.finalize_block_g, plan.finalize_block_n, plan.index64);
-  }
+    if (plan.finalize_launch) {
+      static auto& finalize = TritonJitFunction::get_instance(file, kRmsNormBwdDwFinalizeKernel);
+      finalize(stream, Grid(plan.finalize.programs), LaunchOptions{4}, dw, dw_partial, plan.groups, cols,
+               plan.finalize.block_g, plan.finalize.block_n, plan.index64);
+    }
+  };
+  // A first call of a shape class on a card without a table times the candidates on these tensors;
+  // the store keeps the choice beside the fused kernel, looked up only when tuning.
+  const auto fused_kernel = [&]() -> TritonJitFunction& {
+    static auto& kernel = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
+    return kernel;
+  };
+  const kit::CallTimer timer(stream, input.device(), fused_kernel, plan_of, launch);
+  launch(plan_of(choose_rms_norm_backward(inputs, device, timer.get())));
   return {dx, dw};
 }
 

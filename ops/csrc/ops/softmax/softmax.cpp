@@ -173,7 +173,7 @@ at::Tensor softmax_triton(const at::Tensor& self, int64_t dim, std::optional<at:
     const at::Tensor sync = kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x);
     // While a CUDA graph is being captured nothing can be timed: without a chosen config the tuner
     // is unavailable to this call, and a candidate serves it instead.
-    if (!stream_is_capturing(stream) ||
+    if (!stream_is_capturing(stream, x.device()) ||
         long_kernel.chosen_config(out_moved, in, sync, plan.row_bucket, cols, v.row_stride, cols, plan.s_pow2,
                                   plan.align, plan.index64)) {
       long_kernel.run(stream, kit::long_row_grid(v.rows, cols, kOp), out_moved, in, sync, plan.row_bucket, cols,

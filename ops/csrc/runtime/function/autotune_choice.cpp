@@ -105,7 +105,7 @@ int TritonJitFunction::Impl::tune_key(Stream stream, const detail::GridSource& g
   if (!may_time) {
     return -1;
   }
-  const bool capturing = device >= 0 && stream_is_capturing(stream);
+  const bool capturing = device >= 0 && stream_is_capturing(stream, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
   TORCH_CHECK(!capturing || deferred != nullptr, "tjit: kernel ", fn.function_name_,
               " needs autotuning for a new key (", key_text, "), but its stream is being captured into a CUDA graph, ",
               "where tuning cannot time anything. Call tune() with the same arguments before the capture (or give the "

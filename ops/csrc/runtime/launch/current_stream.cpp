@@ -1,6 +1,7 @@
 #include <tjit/current_stream.h>
 
 #include "launch/cuda_driver.h"
+#include "tuning/autotuner.h"
 
 #include <c10/core/Stream.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -61,6 +62,16 @@ bool stream_is_capturing(Stream stream) {
   detail::check_cuda(detail::cuda_driver().cuStreamIsCapturing(static_cast<CUstream>(stream), &status),
                      "cuStreamIsCapturing", "the stream's capture status");
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool stream_is_capturing(Stream stream, const c10::Device& device) {
+  if (!device.is_cuda()) {
+    return false;
+  }
+  const int index =
+      device.has_index() ? device.index() : c10::impl::VirtualGuardImpl(device.type()).getDevice().index();
+  const detail::DeviceContextScope context(index);
+  return stream_is_capturing(stream);
 }
 
 }  // namespace tjit

@@ -139,7 +139,7 @@ class CallTimer {
  private:
   struct MayTime {
     const CallTimer* self;
-    bool operator()() const { return !stream_is_capturing(self->stream_); }
+    bool operator()() const { return !stream_is_capturing(self->stream_, self->device_); }
   };
   struct TimeMs {
     const CallTimer* self;
