@@ -159,6 +159,23 @@ def forced_forward_candidates(prefix, rows, cols, dtype, device):
             _C.force_plan_candidate("layer_norm_forward", None)
 
 
+def team_forms(rows, cols, dtype, want_dx=True):
+    """None (the plan's own choice: a card's table or a first call's measurement, which may be any
+    form), then each backward team form that fits rows x cols on the GPU, forced in turn."""
+    import tjit.plans as plans
+    from tjit import _C
+    yield None
+    facts = plans.device_facts(torch.device("cuda"))
+    fitting = plans.plan("layer_norm_backward", rows=rows, cols=cols, dtype=dtype, device=facts,
+                         want_dx=int(want_dx))["fitting"]
+    for name in [n for n in fitting if n.startswith("team")]:
+        _C.force_plan_candidate("layer_norm_backward", name)
+        try:
+            yield name
+        finally:
+            _C.force_plan_candidate("layer_norm_backward", None)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_forward_tail_block(device, ops, dtype):
     # Rows just past a power of two as that block plus a tail block (the tail* candidates), each
@@ -336,14 +353,17 @@ def test_backward_teams_cuda(ops, dtype):
     # ragged last chunk, odd row counts, one row (one team: dw/db stored directly, and for the lag
     # kernel a loop of one row and one dx), teams of fewer rows than stages and of many (2001 rows:
     # ~23 a team, the stages' buffers reused many times), a row stride, no weight or bias.
+    # Each team form is forced in turn, and the plan's own choice runs too.
     limit = 4096 * 32
     for rows, cols in [(37, 8192), (37, 8193), (300, 12288), (2001, 12288), (1, 16384), (129, 20000), (7, 65536),
                        (7, 65537), (5, limit), (3, limit + 1)]:
-        check_backward(ops, *make((rows, cols), (cols, ), dtype, "cuda"))
-    x, normalized, w, b = make((45, 12288 + 40), (12288, ), dtype, "cuda")
-    check_backward(ops, x[:, 7:12288 + 7], normalized, w, b)
-    check_backward(ops, *make((45, 9000), (9000, ), dtype, "cuda", affine=(False, False)))
-    check_backward(ops, *make((45, 9000), (9000, ), dtype, "cuda", affine=(True, False)))
+        for _ in team_forms(rows, cols, dtype):
+            check_backward(ops, *make((rows, cols), (cols, ), dtype, "cuda"))
+    for _ in team_forms(45, 12288, dtype):
+        x, normalized, w, b = make((45, 12288 + 40), (12288, ), dtype, "cuda")
+        check_backward(ops, x[:, 7:12288 + 7], normalized, w, b)
+        check_backward(ops, *make((45, 9000), (9000, ), dtype, "cuda", affine=(False, False)))
+        check_backward(ops, *make((45, 9000), (9000, ), dtype, "cuda", affine=(True, False)))
 
 
 @requires_cuda
@@ -358,8 +378,9 @@ def test_backward_teams_zero_sums_cuda(ops, dtype):
     dy = random_tensor((rows, cols), dtype, "cuda")
     dy[3] = 0.0
     dy[7, :4096] = 0.0
-    got, want = backward_against_double(ops, x, dy, w, b, (True, True, True))
-    assert_gradients(got, want, (True, True, True), dtype, team_tol(dtype))
+    for _ in team_forms(rows, cols, dtype):
+        got, want = backward_against_double(ops, x, dy, w, b, (True, True, True))
+        assert_gradients(got, want, (True, True, True), dtype, team_tol(dtype))
 
 
 @requires_cuda
@@ -371,8 +392,9 @@ def test_backward_teams_output_masks_cuda(ops, mask, dtype):
     rows, cols = 70, 12000
     x, _, w, b = make((rows, cols), (cols, ), dtype, "cuda")
     dy = random_tensor((rows, cols), dtype, "cuda")
-    got, want = backward_against_double(ops, x, dy, w, b, mask)
-    assert_gradients(got, want, mask, dtype, team_tol(dtype))
+    for _ in team_forms(rows, cols, dtype, want_dx=mask[0]):
+        got, want = backward_against_double(ops, x, dy, w, b, mask)
+        assert_gradients(got, want, mask, dtype, team_tol(dtype))
 
 
 def test_stats_and_backward_op(device, ops):
