@@ -180,8 +180,9 @@ int default_backward_form(const norm::BackwardFormList& forms, const norm::Backw
   }
   if (c.cols <= kBackwardKernels.fused_limit) {
     const int64_t block = kit::next_power_of_2(c.cols);
+    const int64_t smallest_tile_limit = element_size == 2 ? 1024 : 512;
     const int64_t pair_limit = element_size == 2 ? 2048 : 512;
-    const int64_t tile = block <= pair_limit / 2 || block <= 512 ? 2048 : block <= 2048 ? 4096 : 8192;
+    const int64_t tile = block <= smallest_tile_limit ? 2048 : block <= 2048 ? 4096 : 8192;
     return forms.fused(tile, block > 128 && block <= pair_limit ? 2 : 1, false);
   }
   return forms.index_of("dx_columns");
