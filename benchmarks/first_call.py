@@ -1,5 +1,5 @@
 """First calls of operators whose plans are measured choices (issue 63, item 6; rms_norm's,
-add_rms_norm's and layer_norm's forwards, softmax both ways, sum's rows, add): what a fresh process's first call of a new shape class
+add_rms_norm's and layer_norm's forwards and the norms' backwards, softmax both ways, sum's rows, add): what a fresh process's first call of a new shape class
 costs when its plan is tuned there (every fitting candidate compiled and timed), when a card's
 table decides, and when the kernel store already holds the choice and the binaries.
 
@@ -38,7 +38,8 @@ CALLS = (("rms_norm", "bfloat16", 4096, 4096), ("rms_norm", "bfloat16", 16, 4096
          ("rms_norm", "bfloat16", 3000, 4096), ("add_rms_norm", "bfloat16", 4096, 4096),
          ("rms_norm", "float32", 4096, 4096), ("layer_norm", "bfloat16", 4096, 4096),
          ("layer_norm", "bfloat16", 16, 5120), ("softmax", "bfloat16", 4096, 32000),
-         ("softmax_backward", "bfloat16", 4096, 32000), ("sum", "float32", 4, 1000000), ("sum", "bfloat16", 4096, 4096),
+         ("softmax_backward", "bfloat16", 4096, 32000), ("rms_norm_backward", "bfloat16", 4096, 4096),
+         ("layer_norm_backward", "bfloat16", 4096, 4096), ("sum", "float32", 4, 1000000), ("sum", "bfloat16", 4096, 4096),
          ("add", "bfloat16", 4096, 4096), ("add", "float32", 1, 4096))
 SCENARIOS = ("table", "tuned", "default", "tuned_store", "table_store")
 # The store each warm scenario reads, filled by one untimed process of the scenario named.
@@ -63,6 +64,13 @@ import tjit.plans as plans
 
 
 def reference(op, x, r, w):
+    if op in ("rms_norm_backward", "layer_norm_backward"):  # r stands for the gradient; dx
+        xd = x.double().requires_grad_()
+        if op == "layer_norm_backward":
+            y = torch.nn.functional.layer_norm(xd, [x.shape[-1]], w.double(), r[0].double(), 1e-5)
+        else:
+            y = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+        return torch.autograd.grad(y, xd, r.double())[0]
     if op == "layer_norm":  # r stands for the bias
         return torch.nn.functional.layer_norm(x.double(), [x.shape[-1]], w.double(), r[0].double(), 1e-5)
     if op == "softmax":
@@ -99,19 +107,31 @@ def chosen(op, rows, cols, dtype, device):
     if op == "add":
         return plans.plan("add", numel=rows * cols, dtype=dt, device=device).get("candidate")
     name = {"layer_norm": "layer_norm_forward", "sum": "sum_rows", "softmax": "softmax",
-            "softmax_backward": "softmax_backward"}.get(op, "rms_norm_forward")
+            "softmax_backward": "softmax_backward", "rms_norm_backward": "rms_norm_backward",
+            "layer_norm_backward": "layer_norm_backward"}.get(op, "rms_norm_forward")
     extra = {"has_residual": op == "add_rms_norm"} if name == "rms_norm_forward" else {}
     return plans.plan(name, rows=rows, cols=cols, dtype=dt, device=device, **extra).get("candidate")
 
 
 out = []
 for (op, dtype, rows, cols), (x, r, w) in zip(calls, inputs):
-    want = reference(op, x, r, w)  # softmax_backward's output is made outside the timed call
+    # The backwards' inputs (softmax's output, the norms' statistics) are made outside the timed call.
+    want = reference(op, x, r, w)
     if op == "softmax_backward":
         y_in = torch.softmax(x.float(), -1).to(x.dtype)
         torch.cuda.synchronize()
         t = time.perf_counter()
         y = torch.ops.tjit.softmax_backward(r, y_in, -1, x.dtype)
+    elif op == "rms_norm_backward":
+        rstd = torch.ops.tjit.rms_norm_forward(x, [cols], w, 1e-6)[1]
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        y = torch.ops.tjit.rms_norm_backward(r, x, [cols], rstd, w, [True, True], None)[0]
+    elif op == "layer_norm_backward":
+        _, mean, rstd = torch.ops.tjit.layer_norm_forward(x, [cols], w, r[0], 1e-5)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        y = torch.ops.tjit.layer_norm_backward(r, x, [cols], mean, rstd, w, r[0], [True, True, True])[0]
     else:
         torch.cuda.synchronize()
         t = time.perf_counter()
