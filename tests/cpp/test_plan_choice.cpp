@@ -13,27 +13,58 @@ using tjit::kit::ChoiceSource;
 using tjit::kit::DeviceFacts;
 using tjit::kit::PlanCandidates;
 
+// A default rule that names candidate I.
+template <int I>
+int default_is() {
+  return I;
+}
+
 TEST(PlanChoice, ARememberedChoiceServesOnlyTheCallsItFits) {
   const PlanCandidates candidates("test_remembered_fits", {"a", "b", "c"});
   const DeviceFacts cpu;  // not CUDA: no table serves it, nothing is tuned
   const ChoiceKey key{100, 4096, c10::kFloat, 0};
   const auto all = [](int) { return true; };
   ChoiceSource source = ChoiceSource::Forced;
-  EXPECT_EQ(candidates.choose(key, cpu, all, 1, nullptr, &source), 1);
+  EXPECT_EQ(candidates.choose(key, cpu, all, default_is<1>, nullptr, &source), 1);
   EXPECT_EQ(source, ChoiceSource::Default);
   // Another call of the class (rows 65..128) gets the class's choice, whatever its default rule says.
-  EXPECT_EQ(candidates.choose(ChoiceKey{70, 4096, c10::kFloat, 0}, cpu, all, 2, nullptr, &source), 1);
+  EXPECT_EQ(candidates.choose(ChoiceKey{70, 4096, c10::kFloat, 0}, cpu, all, default_is<2>, nullptr, &source), 1);
   EXPECT_EQ(source, ChoiceSource::Remembered);
   // A call of the class that "b" does not fit: its own default, and the class keeps "b".
   const auto not_b = [](int i) { return i != 1; };
-  EXPECT_EQ(candidates.choose(key, cpu, not_b, 2, nullptr, &source), 2);
+  EXPECT_EQ(candidates.choose(key, cpu, not_b, default_is<2>, nullptr, &source), 2);
   EXPECT_EQ(source, ChoiceSource::Default);
-  EXPECT_EQ(candidates.choose(key, cpu, all, 0, nullptr, &source), 1);
+  EXPECT_EQ(candidates.choose(key, cpu, all, default_is<0>, nullptr, &source), 1);
   EXPECT_EQ(source, ChoiceSource::Remembered);
   // Other classes choose for themselves.
-  EXPECT_EQ(candidates.choose(ChoiceKey{100, 8192, c10::kFloat, 0}, cpu, all, 0, nullptr, &source), 0);
-  EXPECT_EQ(candidates.choose(ChoiceKey{100, 4096, c10::kHalf, 0}, cpu, all, 2, nullptr, &source), 2);
-  EXPECT_EQ(candidates.choose(ChoiceKey{100, 4096, c10::kFloat, 1}, cpu, all, 0, nullptr, &source), 0);
+  EXPECT_EQ(candidates.choose(ChoiceKey{100, 8192, c10::kFloat, 0}, cpu, all, default_is<0>, nullptr, &source), 0);
+  EXPECT_EQ(candidates.choose(ChoiceKey{100, 4096, c10::kHalf, 0}, cpu, all, default_is<2>, nullptr, &source), 2);
+  EXPECT_EQ(candidates.choose(ChoiceKey{100, 4096, c10::kFloat, 1}, cpu, all, default_is<0>, nullptr, &source), 0);
+}
+
+TEST(PlanChoice, TheDefaultRuleIsAskedOnlyWhereNothingElseDecides) {
+  PlanCandidates candidates("test_default_asked", {"a", "b"});
+  const DeviceFacts cpu;
+  const ChoiceKey key{100, 4096, c10::kFloat, 0};
+  const auto all = [](int) { return true; };
+  int asked = 0;
+  const auto counted_default = [&] {
+    ++asked;
+    return 1;
+  };
+  EXPECT_EQ(candidates.choose(key, cpu, all, counted_default), 1);
+  EXPECT_EQ(asked, 1);
+  // The class's remembered choice serves: the default rule is not worked out again.
+  EXPECT_EQ(candidates.choose(key, cpu, all, counted_default), 1);
+  EXPECT_EQ(asked, 1);
+  // Nor for a forced candidate.
+  candidates.force(0);
+  EXPECT_EQ(candidates.choose(key, cpu, all, counted_default), 0);
+  EXPECT_EQ(candidates.peek(key, cpu, all, counted_default), 0);
+  EXPECT_EQ(asked, 1);
+  candidates.force(-1);
+  EXPECT_EQ(candidates.peek(key, cpu, all, counted_default), 1);
+  EXPECT_EQ(asked, 2);
 }
 
 TEST(PlanChoice, AForcedCandidateThatDoesNotFitIsAnError) {
@@ -42,13 +73,13 @@ TEST(PlanChoice, AForcedCandidateThatDoesNotFitIsAnError) {
   candidates.force(1);
   const auto not_b = [](int i) { return i != 1; };
   try {
-    candidates.choose(ChoiceKey{1, 64, c10::kFloat, 0}, cpu, not_b, 0);
+    candidates.choose(ChoiceKey{1, 64, c10::kFloat, 0}, cpu, not_b, default_is<0>);
     FAIL() << "a forced candidate that does not fit was taken";
   } catch (const c10::Error& e) {
     EXPECT_NE(std::string(e.what()).find("'b' does not fit"), std::string::npos) << e.what();
   }
   candidates.force(-1);
-  EXPECT_EQ(candidates.choose(ChoiceKey{1, 64, c10::kFloat, 0}, cpu, not_b, 0), 0);
+  EXPECT_EQ(candidates.choose(ChoiceKey{1, 64, c10::kFloat, 0}, cpu, not_b, default_is<0>), 0);
 }
 
 TEST(PlanChoice, ATuningThatTimedNothingIsTriedAgain) {
@@ -64,7 +95,7 @@ TEST(PlanChoice, ATuningThatTimedNothingIsTriedAgain) {
   const auto every_run_fails = [](int) -> double { TORCH_CHECK(false, "the test's launch failed"); };
   const tjit::kit::CandidateTimer failing{may_time, every_run_fails, no_store};
   ChoiceSource source = ChoiceSource::Forced;
-  EXPECT_EQ(candidates.choose(key, card, all, 1, &failing, &source), 1);
+  EXPECT_EQ(candidates.choose(key, card, all, default_is<1>, &failing, &source), 1);
   EXPECT_EQ(source, ChoiceSource::Default);
   // Not remembered: the next call tunes; a candidate that fails is skipped, the fastest wins.
   const auto c_is_fastest = [](int i) -> double {
@@ -72,9 +103,9 @@ TEST(PlanChoice, ATuningThatTimedNothingIsTriedAgain) {
     return i == 2 ? 1.0 : 2.0;
   };
   const tjit::kit::CandidateTimer timing{may_time, c_is_fastest, no_store};
-  EXPECT_EQ(candidates.choose(key, card, all, 1, &timing, &source), 2);
+  EXPECT_EQ(candidates.choose(key, card, all, default_is<1>, &timing, &source), 2);
   EXPECT_EQ(source, ChoiceSource::Tuned);
-  EXPECT_EQ(candidates.choose(key, card, all, 1, &failing, &source), 2);
+  EXPECT_EQ(candidates.choose(key, card, all, default_is<1>, &failing, &source), 2);
   EXPECT_EQ(source, ChoiceSource::Remembered);
 }
 

@@ -279,7 +279,7 @@ int PlanCandidates::from_table(const ChoiceKey& key, const DeviceFacts& device,
 }
 
 int PlanCandidates::peek(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits,
-                         int default_index, ChoiceSource* source) const {
+                         c10::function_ref<int()> default_index, ChoiceSource* source) const {
   auto say = [&](ChoiceSource s, int index) {
     if (source != nullptr) {
       *source = s;
@@ -294,11 +294,12 @@ int PlanCandidates::peek(const ChoiceKey& key, const DeviceFacts& device, c10::f
   if (const int t = from_table(key, device, fits); t >= 0) {
     return say(ChoiceSource::Table, t);
   }
-  return say(ChoiceSource::Default, default_index);
+  return say(ChoiceSource::Default, default_index());
 }
 
 int PlanCandidates::choose(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits,
-                           int default_index, const CandidateTimer* timer, ChoiceSource* source) const {
+                           c10::function_ref<int()> default_index, const CandidateTimer* timer,
+                           ChoiceSource* source) const {
   if (forced() < 0) {
     if (const auto r = remembered(key, device)) {
       if (fits(*r)) {
@@ -320,15 +321,16 @@ int PlanCandidates::choose(const ChoiceKey& key, const DeviceFacts& device, c10:
       if (source != nullptr) {
         *source = ChoiceSource::Default;
       }
-      return default_index;
+      return index;
     }
-    index = tune(key, device, fits, default_index, *timer, &s);
+    const int default_choice = index;
+    index = tune(key, device, fits, default_choice, *timer, &s);
     if (index < 0) {
       // No candidate could be timed (each failed): the default rule now, tuning again at a later call.
       if (source != nullptr) {
         *source = ChoiceSource::Default;
       }
-      return default_index;
+      return default_choice;
     }
   }
   if (s != ChoiceSource::Forced) {

@@ -27,6 +27,10 @@ constexpr int64_t kColumnsBlockN = 128;
 
 bool is_fp64(c10::ScalarType dtype) { return c10::elementSize(dtype) == 8; }
 
+bool wants_any(const BackwardCall& call) { return call.want_dx || call.want_sums; }
+
+kit::ChoiceKey choice_key(const BackwardCall& call) { return {call.rows, call.cols, call.dtype, call.choice_flags}; }
+
 int64_t fused_tile(const BackwardForm& f, int64_t block_n, c10::ScalarType dtype) {
   return std::max(is_fp64(dtype) ? f.tile / 2 : f.tile, block_n);
 }
@@ -36,14 +40,6 @@ int fused_warps(const BackwardForm& f, int64_t block_n, c10::ScalarType dtype) {
     return f.num_warps;
   }
   return static_cast<int>(std::clamp<int64_t>(fused_tile(f, block_n, dtype) / kElementsPerWarp, 4, 32));
-}
-
-std::vector<std::string> names_of(const BackwardForm* forms, int count) {
-  std::vector<std::string> names;
-  for (int i = 0; i < count; ++i) {
-    names.emplace_back(forms[i].name);
-  }
-  return names;
 }
 
 // Narrow column blocks keep enough programs reading (8192 columns: 256 programs of 32).
@@ -62,7 +58,7 @@ int64_t team_chunks(const BackwardForm& form, int64_t cols) { return kit::ceil_d
 BackwardFormList::BackwardFormList(const char* plan, const BackwardForm* forms, int count, BackwardKernels kernels,
                                    BackwardDefaultRule default_rule)
     : forms_(forms), count_(count), kernels_(kernels), default_rule_(default_rule),
-      candidates_(plan, names_of(forms, count)) {}
+      candidates_(plan, kit::form_names(forms, static_cast<std::size_t>(count))) {}
 
 bool BackwardFormList::fits(int i, const BackwardCall& call, const kit::DeviceFacts& device) const {
   const BackwardForm& f = forms_[i];
@@ -126,33 +122,49 @@ int BackwardFormList::default_index(const BackwardCall& call, const kit::DeviceF
   return i;
 }
 
-int BackwardFormList::choose(const kit::ChoiceKey& key, const BackwardCall& call, const kit::DeviceFacts& device,
+int BackwardFormList::choose(const BackwardCall& call, const kit::DeviceFacts& device,
                              const kit::CandidateTimer* timer, kit::ChoiceSource* source) const {
+  if (!wants_any(call)) {
+    return -1;
+  }
   const auto form_fits = [&](int i) { return fits(i, call, device); };
-  return candidates_.choose(key, device, form_fits, default_index(call, device), timer, source);
+  const auto default_form = [&] { return default_index(call, device); };
+  return candidates_.choose(choice_key(call), device, form_fits, default_form, timer, source);
 }
 
-int BackwardFormList::peek(const kit::ChoiceKey& key, const BackwardCall& call, const kit::DeviceFacts& device,
+int BackwardFormList::peek(const BackwardCall& call, const kit::DeviceFacts& device,
                            kit::ChoiceSource* source) const {
+  if (!wants_any(call)) {
+    return -1;
+  }
   const auto form_fits = [&](int i) { return fits(i, call, device); };
-  return candidates_.peek(key, device, form_fits, default_index(call, device), source);
+  const auto default_form = [&] { return default_index(call, device); };
+  return candidates_.peek(choice_key(call), device, form_fits, default_form, source);
+}
+
+int BackwardFormList::described(const BackwardCall& call, int candidate, const kit::DeviceFacts& device,
+                                kit::ChoiceSource* source) const {
+  if (candidate < 0 || !wants_any(call)) {
+    return peek(call, device, source);
+  }
+  TORCH_CHECK(candidate < count_ && fits(candidate, call, device), "describe_plan: ", candidates_.plan(),
+              " candidate ", candidate, " does not fit ", call.rows, " rows of ", call.cols, " columns");
+  if (source != nullptr) {
+    *source = kit::ChoiceSource::Forced;
+  }
+  return candidate;
 }
 
 std::vector<std::string> BackwardFormList::fitting(const BackwardCall& call, const kit::DeviceFacts& device) const {
-  std::vector<std::string> names;
-  for (int i = 0; i < count_; ++i) {
-    if (fits(i, call, device)) {
-      names.emplace_back(forms_[i].name);
-    }
-  }
-  return names;
+  return kit::fitting_names(forms_, static_cast<std::size_t>(count_),
+                            [&](const BackwardForm& f) { return fits(static_cast<int>(&f - forms_), call, device); });
 }
 
 BackwardPlan BackwardFormList::plan(const BackwardCall& call, int candidate, const kit::DeviceFacts& device,
                                     const char* op) const {
   BackwardPlan plan;
   plan.index64 = call.index64;
-  if (!call.want_dx && !call.want_sums) {
+  if (!wants_any(call)) {
     return plan;
   }
   TORCH_CHECK(candidate >= 0 && candidate < count_ && fits(candidate, call, device), op, ": backward plan candidate ",

@@ -58,6 +58,8 @@ struct BackwardCall {
   bool want_sums = true;  // dw (and db): column sums over the rows
   bool index64 = false;
   bool with_grad_sum = false;  // add_rms_norm: the gradient of input + residual is read too
+  // The operator's switches in its choice key (kit::ChoiceKey::flags): the gradients it asks for.
+  int64_t choice_flags = 0;
   // Programs of the chosen team kernel an SM holds at once (the driver's occupancy of its binary);
   // 0: not asked yet. A plan that needs it says so (needs_occupancy) and is made again with it.
   int resident_programs_per_sm = 0;
@@ -137,15 +139,20 @@ class BackwardFormList {
   bool fits(int i, const BackwardCall& call, const kit::DeviceFacts& device) const;
   // The default rule's form for the call.
   int default_index(const BackwardCall& call, const kit::DeviceFacts& device, bool teams = true) const;
-  // The form chosen for a call of class `key` (plan_choice.h's order); peek: without measuring.
-  int choose(const kit::ChoiceKey& key, const BackwardCall& call, const kit::DeviceFacts& device,
-             const kit::CandidateTimer* timer, kit::ChoiceSource* source) const;
-  int peek(const kit::ChoiceKey& key, const BackwardCall& call, const kit::DeviceFacts& device,
-           kit::ChoiceSource* source) const;
+  // The form chosen for the call (plan_choice.h's order; its class: rows, columns, dtype and
+  // choice_flags); -1 when it asks for no gradient. peek: without measuring.
+  int choose(const BackwardCall& call, const kit::DeviceFacts& device, const kit::CandidateTimer* timer,
+             kit::ChoiceSource* source) const;
+  int peek(const BackwardCall& call, const kit::DeviceFacts& device, kit::ChoiceSource* source) const;
+  // What a describer names: `candidate` (-1: the choice peek makes, with its source; else checked to
+  // fit, the source Forced); -1 when the call asks for no gradient.
+  int described(const BackwardCall& call, int candidate, const kit::DeviceFacts& device,
+                kit::ChoiceSource* source) const;
   std::vector<std::string> fitting(const BackwardCall& call, const kit::DeviceFacts& device) const;
 
-  // Form `candidate`'s plan for the call (it must fit). A team whose programs the GPU cannot hold
-  // at once (with the occupancy known) gives the default rule's plan without teams instead.
+  // Form `candidate`'s plan for the call (it must fit; a call that asks for no gradient: Nothing).
+  // A team whose programs the GPU cannot hold at once (with the occupancy known) gives the default
+  // rule's plan without teams instead.
   BackwardPlan plan(const BackwardCall& call, int candidate, const kit::DeviceFacts& device,
                     const char* op) const;
 

@@ -14,14 +14,6 @@ constexpr int64_t kMaxElementsPerThread = 64;
 // Steps a compile-time step count unrolls at most.
 constexpr int64_t kMaxUnrolledSteps = 16;
 
-std::vector<std::string> names_of(const ForwardForm* forms, int count) {
-  std::vector<std::string> names;
-  for (int i = 0; i < count; ++i) {
-    names.emplace_back(forms[i].name);
-  }
-  return names;
-}
-
 }  // namespace
 
 int64_t single_pass_limit(c10::ScalarType dtype) {
@@ -70,7 +62,7 @@ const char* default_form(int64_t cols, c10::ScalarType dtype) {
 }
 
 FormList::FormList(const char* plan, const ForwardForm* forms, int count)
-    : forms_(forms), count_(count), candidates_(plan, names_of(forms, count)) {}
+    : forms_(forms), count_(count), candidates_(plan, kit::form_names(forms, static_cast<std::size_t>(count))) {}
 
 int FormList::index_of(const char* name) const {
   for (int i = 0; i < count_; ++i) {
@@ -84,23 +76,19 @@ int FormList::index_of(const char* name) const {
 int FormList::choose(const kit::ChoiceKey& key, int64_t cols, c10::ScalarType dtype, const kit::DeviceFacts& device,
                      const kit::CandidateTimer* timer, kit::ChoiceSource* source) const {
   const auto form_fits = [&](int i) { return fits(forms_[i], cols, dtype); };
-  return candidates_.choose(key, device, form_fits, index_of(default_form(cols, dtype)), timer, source);
+  const auto default_index = [&] { return index_of(default_form(cols, dtype)); };
+  return candidates_.choose(key, device, form_fits, default_index, timer, source);
 }
 
 int FormList::peek(const kit::ChoiceKey& key, int64_t cols, c10::ScalarType dtype, const kit::DeviceFacts& device,
                    kit::ChoiceSource* source) const {
   const auto form_fits = [&](int i) { return fits(forms_[i], cols, dtype); };
-  return candidates_.peek(key, device, form_fits, index_of(default_form(cols, dtype)), source);
+  const auto default_index = [&] { return index_of(default_form(cols, dtype)); };
+  return candidates_.peek(key, device, form_fits, default_index, source);
 }
 
 std::vector<std::string> FormList::fitting(int64_t cols, c10::ScalarType dtype) const {
-  std::vector<std::string> names;
-  for (int i = 0; i < count_; ++i) {
-    if (fits(forms_[i], cols, dtype)) {
-      names.emplace_back(forms_[i].name);
-    }
-  }
-  return names;
+  return kit::fitting_names(forms_, static_cast<std::size_t>(count_), [&](const ForwardForm& f) { return fits(f, cols, dtype); });
 }
 
 }  // namespace tjit::ops::norm

@@ -68,7 +68,8 @@ AddPlan plan_add_candidate(const AddInputs& in, int candidate) {
 AddPlan plan_add(const AddInputs& in, const kit::DeviceFacts& device, const kit::CandidateTimer* timer,
                  kit::ChoiceSource* source) {
   const auto any = [](int) { return true; };
-  return plan_add_candidate(in, candidates().choose(choice_key(in, is_flat(in)), device, any, kDefaultForm, timer,
+  const auto default_form = [] { return kDefaultForm; };
+  return plan_add_candidate(in, candidates().choose(choice_key(in, is_flat(in)), device, any, default_form, timer,
                                                     source));
 }
 
@@ -93,7 +94,7 @@ kit::PlanWriter describe(const kit::PlanQuery& q) {
   kit::ChoiceSource source = kit::ChoiceSource::Forced;
   if (candidate < 0) {
     const auto any = [](int) { return true; };
-    candidate = candidates().peek(choice_key(in, is_flat(in)), q.device, any, kDefaultForm, &source);
+    candidate = candidates().peek(choice_key(in, is_flat(in)), q.device, any, [] { return kDefaultForm; }, &source);
   } else {
     TORCH_CHECK(candidate < kNumForms, "describe_plan: add has no candidate ", candidate);
   }

@@ -206,24 +206,16 @@ norm::BackwardCall backward_call(const LayerNormBackwardInputs& in) {
   c.want_sums = in.want_dw || in.want_db;
   c.index64 = in.index64;
   c.resident_programs_per_sm = in.resident_programs_per_sm;
+  // A choice serves calls of the same outputs wanted: dx 1, dw 2, db 4.
+  c.choice_flags = int64_t{in.want_dx} | int64_t{in.want_dw} << 1 | int64_t{in.want_db} << 2;
   return c;
 }
-
-// A choice serves calls of the same outputs wanted: dx 1, dw 2, db 4.
-kit::ChoiceKey backward_key(const LayerNormBackwardInputs& in) {
-  return {in.rows, in.cols, in.dtype, int64_t{in.want_dx} | int64_t{in.want_dw} << 1 | int64_t{in.want_db} << 2};
-}
-
-bool wanted(const LayerNormBackwardInputs& in) { return in.want_dx || in.want_dw || in.want_db; }
 
 }  // namespace
 
 int choose_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device,
                                const kit::CandidateTimer* timer, kit::ChoiceSource* source) {
-  if (!wanted(in)) {
-    return -1;
-  }
-  return backward_forms().choose(backward_key(in), backward_call(in), device, timer, source);
+  return backward_forms().choose(backward_call(in), device, timer, source);
 }
 
 LayerNormBackwardPlan plan_layer_norm_backward_candidate(const LayerNormBackwardInputs& in, int candidate,
@@ -232,11 +224,8 @@ LayerNormBackwardPlan plan_layer_norm_backward_candidate(const LayerNormBackward
 }
 
 LayerNormBackwardPlan plan_layer_norm_backward(const LayerNormBackwardInputs& in, const kit::DeviceFacts& device) {
-  if (!wanted(in)) {
-    return {};
-  }
-  const int candidate = backward_forms().peek(backward_key(in), backward_call(in), device, nullptr);
-  return plan_layer_norm_backward_candidate(in, candidate, device);
+  const norm::BackwardCall call = backward_call(in);
+  return backward_forms().plan(call, backward_forms().peek(call, device, nullptr), device, kBackwardOp);
 }
 
 std::vector<std::string> layer_norm_backward_fitting(const LayerNormBackwardInputs& in,
@@ -357,20 +346,13 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
   const bool has_weight = q.get("has_weight", 1) != 0;
   // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
   kit::ChoiceSource source = kit::ChoiceSource::Forced;
-  int candidate = static_cast<int>(q.get("candidate", -1));
-  if (wanted(in) && candidate < 0) {
-    candidate = backward_forms().peek(backward_key(in), backward_call(in), q.device, &source);
-  } else if (wanted(in)) {
-    TORCH_CHECK(candidate < backward_forms().size() && backward_forms().fits(candidate, backward_call(in), q.device),
-                "describe_plan: layer_norm_backward candidate ", candidate, " does not fit ", in.rows, " rows of ",
-                in.cols, " columns");
-  }
-  const LayerNormBackwardPlan p =
-      wanted(in) ? plan_layer_norm_backward_candidate(in, candidate, q.device) : LayerNormBackwardPlan{};
+  const int candidate =
+      backward_forms().described(backward_call(in), static_cast<int>(q.get("candidate", -1)), q.device, &source);
+  const LayerNormBackwardPlan p = plan_layer_norm_backward_candidate(in, candidate, q.device);
   using Kind = LayerNormBackwardPlan::Kind;
   static const char* const kinds[] = {"none", "fused", "team", "dx_dwdb"};
   kit::PlanWriter w(p.kind == Kind::Team && p.lag ? "team_lag" : kinds[static_cast<int>(p.kind)]);
-  if (wanted(in)) {
+  if (candidate >= 0) {
     // The plan made may be another form's (a team that cannot be resident): the chosen one is named.
     w.choice(backward_forms()[candidate].name, kit::choice_source_name(source),
              layer_norm_backward_fitting(in, q.device));

@@ -185,23 +185,16 @@ norm::BackwardCall backward_call(const RmsNormBackwardInputs& in) {
   c.index64 = in.index64;
   c.with_grad_sum = in.with_grad_sum;
   c.resident_programs_per_sm = in.resident_programs_per_sm;
+  // A choice serves calls of the same outputs wanted: dx 1, dw 2, grad_sum read 4.
+  c.choice_flags = int64_t{in.want_dx} | int64_t{in.want_dw} << 1 | int64_t{in.with_grad_sum && in.want_dx} << 2;
   return c;
-}
-
-// A choice serves calls of the same outputs wanted: dx 1, dw 2, grad_sum read 4.
-kit::ChoiceKey backward_key(const RmsNormBackwardInputs& in) {
-  return {in.rows, in.cols, in.dtype,
-          int64_t{in.want_dx} | int64_t{in.want_dw} << 1 | int64_t{in.with_grad_sum && in.want_dx} << 2};
 }
 
 }  // namespace
 
 int choose_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device,
                              const kit::CandidateTimer* timer, kit::ChoiceSource* source) {
-  if (!in.want_dx && !in.want_dw) {
-    return -1;
-  }
-  return backward_forms().choose(backward_key(in), backward_call(in), device, timer, source);
+  return backward_forms().choose(backward_call(in), device, timer, source);
 }
 
 RmsNormBackwardPlan plan_rms_norm_backward_candidate(const RmsNormBackwardInputs& in, int candidate,
@@ -210,11 +203,8 @@ RmsNormBackwardPlan plan_rms_norm_backward_candidate(const RmsNormBackwardInputs
 }
 
 RmsNormBackwardPlan plan_rms_norm_backward(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device) {
-  if (!in.want_dx && !in.want_dw) {
-    return {};
-  }
-  const int candidate = backward_forms().peek(backward_key(in), backward_call(in), device, nullptr);
-  return plan_rms_norm_backward_candidate(in, candidate, device);
+  const norm::BackwardCall call = backward_call(in);
+  return backward_forms().plan(call, backward_forms().peek(call, device, nullptr), device, kBackwardOp);
 }
 
 std::vector<std::string> rms_norm_backward_fitting(const RmsNormBackwardInputs& in, const kit::DeviceFacts& device) {
@@ -271,17 +261,10 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
   const bool has_weight = q.get("has_weight", 1) != 0;
   // "candidate": that candidate's plan; else the choice as a call makes it without measuring.
   kit::ChoiceSource source = kit::ChoiceSource::Forced;
-  int candidate = static_cast<int>(q.get("candidate", -1));
-  const bool wanted = in.want_dx || in.want_dw;
-  if (wanted && candidate < 0) {
-    candidate = backward_forms().peek(backward_key(in), backward_call(in), q.device, &source);
-  } else if (wanted) {
-    TORCH_CHECK(candidate < backward_forms().size() && backward_forms().fits(candidate, backward_call(in), q.device),
-                "describe_plan: rms_norm_backward candidate ", candidate, " does not fit ", in.rows, " rows of ",
-                in.cols, " columns");
-  }
-  const RmsNormBackwardPlan p =
-      wanted ? plan_rms_norm_backward_candidate(in, candidate, q.device) : RmsNormBackwardPlan{};
+  const int candidate =
+      backward_forms().described(backward_call(in), static_cast<int>(q.get("candidate", -1)), q.device, &source);
+  const bool wanted = candidate >= 0;
+  const RmsNormBackwardPlan p = plan_rms_norm_backward_candidate(in, candidate, q.device);
   static const char* const kinds[] = {"none", "fused", "team", "dx_dw"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
   if (wanted) {

@@ -210,8 +210,8 @@ SoftmaxPlan plan_softmax(const SoftmaxInputs& in, const kit::DeviceFacts& device
     return plan;
   }
   const auto form_fits = [&](int i) { return fits(in, kForms[i], device); };
-  const int candidate =
-      candidates(in.backward).choose(choice_key(in), device, form_fits, default_form(in), timer, source);
+  const int candidate = candidates(in.backward)
+                            .choose(choice_key(in), device, form_fits, [&] { return default_form(in); }, timer, source);
   return plan_softmax_candidate(in, candidate, device);
 }
 
@@ -259,7 +259,8 @@ kit::PlanWriter describe(const kit::PlanQuery& q, bool backward) {
   } else {
     const auto form_fits = [&](int i) { return fits(in, kForms[i], q.device); };
     p = plan_softmax_candidate(
-        in, candidates(backward).peek(choice_key(in), q.device, form_fits, default_form(in), &source), q.device);
+        in, candidates(backward).peek(choice_key(in), q.device, form_fits, [&] { return default_form(in); }, &source),
+        q.device);
   }
   using Kind = SoftmaxPlan::Kind;
   static const char* const kinds[] = {"long", "short_rows", "row", "split", "persistent"};

@@ -174,7 +174,8 @@ SumRowsPlan plan_sum_rows_candidate(const SumRowsInputs& in, int candidate, cons
 SumRowsPlan plan_sum_rows(const SumRowsInputs& in, const kit::DeviceFacts& device, const kit::CandidateTimer* timer,
                           kit::ChoiceSource* source) {
   const auto form_fits = [&](int i) { return fits(in, kForms[i], device); };
-  const int candidate = candidates().choose(choice_key(in), device, form_fits, default_form(in, device), timer, source);
+  const auto default_index = [&] { return default_form(in, device); };
+  const int candidate = candidates().choose(choice_key(in), device, form_fits, default_index, timer, source);
   return plan_sum_rows_candidate(in, candidate, device);
 }
 
@@ -220,7 +221,8 @@ kit::PlanWriter describe_rows(const kit::PlanQuery& q) {
   kit::ChoiceSource source = kit::ChoiceSource::Forced;
   if (candidate < 0) {
     const auto form_fits = [&](int i) { return fits(in, kForms[i], q.device); };
-    candidate = candidates().peek(choice_key(in), q.device, form_fits, default_form(in, q.device), &source);
+    const auto default_index = [&] { return default_form(in, q.device); };
+    candidate = candidates().peek(choice_key(in), q.device, form_fits, default_index, &source);
   } else {
     TORCH_CHECK(candidate < kNumForms && fits(in, kForms[candidate], q.device), "describe_plan: sum_rows candidate ",
                 candidate, " does not fit ", in.rows, " rows of ", in.cols, " columns");

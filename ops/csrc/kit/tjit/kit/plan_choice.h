@@ -81,15 +81,17 @@ class PlanCandidates {
   int index_of(const std::string& name) const;  // -1 when it is not a candidate
 
   // The candidate for a call of class `key` on `device`: see the order at the top. `fits(i)` says
-  // whether candidate i may serve it; `default_index` is the default rule's (which must fit).
-  // Thread-safe; a remembered choice costs a shared lock and a hash lookup.
-  int choose(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits, int default_index,
-             const CandidateTimer* timer = nullptr, ChoiceSource* source = nullptr) const;
+  // whether candidate i may serve it; `default_index()` gives the default rule's (which must fit),
+  // asked only where nothing else decides. Thread-safe; a remembered choice costs a shared lock and
+  // a hash lookup.
+  int choose(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits,
+             c10::function_ref<int()> default_index, const CandidateTimer* timer = nullptr,
+             ChoiceSource* source = nullptr) const;
 
   // The same without measuring or remembering anything (describers, tools): forced, remembered,
   // table or default.
-  int peek(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits, int default_index,
-           ChoiceSource* source = nullptr) const;
+  int peek(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits,
+           c10::function_ref<int()> default_index, ChoiceSource* source = nullptr) const;
 
   // Every call takes candidate `index` (-1: none forced); a forced candidate that does not fit a
   // call is an error naming both. For tests and the tuning command; not for production use.
@@ -104,8 +106,8 @@ class PlanCandidates {
   std::optional<int> remembered(const ChoiceKey& key, const DeviceFacts& device) const;
   void remember(const ChoiceKey& key, const DeviceFacts& device, int index) const;
   // The fastest fitting candidate by timing each; -1 when none could be timed (each failed).
-  int tune(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits, int default_index,
-           const CandidateTimer& timer, ChoiceSource* source) const;
+  int tune(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits,
+           int default_index, const CandidateTimer& timer, ChoiceSource* source) const;
 
   std::string plan_;
   std::vector<std::string> names_;
@@ -169,26 +171,34 @@ class CallTimer {
 };
 
 // The names of a plan's candidate forms (each with a `name`), in order: what PlanCandidates takes.
-template <typename Form, std::size_t N>
-std::vector<std::string> form_names(const Form (&forms)[N]) {
+template <typename Form>
+std::vector<std::string> form_names(const Form* forms, std::size_t count) {
   std::vector<std::string> names;
-  names.reserve(N);
-  for (const Form& f : forms) {
-    names.emplace_back(f.name);
+  names.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    names.emplace_back(forms[i].name);
   }
   return names;
 }
+template <typename Form, std::size_t N>
+std::vector<std::string> form_names(const Form (&forms)[N]) {
+  return form_names(forms, N);
+}
 
 // The names of the forms for which fits(form) holds, in order (describers' "fitting").
-template <typename Form, std::size_t N, typename Fits>
-std::vector<std::string> fitting_names(const Form (&forms)[N], const Fits& fits) {
+template <typename Form, typename Fits>
+std::vector<std::string> fitting_names(const Form* forms, std::size_t count, const Fits& fits) {
   std::vector<std::string> names;
-  for (const Form& f : forms) {
-    if (fits(f)) {
-      names.emplace_back(f.name);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (fits(forms[i])) {
+      names.emplace_back(forms[i].name);
     }
   }
   return names;
+}
+template <typename Form, std::size_t N, typename Fits>
+std::vector<std::string> fitting_names(const Form (&forms)[N], const Fits& fits) {
+  return fitting_names(forms, N, fits);
 }
 
 // The plans' candidates by plan name (each PlanCandidates registers itself), for tools: nullptr
