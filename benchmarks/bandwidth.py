@@ -197,8 +197,12 @@ def _first_error_line(exc):
 class Runner:
 
     def __init__(self, device, smoke, timer, ops_filter=None, dtypes=None, log=print, peers=None, impls_filter=None,
-                 passes=("fwd", "bwd")):
+                 passes=("fwd", "bwd"), rounds=1):
         self.device = device
+        # Each implementation is timed `rounds` times, the order rotated each round, and its median
+        # kept: at a few microseconds a call one timing of the same kernel moves by a few percent
+        # with the order and the capture, more than the differences a decode point has to show.
+        self.rounds = max(1, rounds)
         self.passes = passes  # the decode grid times forward passes alone
         # Only these implementations (IMPL_ORDER names; "copy" included) when given: an A/B of two
         # tjit builds times tjit and the copy alone.
@@ -288,35 +292,48 @@ class Runner:
             impls = {name: make for name, make in impls.items() if name in self.impls_filter}
         sets = make_sets(self.n_sets(nbytes))
         line = []
+        recs = {}
         for name, make in impls.items():
-            rec = dict(base, impl=name)
+            recs[name] = rec = dict(base, impl=name)
             if make is None:
                 rec["skipped"] = True
                 if (skip_notes or {}).get(name):
                     rec["note"] = skip_notes[name]
-                self.records.append(rec)
-                continue
-            it = fns = None
-            try:
-                fns = [make(s) for s in sets]
-                err = check(name, fns[0](), sets[0])
-                rec["max_rel_err"] = err
-                rec["ok"] = bool(err <= TOLERANCE[dtype])
-                it = itertools.cycle(fns)
-                ms = self.timer(lambda: next(it)())
-                rec["timing"] = self.timer.last_timing
-                if self.timer.last_capture_error:
-                    rec["capture_error"] = self.timer.last_capture_error
-                rec["ms"] = ms
+        timed = [name for name in impls if impls[name] is not None]
+        for round_index in range(self.rounds):
+            shift = round_index % max(1, len(timed))
+            for name in timed[shift:] + timed[:shift]:
+                rec = recs[name]
+                if "error" in rec:
+                    continue
+                it = fns = None
+                try:
+                    fns = [impls[name](s) for s in sets]
+                    if round_index == 0:
+                        err = check(name, fns[0](), sets[0])
+                        rec["max_rel_err"] = err
+                        rec["ok"] = bool(err <= TOLERANCE[dtype])
+                    it = itertools.cycle(fns)
+                    rec.setdefault("ms_rounds", []).append(self.timer(lambda: next(it)()))
+                    rec["timing"] = self.timer.last_timing
+                    if self.timer.last_capture_error:
+                        rec["capture_error"] = self.timer.last_capture_error
+                except Exception as exc:  # recorded; the other implementations still run
+                    rec["error"] = _first_error_line(exc)
+                    rec.pop("ms_rounds", None)
+                    if isinstance(exc, torch.OutOfMemoryError if hasattr(torch, "OutOfMemoryError") else MemoryError):
+                        self.free()
+                    self.log(f"  {label}: {name} failed: {rec['error']}")
+                it = fns = None  # drop this implementation's outputs and graphs before the next one
+        for name, rec in recs.items():
+            if "ms_rounds" in rec:
+                rec["ms"] = ms = statistics.median(rec["ms_rounds"])
+                if self.rounds == 1:
+                    del rec["ms_rounds"]
                 rec["gbps"] = nbytes / ms / 1e6
                 line.append(f"{name} {_gb(rec['gbps'])}" + ("" if rec["ok"] else "(WRONG)"))
-            except Exception as exc:  # recorded; the other implementations still run
-                rec["error"] = _first_error_line(exc)
-                if isinstance(exc, torch.OutOfMemoryError if hasattr(torch, "OutOfMemoryError") else MemoryError):
-                    self.free()
+            elif "error" in rec:
                 line.append(f"{name} error")
-                self.log(f"  {label}: {name} failed: {rec['error']}")
-            it = fns = None  # drop this implementation's outputs and graphs before the next one
             self.records.append(rec)
         sets = None
         if nbytes > 1e9:
@@ -689,15 +706,16 @@ OPS = ("add", "sum", "softmax", "layer_norm", "rms_norm", "add_rms_norm")
 
 
 def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep_ms=60, log=print, llm=False,
-                  impls_filter=None, grid=None, passes=("fwd", "bwd")):
+                  impls_filter=None, grid=None, passes=("fwd", "bwd"), rounds=1):
     """The sweep (powers of two; softmax and layer_norm over a fixed row count), with llm=True
     the LLM part: softmax at vocabulary sizes and layer_norm at hidden sizes (llm_shapes), or the
     sizes of grid ({op: sizes}, as grids.dense_grid and grids.decode_grid make them).
-    impls_filter: measure only these implementations (IMPL_ORDER names); passes: "fwd", "bwd"."""
+    impls_filter: measure only these implementations (IMPL_ORDER names); passes: "fwd", "bwd";
+    rounds: timings of each implementation at each case, in rotated order (the median is kept)."""
     timer = Timer(device, smoke, warmup_ms, rep_ms)
     runner = Runner(device, smoke, timer, ops_filter, dtypes, log,
                     peers={} if impls_filter and not set(impls_filter) & {"flaggems", "liger"} else None,
-                    impls_filter=impls_filter, passes=passes)
+                    impls_filter=impls_filter, passes=passes, rounds=rounds)
     if grid is not None:
         sizes = grid
         per_op = dict(grid)
@@ -717,7 +735,7 @@ def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep
         timings[op] = round(time.perf_counter() - start, 1)
         log(f"  ({op}: {timings[op]} s)")
     runner.capture_notes()
-    return {"config": {"device": device, "timer": timer.describe(), "sizes": sizes, "dtypes": runner.dtypes,
+    return {"config": {"device": device, "timer": timer.describe(), "rounds": runner.rounds, "sizes": sizes, "dtypes": runner.dtypes,
                        "peers": peer_lib.describe(runner.peers),
                        "l2_rotate_below_bytes": L2_ROTATE_BYTES, "max_input_sets": runner.max_sets,
                        "max_footprint_bytes": runner.max_footprint, "tutorial_max_cols": TUTORIAL_MAX_COLS,

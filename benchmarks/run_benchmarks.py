@@ -55,6 +55,9 @@ def parse_args(argv):
     p.add_argument("--cold-start-runs", type=int, help="fresh processes per cold-start scenario (default 5; smoke 1)")
     p.add_argument("--warmup-ms", type=float, default=20, help="do_bench warm-up time per measurement (ms)")
     p.add_argument("--rep-ms", type=float, default=60, help="do_bench measuring time per measurement (ms)")
+    p.add_argument("--rounds", type=int, help="timings of each implementation per case, in rotated order, the "
+                   "median kept (default: 3 for decode, whose microsecond calls move by a few percent between "
+                   "timings; 1 elsewhere)")
     return p.parse_args(argv)
 
 
@@ -209,7 +212,8 @@ def main(argv=None):
         print(f"\n== {args.only} grid, shard {index}/{count}: {grids.grid_size(grid)} sizes ==", flush=True)
         results[args.only] = bandwidth.run_bandwidth(device, smoke, ops_filter, dtypes, args.warmup_ms, args.rep_ms,
                                                      grid=grid,
-                                                     passes=("fwd", ) if args.only == "decode" else ("fwd", "bwd"))
+                                                     passes=("fwd", ) if args.only == "decode" else ("fwd", "bwd"),
+                                                     rounds=args.rounds or (3 if args.only == "decode" else 1))
         results[args.only]["config"]["shard"] = [index, count]
     if args.only in (None, "cold_start"):
         print("\n== cold start (fresh processes) ==", flush=True)

@@ -115,6 +115,12 @@ def test_dense_and_decode_parts_run_and_merge_their_shards(tmp_path):
     assert all(r.get("ok", True) for r in results["dense"]["records"] + results["decode"]["records"])
     decode = {(r["op"], r["pass"], tuple(r["shape"])) for r in results["decode"]["records"] if r["impl"] == "tjit"}
     assert decode == {("rms_norm", "fwd", tuple(s)) for s in grids.decode_grid(True)["rms_norm"]}
+    # Decode times every implementation in three rounds and keeps the median; dense times once.
+    assert results["decode"]["config"]["rounds"] == 3 and results["dense"]["config"]["rounds"] == 1
+    for r in results["decode"]["records"]:
+        if "ms" in r and r["impl"] != "copy":
+            assert len(r["ms_rounds"]) == 3 and r["ms"] == sorted(r["ms_rounds"])[1], r
+    assert not any("ms_rounds" in r for r in results["dense"]["records"])
     ids = {t["id"]: t["status"] for t in results["targets"]}
     assert {"dense_peers_every_point", "dense_peers_median", "decode_peers_every_point"} <= set(ids)
     markdown = (folder / "results.md").read_text()
