@@ -735,7 +735,8 @@ def run_bandwidth(device, smoke, ops_filter=None, dtypes=None, warmup_ms=20, rep
         timings[op] = round(time.perf_counter() - start, 1)
         log(f"  ({op}: {timings[op]} s)")
     runner.capture_notes()
-    return {"config": {"device": device, "timer": timer.describe(), "rounds": runner.rounds, "sizes": sizes, "dtypes": runner.dtypes,
+    return {"config": {"device": device, "timer": timer.describe(), "rounds": runner.rounds, "sizes": sizes,
+                       "dtypes": runner.dtypes,
                        "peers": peer_lib.describe(runner.peers),
                        "l2_rotate_below_bytes": L2_ROTATE_BYTES, "max_input_sets": runner.max_sets,
                        "max_footprint_bytes": runner.max_footprint, "tutorial_max_cols": TUTORIAL_MAX_COLS,

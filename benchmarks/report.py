@@ -15,6 +15,7 @@ import sys
 import first_call
 import grid_report
 import own_kernels
+import tuned_choice
 from targets import PEERS, TORCH_OPS_BEFORE, evaluate_targets, index_records, size_label
 
 IMPL_ORDER = ("tjit", "tjit_torch_ops", "aten", "compile", "python_triton", "tutorial", "flaggems", "liger", "triton_op", "triton_launch",
@@ -159,6 +160,8 @@ def write_markdown(results, path, plots=()):
     lines += ["## Cold start (fresh processes)", ""] + cold_start_markdown(results.get("cold_start"))
     lines += ["## First calls with plan choices (fresh processes)", ""] + first_call.markdown(
         results.get("first_call"), _table)
+
+    lines += tuned_choice.markdown(results.get("tuned_choice"))
 
     lines += ["## Autotuning (benchmarks/autotune.py)", ""]
     tuned = results.get("autotune") or {}

@@ -3,7 +3,8 @@
 Python Triton, a ctypes cuLaunchKernel and C++: own_kernels.py), memory bandwidth (a power-of-two sweep, and
 the shapes language models run: `--only llm`; grids of sizes chosen by rule: `--only dense` and
 `--only decode`, run only when named), cold start, and the first calls of operators whose plans are
-tuned or read from a card's table (first_call.py), tjit against
+tuned or read from a card's table (first_call.py), how close first-call tuning on a card without a table
+comes to the table's choices (tuned_choice.py), tjit against
 aten, Python Triton, torch.library.triton_op, FlagGems and Liger-Kernel (where installed; peers.py) and a
 device copy, with the targets checked at the end.
 
@@ -37,8 +38,8 @@ def parse_args(argv):
                    "(default: benchmarks/results, or a new temporary folder with --smoke)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes and few iterations, to check that everything runs (implied on CPU)")
-    p.add_argument("--only", choices=("overhead", "bandwidth", "llm", "cold_start", "first_call", "autotune", "dense",
-                                      "decode"),
+    p.add_argument("--only", choices=("overhead", "bandwidth", "llm", "cold_start", "first_call", "tuned_choice",
+                                      "autotune", "dense", "decode"),
                    help="run one part only (llm: softmax at vocabulary sizes, layer_norm, rms_norm and "
                    "add_rms_norm at hidden sizes; dense and decode: the grids of grids.py, run only when named)")
     p.add_argument("--shard", default="0/1", help="dense and decode: run the I-th of N interleaved shares of the "
@@ -88,7 +89,7 @@ def merge_previous(results, path, ops_filter):
         elif part == "python" and ops_filter and part in (old.get("overhead") or {}):
             kept = {op: e for op, e in old["overhead"][part].get("ops", {}).items() if op not in ran}
             results["overhead"][part]["ops"] = {**kept, **results["overhead"][part]["ops"]}
-    for part in ("cold_start", "first_call"):
+    for part in ("cold_start", "first_call", "tuned_choice"):
         if results.get(part) is None and old.get(part):
             results[part] = old[part]
     if results.get("autotune") is None and old.get("autotune"):
@@ -188,6 +189,7 @@ def main(argv=None):
         print(f"note: torch.ops.tjit has no {', '.join(missing)} yet; tjit is skipped there")
 
     results = {"meta": meta, "overhead": {}, "bandwidth": None, "llm": None, "cold_start": None, "first_call": None,
+               "tuned_choice": None,
                "autotune": None, "dense": None, "decode": None}
     if args.only in (None, "overhead"):
         print("\n== host overhead, Python ==", flush=True)
@@ -221,6 +223,10 @@ def main(argv=None):
     if args.only in (None, "first_call"):
         print("\n== first calls of operators with plan choices (fresh processes: tuned, table, store) ==", flush=True)
         results["first_call"] = first_call.run_first_call(device, smoke)
+    if args.only in (None, "tuned_choice"):
+        print("\n== a card without a table: first-call tuned choices against the table's, LLM shapes ==", flush=True)
+        import tuned_choice
+        results["tuned_choice"] = tuned_choice.run_tuned_choice(device, smoke, ops_filter, dtypes)
     if args.only in (None, "autotune"):
         print("\n== autotuning (tjit against Python Triton's autotuner) ==", flush=True)
         results["autotune"] = autotune.run_autotune(device, smoke, None)

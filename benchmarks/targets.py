@@ -33,6 +33,8 @@ Targets (ratios tjit / reference; "worst" is over dtypes and the sizes in range)
                                             floor, <= 1.50 x C++'s bare TritonJitFunction launch, at 4 and 14
                                             arguments (own_kernels.py)
     first calls with plan choices           a warm store's first call <= 50 ms (first_call.py)
+    a card without a table                  the first-call tuned choice <= 1.02 x the table's choice's GPU time,
+                                            every operator, pass and dtype at the LLM shapes (tuned_choice.py)
 """
 
 import math
@@ -40,6 +42,7 @@ import math
 import first_call
 import grid_report
 import own_kernels
+import tuned_choice
 
 PEERS = ("flaggems", "liger")  # FlagGems and Liger-Kernel (benchmarks/peers.py)
 
@@ -124,6 +127,9 @@ TARGETS = [
             "arguments", "le", 1.50),
     _target("first_call_warm_store", "Python, a store filled by an earlier process (tuned or from the table): each "
             "first call of an operator with plan choices <= 50 ms (value: ms)", "le", first_call.WARM_STORE_LIMIT_MS),
+    _target("tuned_vs_table_llm", "A card without a table (TJIT_PLAN_TABLES=0): the first-call tuned choice's GPU "
+            "time <= 1.02x the table's choice, every operator, pass and dtype at the LLM shapes", "le",
+            tuned_choice.LIMIT),
 ]
 # torch.ops.tjit.<op> / torch's host time per call before tjit's functions took the direct path:
 # commit c17b514 built and run on the same H200 as the direct path's commit, the two interleaved
@@ -392,6 +398,8 @@ def evaluate_targets(results):
             ratio, at, reason, failed = own_kernels.target(ov.get("own_kernels"), tid)
         elif tid == "first_call_warm_store":
             ratio, at, reason, failed = first_call.target(results.get("first_call"))
+        elif tid == "tuned_vs_table_llm":
+            ratio, at, reason, failed = tuned_choice.target(results.get("tuned_choice"))
         elif tid == "sum_fwd_flaggems":
             ratio, at, reason, failed = _bandwidth_target(bw, "sum", "fwd", numel, 0, math.inf, ["flaggems"])
         elif tid in PEER_TARGETS:

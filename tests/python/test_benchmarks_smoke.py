@@ -36,6 +36,7 @@ TARGET_IDS = ("cpp_add_vs_aten", "cpp_bare_vs_raw", "py_add_vs_aten", "py_add_vs
                                                                        "llm_rms_norm_bwd_copy",
                                                                        "py_jit_vs_triton", "py_jit_vs_floor",
                                                                        "py_jit_vs_cpp", "first_call_warm_store",
+                                                                       "tuned_vs_table_llm",
                                                                        "dense_peers_every_point", "dense_peers_median",
                                                                        "decode_peers_every_point")
 
