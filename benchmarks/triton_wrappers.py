@@ -44,8 +44,10 @@ def _load(name):
 add_k = _load("add")
 sum_k = _load("sum")
 softmax_k = _load("softmax")
-# layer_norm's forward and backward kernels under one name
-layer_norm_k = types.SimpleNamespace(**{**vars(_load("layer_norm.forward")), **vars(_load("layer_norm.backward"))})
+norm_team_k = _load("norm_team")  # the norm family's team backward in lag form
+# layer_norm's forward and backward kernels under one name, with the family's they launch
+layer_norm_k = types.SimpleNamespace(**{**vars(_load("layer_norm.forward")), **vars(_load("layer_norm.backward")),
+                                        **vars(norm_team_k)})
 rms_norm_k = _load("rms_norm")
 
 # Checks set this so any element a kernel fails to write stays NaN and is caught.
@@ -566,6 +568,10 @@ def _layer_norm_backward_planned(dx, dw, db, dy2, x2, weight, mean, rstd, m, n, 
         main = launches[0]
 
         def team_args(dw_part, db_part, sync, rows_per_team):
+            if main["kernel"] == norm_team_k.norm_bwd_team_lag_kernel.fn.__name__:
+                # the family's kernel: no ds (add_rms_norm's), its stride 0
+                return (dx, dw_part, db_part, dy2, x2, weight, mean, rstd, None, sync, m, n, main["args"]["S"],
+                        rows_per_team, dx.stride(0), dy2.stride(0), x2.stride(0), 0)
             return (dx, dw_part, db_part, dy2, x2, weight, mean, rstd, sync, m, n, main["args"]["S"], rows_per_team,
                     dx.stride(0), dy2.stride(0), x2.stride(0))
 

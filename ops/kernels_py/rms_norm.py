@@ -51,12 +51,8 @@ rms_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr,
     grid: (G * S,); sync int64 [2 + M * S + G], zeroed before each launch. Then, always,
     rms_norm_bwd_team_rescue_kernel, and rms_norm_bwd_dw_finalize_kernel when G > 1.
 
-rms_norm_bwd_team_lag_kernel(same arguments, grid and workspace as rms_norm_bwd_team_kernel)
-    The team kernel in lag form: iteration i publishes row i's sum and adds row i to dw, then
-    writes dx of row i - 1, whose words were peeked at the top of the iteration (re-polled only if
-    one is missing); row i - 1's dy and v are read again with evict_first, so no tile lives
-    across a wait and a program fits 128 registers. STAGES > 1 waits in PTX (CUDA only); STAGES = 1
-    waits in Triton (the interpreter).
+    Its lag form is the norm family's norm_bwd_team_lag_kernel (norm_team.py: x = v, no mean, no
+    bias), with the same grid, workspace and rescue.
 
 rms_norm_bwd_team_rescue_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, sync_ptr, M,
                                 N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_v_row,
@@ -298,7 +294,7 @@ def rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd
 
 # Rows of more columns than a fused program holds without spilling (sm_90: past 8192): each
 # program keeps one chunk of the row and its share of w in registers, and the row's one sum crosses
-# the team through the row exchange. No help path (as layer_norm's lag team backward: help code,
+# the team through the row exchange. No help path (as the family's lag team backward, norm_team.py: help code,
 # even unexecuted, slows the pipelined loop); a team that is not all running gives up whole.
 @triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
 def rms_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, sync_ptr, M, N, S,
@@ -335,62 +331,6 @@ def rms_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_
             tl.store(dx_ptr + row * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
             if COMPUTE_DW:
                 dw_acc += dy * vhat
-        if COMPUTE_DW:
-            tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
-
-
-# The team kernel's lag form (layer_norm/backward.py's): a row's dx one iteration after its sum is
-# published, so nothing waits on a word just written; row i - 1's dy and v are read again (L2).
-@triton.jit(do_not_specialize=["rows_per_team"])
-def rms_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, sync_ptr, M, N, S,
-                                 rows_per_team, stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row,
-                                 HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, BLOCK_N: tl.constexpr,
-                                 S_POW2: tl.constexpr, STAGES: tl.constexpr, INDEX_64: tl.constexpr):
-    team, chunk = ticket(sync_ptr, S)
-    if INDEX_64:
-        team = team.to(tl.int64)
-    if team_runs(sync_ptr, sync_ptr + 2 + tl.cast(M, tl.int64) * S, team, chunk, S, HELP_AFTER):
-        cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-        col_mask = cols < N
-        w = 1.0
-        if HAS_WEIGHT:
-            w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-        row_begin = team * rows_per_team
-        row_end = tl.minimum(row_begin + rows_per_team, M)
-        dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
-            # Row i (none on the last iteration): its sum published, its dy and vhat added to dw.
-            row = tl.minimum(i, row_end - 1)
-            now = i < row_end
-            # Row i - 1 (none on the first iteration): its dx.
-            prev = tl.maximum(i - 1, row_begin)
-            after_first = i > row_begin
-            if STAGES > 1:
-                words = peek_words(sync_ptr, prev, S, S_POW2)
-            mask = col_mask & now
-            dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-            vhat = tl.load(v_ptr + row * stride_v_row + cols, mask=mask, other=0.0).to(tl.float32) * \
-                tl.load(rstd_ptr + row).to(tl.float32)
-            if now:
-                publish(sync_ptr, row, chunk, S, tl.sum(dy * w * vhat, axis=0), tl.full((), 1.0, tl.float32), True)
-            if COMPUTE_DW:
-                dw_acc += dy * vhat
-            prev_mask = col_mask & after_first
-            # Read for the second time: L2 may drop them now.
-            dy_prev = tl.load(dy_ptr + prev * stride_dy_row + cols, mask=prev_mask, other=0.0,
-                              eviction_policy="evict_first").to(tl.float32)
-            v_prev = tl.load(v_ptr + prev * stride_v_row + cols, mask=prev_mask, other=0.0,
-                             eviction_policy="evict_first").to(tl.float32)
-            rstd_prev = tl.load(rstd_ptr + prev).to(tl.float32)
-            if after_first:
-                if STAGES > 1:
-                    sums, _ = settle_words(sync_ptr, prev, S, words, S_POW2)
-                else:
-                    sums, _, _, _ = wait(sync_ptr, prev, S, S_POW2, 0)
-                dx = (dy_prev * w - v_prev * rstd_prev * (tl.sum(sums, axis=0) / N)) * rstd_prev
-                if ds_ptr is not None:
-                    dx += tl.load(ds_ptr + prev * stride_ds_row + cols, mask=prev_mask, other=0.0).to(tl.float32)
-                tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
         if COMPUTE_DW:
             tl.store(dw_partial_ptr + team * N + cols, dw_acc.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
 

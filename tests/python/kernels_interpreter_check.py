@@ -294,8 +294,9 @@ def compile_check():
     R, S, L = W.sum_k, W.softmax_k, W.layer_norm_k
     import importlib
     K = importlib.import_module("tjit.kernels_py.rms_norm")
+    T = importlib.import_module("tjit.kernels_py.norm_team")
 
-    # rms_norm's team kernels (both forms, and the rescue) share their arguments.
+    # rms_norm's held team kernel and its rescue share their arguments.
     rms_team_ptrs = dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc",
                          ds_ptr="in", sync_ptr="i64")
     rms_team_ints = ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row"]
@@ -352,16 +353,16 @@ def compile_check():
               mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
          ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
          dict(COMPUTE_DX=True, BLOCK_N=4096, S_POW2=4, STAGES=3), False, ["w_ptr", "db_partial_ptr"]),
-        (L.layer_norm_bwd_team_lag_kernel,
+        (T.norm_bwd_team_lag_kernel,  # layer_norm's form: a mean, no ds
          dict(dx_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in",
               mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
-         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
-         dict(BLOCK_N=2048, S_POW2=8, STAGES=2), False, ["w_ptr", "db_partial_ptr"]),
-        (L.layer_norm_bwd_team_lag_kernel,  # STAGES=1: no pipelining, wait instead of the peeked words
+         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row"], [],
+         dict(ds_ptr=None, BLOCK_N=2048, S_POW2=8, STAGES=2), False, ["w_ptr", "db_partial_ptr"]),
+        (T.norm_bwd_team_lag_kernel,  # STAGES=1: no pipelining, wait instead of the peeked words
          dict(dx_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in",
               mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
-         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
-         dict(BLOCK_N=2048, S_POW2=8, STAGES=1), False, ["w_ptr", "db_partial_ptr"]),
+         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row"], [],
+         dict(ds_ptr=None, BLOCK_N=2048, S_POW2=8, STAGES=1), False, ["w_ptr", "db_partial_ptr"]),
         (L.layer_norm_bwd_team_lag_finalize_kernel,
          dict(dw_ptr="in", db_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dx_ptr="in", dy_ptr="in",
               x_ptr="in", w_ptr="in", mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
@@ -410,12 +411,18 @@ def compile_check():
         (K.rms_norm_bwd_team_kernel,
          rms_team_ptrs, rms_team_ints, [],
          dict(BLOCK_N=4096, S_POW2=4, STAGES=3), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
-        (K.rms_norm_bwd_team_lag_kernel,
-         rms_team_ptrs, rms_team_ints, [],
-         dict(BLOCK_N=2048, S_POW2=8, STAGES=2), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
-        (K.rms_norm_bwd_team_lag_kernel,  # STAGES=1: no pipelining, wait instead of the peeked words
-         rms_team_ptrs, rms_team_ints, [],
-         dict(BLOCK_N=2048, S_POW2=8, STAGES=1), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
+        (T.norm_bwd_team_lag_kernel,  # rms_norm's form: no mean, no bias, a ds
+         dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in",
+              sync_ptr="i64"),
+         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row"], [],
+         dict(db_partial_ptr=None, mean_ptr=None, BLOCK_N=2048, S_POW2=8, STAGES=2), False,
+         ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
+        (T.norm_bwd_team_lag_kernel,  # STAGES=1: no pipelining, wait instead of the peeked words
+         dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in",
+              sync_ptr="i64"),
+         ["M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row"], [],
+         dict(db_partial_ptr=None, mean_ptr=None, BLOCK_N=2048, S_POW2=8, STAGES=1), False,
+         ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
         (K.rms_norm_bwd_team_rescue_kernel,
          rms_team_ptrs, rms_team_ints, [],
          dict(BLOCK_N=4096), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
@@ -470,8 +477,8 @@ def compile_check():
             for flag in ("HAS_WEIGHT", "HAS_BIAS", "COMPUTE_DW", "COMPUTE_DB"):
                 if flag in fn.arg_names:
                     ptr = {"HAS_WEIGHT": "w_ptr", "HAS_BIAS": "b_ptr"}.get(flag)
-                    if ptr is None:  # COMPUTE_DW/DB: follow whichever output pointer is present
-                        ptr = [p for p in ptrs if p.startswith(flag[-2:].lower())][0]
+                    if ptr is None:  # COMPUTE_DW/DB: follow whichever output pointer is present (or fixed None)
+                        ptr = [p for p in [*ptrs, *fixed] if p.startswith(flag[-2:].lower())][0]
                     consts[flag] = consts.get(ptr, 0) is not None
             sig.update({name: "constexpr" for name in consts if name not in sig})
             attrs = {}

@@ -28,19 +28,20 @@ def test_kernels_are_an_importable_package():
     # imports, in the installed package as in the C++ runtime's loads by path.
     code = ("import tjit.kernels_py.softmax as s, tjit.kernels_py.layer_norm.forward as f, "
             "tjit.kernels_py.layer_norm.backward as b, tjit.kernels_py.sum, tjit.kernels_py.add\n"
-            "import tjit.kernels_py.row_exchange as r\n"
-            "assert s.publish is r.publish and f.publish is r.publish and b.wait is r.wait\n"
+            "import tjit.kernels_py.row_exchange as r, tjit.kernels_py.norm_team as t\n"
+            "assert s.publish is r.publish and f.publish is r.publish and b.wait is r.wait and t.wait is r.wait\n"
+            "assert b._team_row is t._team_row\n"
             "print(s.softmax_fwd_split_kernel.__name__, f.layer_norm_fwd_long_kernel.fn.__name__, "
-            "b.layer_norm_bwd_team_lag_kernel.__name__)")
+            "t.norm_bwd_team_lag_kernel.fn.__name__)")
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["softmax_fwd_split_kernel", "layer_norm_fwd_long_kernel",
-                                   "layer_norm_bwd_team_lag_kernel"]
+                                   "norm_bwd_team_lag_kernel"]
 
 
-# The lag team backwards' pipelined row loops (layer_norm's and rms_norm's): no local memory inside
+# The norm family's lag team backward's pipelined row loop (layer_norm's and rms_norm's forms): no local memory inside
 # them at 128 registers (help code in that loop once made ptxas spill there, reloaded every row:
 # 0.76-0.79x on an H200), their copies ahead (LDGSTS) still in them. Run in a subprocess with the
 # interpreter off, like the check above.
@@ -49,22 +50,22 @@ import os, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-import tjit.kernels_py.layer_norm.backward as b
-import tjit.kernels_py.rms_norm as r
+import tjit.kernels_py.norm_team as t
 # (kernel, pointers and their element types ("in": the rows'), int32 arguments, constexprs): the bf16 10944 x 12288
 # and 8192 x 16384 plans' kernels (tests/python/test_plans.py)
 KERNELS = [
-    (b.layer_norm_bwd_team_lag_kernel,
+    (t.norm_bwd_team_lag_kernel,  # layer_norm's form
      dict(dx_ptr="in", dw_partial_ptr="fp32", db_partial_ptr="fp32", dy_ptr="in", x_ptr="in", w_ptr="in",
           mean_ptr="fp32", rstd_ptr="fp32", sync_ptr="i64"),
-     ("M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row"),
-     dict(HAS_WEIGHT=True, COMPUTE_DW=True, COMPUTE_DB=True, BLOCK_N=2048, S_POW2=8, STAGES=2, INDEX_64=False)),
-    (r.rms_norm_bwd_team_lag_kernel,
-     dict(dx_ptr="in", dw_partial_ptr="fp32", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="fp32",
-          sync_ptr="i64"),
-     ("M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row"),
-     dict(ds_ptr=None, HAS_WEIGHT=True, COMPUTE_DW=True, BLOCK_N=2048, S_POW2=8, STAGES=2,
+     ("M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row"),
+     dict(ds_ptr=None, HAS_WEIGHT=True, COMPUTE_DW=True, COMPUTE_DB=True, BLOCK_N=2048, S_POW2=8, STAGES=2,
           INDEX_64=False)),
+    (t.norm_bwd_team_lag_kernel,  # rms_norm's form
+     dict(dx_ptr="in", dw_partial_ptr="fp32", dy_ptr="in", x_ptr="in", w_ptr="in", rstd_ptr="fp32",
+          sync_ptr="i64"),
+     ("M", "N", "S", "rows_per_team", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row"),
+     dict(db_partial_ptr=None, mean_ptr=None, ds_ptr=None, HAS_WEIGHT=True, COMPUTE_DW=True, COMPUTE_DB=False,
+          BLOCK_N=2048, S_POW2=8, STAGES=2, INDEX_64=False)),
 ]
 for fn, pointers, ints, consts in KERNELS:
     for dt in ("bf16", "fp16"):
@@ -95,7 +96,7 @@ for fn, pointers, ints, consts in KERNELS:
                 body = [t for a, t in code if int(back.group(1), 16) <= a <= address]
                 if any("LDGSTS" in t for t in body):
                     pipelined.append(body)
-        case = (fn.__name__, dt)
+        case = (fn.__name__, "rms_norm" if consts.get("mean_ptr", 0) is None else "layer_norm", dt)
         assert len(pipelined) == 1, (case, len(pipelined))
         local = [t for t in pipelined[0] if re.search(r"\b(STL|LDL)\b", t)]
         assert not local, (case, local)

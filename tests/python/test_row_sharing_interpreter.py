@@ -174,8 +174,8 @@ def _layer_norm_cases(torch, ln):
         dw_part = torch.full((teams, n), float("nan"))
         db_part = torch.full((teams, n), float("nan"))
         sync = torch.zeros(2 + rows + teams, dtype=torch.int64)
-        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32, sync, rows, n, 1,
-                                                     per_team, n, n, n, True, True, True, 4096, 1, 1, False)
+        ln.norm_bwd_team_lag_kernel[(teams, )](dx, dw_part, db_part, dy, x, w, mean32, rstd32, None, sync, rows, n, 1,
+                                               per_team, n, n, n, 0, True, True, True, 4096, 1, 1, False)
         dw, db = _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, w, mean32, rstd32, sync, 1, per_team)
         errors[f"layer_norm bwd team lag dx {dtype} {rows}x{n}"] = _error(dx, want[0])
         errors[f"layer_norm bwd team lag dw {dtype} {rows}x{n}"] = _error(dw, want[1])
@@ -185,8 +185,8 @@ def _layer_norm_cases(torch, ln):
         dx = torch.full((rows, n), float("nan"), dtype=dtype)
         db_part = torch.full((teams, n), float("nan"))
         sync = torch.zeros(2 + rows + teams, dtype=torch.int64)
-        ln.layer_norm_bwd_team_lag_kernel[(teams, )](dx, None, db_part, dy, x, None, mean32, rstd32, sync, rows, n, 1,
-                                                     per_team, n, n, n, False, False, True, 4096, 1, 1, False)
+        ln.norm_bwd_team_lag_kernel[(teams, )](dx, None, db_part, dy, x, None, mean32, rstd32, None, sync, rows, n, 1,
+                                               per_team, n, n, n, 0, False, False, True, 4096, 1, 1, False)
         _, db = _lag_finalize(torch, ln, dx, None, db_part, dy, x, None, mean32, rstd32, sync, 1, per_team)
         want_dx = torch.ops.aten.native_layer_norm_backward(dy.double(), x.double(), [n], ref_mean, ref_rstd, None,
                                                             None, [True, False, False])[0]
@@ -213,6 +213,14 @@ def _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, w, mean, rstd, sync, c
     return dw, db
 
 
+def _set_help_after(modules, value):
+    """Sets HELP_AFTER in the kernel modules (the value their kernels read when compiled); returns the old one."""
+    old = modules[0].HELP_AFTER
+    for module in modules:
+        module.HELP_AFTER = value
+    return old
+
+
 def _layer_norm_team_cases(torch, ln):
     # Teams of several programs (S = 2, 3, 5 chunks of 64 columns, the last one ragged), three rows a
     # team, both team kernels at STAGES = 1 (the interpreter runs no PTX): a team's programs run one
@@ -223,13 +231,12 @@ def _layer_norm_team_cases(torch, ln):
     # (sums of +0.0), with and without a weight, fp32 and bf16. The kernels' module waits
     # HELP_AFTER = 2 polls here (each poll is slow under the interpreter; the wait is the same code).
     import triton.language as tl
-    backward = sys.modules[ln.layer_norm_bwd_team_kernel.fn.__module__]
-    help_after = backward.HELP_AFTER
-    backward.HELP_AFTER = tl.constexpr(2)
+    modules = [sys.modules[k.fn.__module__] for k in (ln.layer_norm_bwd_team_kernel, ln.norm_bwd_team_lag_kernel)]
+    help_after = _set_help_after(modules, tl.constexpr(2))
     try:
         return _layer_norm_team_launches(torch, ln)
     finally:
-        backward.HELP_AFTER = help_after
+        _set_help_after(modules, help_after)
 
 
 def _layer_norm_team_launches(torch, ln):
@@ -249,7 +256,7 @@ def _layer_norm_team_launches(torch, ln):
                                                                  None if weight is None else weight.double(), None,
                                                                  [True, False, False])
                 for name, kernel in (("team", ln.layer_norm_bwd_team_kernel),
-                                     ("team lag", ln.layer_norm_bwd_team_lag_kernel)):
+                                     ("team lag", ln.norm_bwd_team_lag_kernel)):
                     dx = torch.full((rows, n), float("nan"), dtype=dtype)
                     dw_part = torch.full((teams, n), float("nan"))
                     db_part = torch.full((teams, n), float("nan"))
@@ -264,7 +271,9 @@ def _layer_norm_team_launches(torch, ln):
                     else:
                         # Its teams give up here (their programs run one after another) and the
                         # finalize does their rows.
-                        kernel[(teams * chunks, )](*common, True, True, block, 8, 1, False)
+                        # the family's kernel: no ds, its stride 0
+                        kernel[(teams * chunks, )](*common[:8], None, *common[8:16], 0, *common[16:], True, True, block,
+                                                   8, 1, False)
                         gave_up = bool((sync[2 + rows * chunks:] == 2).all()) and bool((sync[2:2 + rows * chunks] == 0).all())
                         dw, db = _lag_finalize(torch, ln, dx, dw_part, db_part, dy, x, weight, mean32, rstd32, sync,
                                                chunks, per_team)
@@ -312,9 +321,8 @@ def _layer_norm_lag_plan_cases(torch, ln):
     # (HELP_AFTER = 2 polls, as in _layer_norm_team_cases; its programs run one after another), so
     # the finalize does every row.
     import triton.language as tl
-    backward = sys.modules[ln.layer_norm_bwd_team_kernel.fn.__module__]
-    help_after = backward.HELP_AFTER
-    backward.HELP_AFTER = tl.constexpr(2)
+    modules = [sys.modules[k.fn.__module__] for k in (ln.layer_norm_bwd_team_kernel, ln.norm_bwd_team_lag_kernel)]
+    help_after = _set_help_after(modules, tl.constexpr(2))
     nan = float("nan")
     word_poison = 0x5A5A5A5A5A5A5A5A
     errors = {}
@@ -336,9 +344,9 @@ def _layer_norm_lag_plan_cases(torch, ln):
             db, db_out_whole = _guarded(torch, (n, ), dtype, nan, -7.0)
             # the operator's workspace: 2 + rows * S words, then a mode word per team
             sync, sync_whole = _guarded(torch, (2 + rows * chunks + teams, ), torch.int64, 0, word_poison)
-            ln.layer_norm_bwd_team_lag_kernel[(teams * chunks, )](dx, dw_part, db_part, dy, x, w, mean, rstd, sync, rows,
-                                                                  n, chunks, per_team, n, n, n, True, True, True, block,
-                                                                  8, 1, False)
+            ln.norm_bwd_team_lag_kernel[(teams * chunks, )](dx, dw_part, db_part, dy, x, w, mean, rstd, None, sync, rows,
+                                                            n, chunks, per_team, n, n, n, 0, True, True, True, block,
+                                                            8, 1, False)
             case = f"layer_norm bwd team lag plan-shaped S={chunks} {dtype} {rows}x{n} teams of {per_team}"
             assert int(sync[0]) == teams * chunks, f"{case}: {int(sync[0])} tickets handed out"
             assert bool((sync[2 + rows * chunks:] == 2).all()), f"{case}: a team did not give up whole"
@@ -358,27 +366,27 @@ def _layer_norm_lag_plan_cases(torch, ln):
             errors[f"{case} dw"] = _error(dw, (dy.double() * xhat).sum(0))
             errors[f"{case} db"] = _error(db, dy.double().sum(0))
     finally:
-        backward.HELP_AFTER = help_after
+        _set_help_after(modules, help_after)
     return errors
 
 
-def _rms_norm_team_cases(torch, rms):
-    # rms_norm's team backward in both forms (held and lag) and its rescue kernel, as the operator
+def _rms_norm_team_cases(torch, rms, team):
+    # rms_norm's team backward in both forms (held; the family's lag kernel, team.norm_bwd_team_lag_kernel,
+    # in rms_norm's form) and its rescue kernel, as the operator
     # launches them: teams of one program run (S = 1: the team is whole at its first ticket), teams
     # of 3 give up here (their programs run one after another; team_runs waits HELP_AFTER = 2 polls)
     # and the rescue kernel does their rows. Three rows a team, v with a row stride, with and
     # without weight and ds.
     import triton.language as tl
-    module = sys.modules[rms.rms_norm_bwd_team_kernel.fn.__module__]
-    help_after = module.HELP_AFTER
-    module.HELP_AFTER = tl.constexpr(2)
+    modules = [sys.modules[k.fn.__module__] for k in (rms.rms_norm_bwd_team_kernel, team.norm_bwd_team_lag_kernel)]
+    help_after = _set_help_after(modules, tl.constexpr(2))
     errors = {}
     try:
         rows, per_team = 7, 3
         teams = -(-rows // per_team)
         n = 300
         for kernel, (block, chunks), dtype in itertools.product(
-                (rms.rms_norm_bwd_team_kernel, rms.rms_norm_bwd_team_lag_kernel), ((512, 1), (128, 3)),
+                (rms.rms_norm_bwd_team_kernel, team.norm_bwd_team_lag_kernel), ((512, 1), (128, 3)),
                 (torch.float32, torch.bfloat16)):
             v = (torch.randn(rows, n + 5, dtype=dtype) + 0.5)[:, 2:n + 2]
             dy = torch.randn(rows, n, dtype=dtype)
@@ -394,7 +402,11 @@ def _rms_norm_team_cases(torch, rms):
                 sync = torch.zeros(2 + rows * chunks + teams, dtype=torch.int64)
                 common = (dx, partial, dy, v, weight, rstd, ds, sync, rows, n, chunks, per_team, n, n, v.stride(0),
                           n if ds is not None else 0, weight is not None, weight is not None)
-                kernel[(teams * chunks, )](*common, block, max(chunks, 1), 1, False)
+                if kernel is team.norm_bwd_team_lag_kernel:  # no db, no mean (rms_norm's form)
+                    kernel[(teams * chunks, )](dx, partial, None, dy, v, weight, None, *common[5:], False, block,
+                                               max(chunks, 1), 1, False)
+                else:
+                    kernel[(teams * chunks, )](*common, block, max(chunks, 1), 1, False)
                 mode = "ran" if chunks == 1 else "gave up"
                 modes = sync[2 + rows * chunks:].tolist()
                 case = f"{kernel.fn.__name__} {mode} S={chunks} {dtype} {rows}x{n} weight {weight is not None}"
@@ -404,7 +416,7 @@ def _rms_norm_team_cases(torch, rms):
                 if weight is not None:
                     errors[f"{case} dw"] = _error(partial.sum(0), want[1])
     finally:
-        module.HELP_AFTER = help_after
+        _set_help_after(modules, help_after)
     return errors
 
 
@@ -414,7 +426,8 @@ def main():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     # The benchmarks' Python mirror of the operators: the kernel files, loaded under the
     # interpreter, and ALIGN as softmax.cpp's split_alignment picks it.
-    from triton_wrappers import _split_alignment, layer_norm_k, patch_interpreter_for_numpy, rms_norm_k, softmax_k
+    from triton_wrappers import (_split_alignment, layer_norm_k, norm_team_k, patch_interpreter_for_numpy, rms_norm_k,
+                                 softmax_k)
     patch_interpreter_for_numpy()
     torch.manual_seed(0)
     errors = _softmax_cases(torch, triton, softmax_k, _split_alignment)
@@ -422,7 +435,7 @@ def main():
     errors.update(_layer_norm_cases(torch, layer_norm_k))
     errors.update(_layer_norm_team_cases(torch, layer_norm_k))
     errors.update(_layer_norm_lag_plan_cases(torch, layer_norm_k))
-    errors.update(_rms_norm_team_cases(torch, rms_norm_k))
+    errors.update(_rms_norm_team_cases(torch, rms_norm_k, norm_team_k))
     print(json.dumps(errors))
 
 

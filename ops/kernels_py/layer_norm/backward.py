@@ -40,14 +40,11 @@ layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_pt
 layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
                            sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
                            HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, COMPUTE_DB, BLOCK_N, S_POW2, STAGES, INDEX_64)
-layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr,
-                               rstd_ptr, sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row,
-                               stride_x_row, HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB, BLOCK_N, S_POW2, STAGES,
-                               INDEX_64)
     The whole backward of long rows by teams of S = cdiv(N, BLOCK_N) <= S_POW2 programs (fp32
-    statistics; the comments above them). grid: (teams * S,). CUDA only. Then, for the team kernel,
-    layer_norm_bwd_dwdb_finalize_kernel over the teams' partials when there is more than one team;
-    for the lag kernel, always:
+    statistics; the comment above it). grid: (teams * S,). CUDA only. Then
+    layer_norm_bwd_dwdb_finalize_kernel over the teams' partials when there is more than one team.
+    Its lag form, for 2-byte rows when dx is wanted, is the norm family's norm_bwd_team_lag_kernel
+    (norm_team.py); after it, always:
 
 layer_norm_bwd_team_lag_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, dx_ptr, dy_ptr, x_ptr, w_ptr,
                                         mean_ptr, rstd_ptr, sync_ptr, M, N, S, rows_per_team, G, stride_dx_row,
@@ -60,8 +57,9 @@ layer_norm_bwd_team_lag_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_parti
 import triton
 import triton.language as tl
 
-from ..row_exchange import (HELP_AFTER, HELP_BLOCK, TEAM_GAVE_UP, helping_spin_asm, pack_word, peek_words, publish,
-                            publish_missing, settle_words, spin_slots, team_runs, ticket, unpack_words, wait)
+from ..norm_team import _team_row
+from ..row_exchange import (HELP_AFTER, HELP_BLOCK, TEAM_GAVE_UP, helping_spin_asm, pack_word, publish, publish_missing,
+                            spin_slots, ticket, unpack_words, wait)
 
 
 @triton.jit
@@ -527,16 +525,6 @@ def _team_member(sync_ptr, w_ptr, M, N, S, rows_per_team, HAS_WEIGHT: tl.constex
 
 
 @triton.jit
-def _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, mask, stride_dy_row, stride_x_row, EVICT: tl.constexpr):
-    # A row's dy and xhat (0 where masked) at `cols`, and its rstd; EVICT is the loads' L2 hint.
-    dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
-    x = tl.load(x_ptr + row * stride_x_row + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
-    mean = tl.load(mean_ptr + row).to(tl.float32)
-    rstd = tl.load(rstd_ptr + row).to(tl.float32)
-    return dy, tl.where(mask, (x - mean) * rstd, 0.0), rstd
-
-
-@triton.jit
 def _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc,
                      COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr):
     # The program's columns of its team's row of the dw/db partial sums.
@@ -576,88 +564,6 @@ def layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x
         if COMPUTE_DB:
             db_acc += dy
     _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW, COMPUTE_DB)
-
-# The team backward with the exchange off the critical path, for 2-byte rows when dx is wanted.
-# In layer_norm_bwd_team_kernel a row's dx waits for the team's words, which takes an L2 round trip
-# or more every row; at 8 warps an SM those waits leave the memory system idle. Here iteration i
-# publishes row i's sums and adds row i to dw/db, then writes dx of row i - 1, whose words every
-# member published an iteration before: they were loaded at the top of the iteration
-# (peek_words) and are polled again only if one is still missing (settle_words). Row i - 1's dy
-# and x are loaded a second time (the pipeliner copies them with row i's; L2 hits, DRAM traffic
-# unchanged), so no row's values live across a wait: 2048-column chunks fit 128 registers, four
-# 4-warp programs an SM. The tickets, words and grid are layer_norm_bwd_team_kernel's; every
-# member publishes row i before it waits on row i - 1, so a team never waits on itself. fp32 rows
-# gain nothing (the shared memory holds 3 programs an SM at most) and keep the other kernel.
-# The kernel has no help path: any help code, even where it never runs, made ptxas schedule the
-# pipelined loop about 5% slower. A program asks once whether its whole
-# team runs (row_exchange.team_runs): normally yes, and its waits have no limit; a team whose
-# programs are not all running after HELP_AFTER polls of the ticket count (another kernel holds
-# the SMs; a green context or MPS share smaller than the team) gives up whole and leaves its rows
-# to layer_norm_bwd_team_lag_finalize_kernel, launched after this one. dw/db go to the teams'
-# partial rows, always (that kernel adds them up).
-#     sync      int64 [2 + M * S + teams], ZEROED before each launch: the tickets, the rows' words,
-#               then the teams' mode words
-@triton.jit(do_not_specialize=["rows_per_team"])  # the caller asks the binary's occupancy before it knows it
-def layer_norm_bwd_team_lag_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
-                                   sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
-                                   HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
-                                   BLOCK_N: tl.constexpr, S_POW2: tl.constexpr, STAGES: tl.constexpr,
-                                   INDEX_64: tl.constexpr):
-    team, chunk = ticket(sync_ptr, S)
-    if INDEX_64:
-        team = team.to(tl.int64)
-    if team_runs(sync_ptr, sync_ptr + 2 + tl.cast(M, tl.int64) * S, team, chunk, S, HELP_AFTER):
-        cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-        col_mask = cols < N
-        w = 1.0
-        if HAS_WEIGHT:
-            w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-        row_begin = team * rows_per_team
-        row_end = tl.minimum(row_begin + rows_per_team, M)
-        dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for i in tl.range(row_begin, row_end + 1, num_stages=STAGES):
-            # Row i (none on the last iteration): its sums published, its dy and xhat added to dw/db.
-            row = tl.minimum(i, row_end - 1)
-            now = i < row_end
-            # Row i - 1 (none on the first iteration): its dx.
-            prev = tl.maximum(i - 1, row_begin)
-            after_first = i > row_begin
-            if STAGES > 1:
-                words = peek_words(sync_ptr, prev, S, S_POW2)
-            dy, xhat, _ = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row, cols, col_mask & now, stride_dy_row,
-                                    stride_x_row, "")
-            if HAS_WEIGHT:
-                g = dy * w
-            else:
-                g = dy
-            if now:
-                # From 0, as the team kernel's owners publish: the loop's schedule was measured so.
-                publish(sync_ptr, row, chunk, S, tl.sum(g * xhat, axis=0), tl.sum(g, axis=0), True)
-            if COMPUTE_DW:
-                dw_acc += dy * xhat
-            if COMPUTE_DB:
-                db_acc += dy
-            prev_mask = col_mask & after_first
-            # Read for the second time: L2 may drop them now.
-            dy_prev, xhat_prev, rstd_prev = _team_row(dy_ptr, x_ptr, mean_ptr, rstd_ptr, prev, cols, prev_mask,
-                                                      stride_dy_row, stride_x_row, "evict_first")
-            if after_first:
-                if STAGES > 1:
-                    sums_gx, sums_g = settle_words(sync_ptr, prev, S, words, S_POW2)
-                else:
-                    sums_gx, sums_g, _chunk_mask, _complete = wait(sync_ptr, prev, S, S_POW2, 0)
-                c1 = tl.sum(sums_gx, axis=0) / N
-                c2 = tl.sum(sums_g, axis=0) / N
-                if HAS_WEIGHT:
-                    g_prev = dy_prev * w
-                else:
-                    g_prev = dy_prev
-                dx = (g_prev - (xhat_prev * c1 + c2)) * rstd_prev
-                tl.store(dx_ptr + prev * stride_dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=prev_mask)
-        _store_team_sums(dw_partial_ptr, db_partial_ptr, team, N, cols, col_mask, dw_acc, db_acc, COMPUTE_DW,
-                         COMPUTE_DB)
-
 
 @triton.jit
 def _given_up_rows(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, modes_ptr, M, N, rows_per_team, G, cols,
@@ -700,7 +606,7 @@ def _given_up_rows(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, modes_ptr, 
     return dw, db
 
 
-# After layer_norm_bwd_team_lag_kernel, always: dw/db from the teams' partial rows (as
+# After norm_team.norm_bwd_team_lag_kernel (layer_norm's), always: dw/db from the teams' partial rows (as
 # layer_norm_bwd_dwdb_finalize_kernel), and the rows of any team that gave up (normally none: one
 # vector load of the mode words finds that out).
 #     grid: (cdiv(N, BLOCK_N),). G: the teams; dw_partial_ptr/db_partial_ptr [G, N] fp32.

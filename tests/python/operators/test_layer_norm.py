@@ -299,6 +299,7 @@ def test_backward_team_help_path_cuda():
     # stages, a ragged last chunk, no weight, a row stride.
     import triton
     ln = kernels_helping_at_once("layer_norm.backward")
+    family = kernels_helping_at_once("norm_team")  # the lag form: the norm family's kernel
     for name, dtype, rows, n, block, stages, weight, per_team in [
             ("team", torch.float32, 300, 4 * 4096 + 1000, 4096, 3, True, 7),
             ("team", torch.float32, 45, 9000, 4096, 3, False, 5),
@@ -322,8 +323,9 @@ def test_backward_team_help_path_cuda():
                                                              num_warps=4)
             dw, db = dw_part.sum(0), db_part.sum(0)
         else:
-            ln.layer_norm_bwd_team_lag_kernel[(teams * chunks, )](*args, True, True, block, s_pow2, stages, False,
-                                                                 num_warps=4, maxnreg=128)
+            # no ds (add_rms_norm's), its stride 0
+            family.norm_bwd_team_lag_kernel[(teams * chunks, )](*args[:8], None, *args[8:16], 0, *args[16:], True, True,
+                                                               block, s_pow2, stages, False, num_warps=4, maxnreg=128)
             modes = sync[2 + rows * chunks:]
             assert bool(((modes == 1) | (modes == 2)).all()), f"{name}: a team without a mode"
             dw = torch.full((n, ), float("nan"), device="cuda")
@@ -348,7 +350,7 @@ def test_backward_teams_cuda(ops, dtype):
     # Past 8192 columns on CUDA a team of programs shares each row (layer_norm_bwd_team_kernel:
     # 4096-column chunks, up to 32; the row loop 3 stages deep), exchanging the rows' sums;
     # dw/db per team, then added up. fp16/bf16 rows of up to 32 2048-column chunks take
-    # layer_norm_bwd_team_lag_kernel (dx one row after the row's sums). Both sides of 8192, of the
+    # the norm family's norm_bwd_team_lag_kernel (dx one row after the row's sums). Both sides of 8192, of the
     # lag kernel's 65536 and of the 32-chunk limit, chunk counts that are not powers of two, a
     # ragged last chunk, odd row counts, one row (one team: dw/db stored directly, and for the lag
     # kernel a loop of one row and one dx), teams of fewer rows than stages and of many (2001 rows:

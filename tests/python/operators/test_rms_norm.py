@@ -206,11 +206,11 @@ def test_backward_covers_every_plan_kind():
     # (has_grad_sum), not fp32.
     cuda = plans.device_facts(is_cuda=True, multiprocessors=132, memory_gbps=4800)
     lean_cuda = plans.device_facts(is_cuda=True, multiprocessors=132, memory_gbps=3352)
-    for dtype, inputs, facts, form in [(torch.bfloat16, {}, cuda, "rms_norm_bwd_team_lag_kernel"),
-                                       (torch.float16, {}, cuda, "rms_norm_bwd_team_lag_kernel"),
+    for dtype, inputs, facts, form in [(torch.bfloat16, {}, cuda, "norm_bwd_team_lag_kernel"),
+                                       (torch.float16, {}, cuda, "norm_bwd_team_lag_kernel"),
                                        (torch.bfloat16, {"has_grad_sum": 1}, cuda, "rms_norm_bwd_team_kernel"),
                                        (torch.float32, {}, cuda, "rms_norm_bwd_team_kernel"),
-                                       (torch.bfloat16, {}, lean_cuda, "rms_norm_bwd_team_lag_kernel")]:
+                                       (torch.bfloat16, {}, lean_cuda, "norm_bwd_team_lag_kernel")]:
         team = plans.plan("rms_norm_backward", rows=1000, cols=12288, dtype=dtype, device=facts, **inputs)
         assert team["kind"] == "team" and team["needs_occupancy"], (dtype, inputs)
         assert [launch["kernel"] for launch in team["launches"]] == [form, "rms_norm_bwd_team_rescue_kernel",

@@ -6,6 +6,7 @@
 
 #include "../kernel_files.h"
 #include "../norm_formulas.h"
+#include "../norm_team.h"
 
 #include <ATen/TensorOperators.h>
 #include "plan.h"
@@ -307,7 +308,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   const kit::DeviceFacts device = kit::device_facts(input);
   const auto partial_options = input.options().dtype(acc);
   const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
-  static auto& lag_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdTeamLagKernel);
+  TritonJitFunction& lag_kernel = norm::team_lag_kernel();
   const auto options_of = [](const LayerNormBackwardPlan& plan) {
     LaunchOptions options{plan.num_warps};
     options.maxnreg = plan.maxnreg;
@@ -316,9 +317,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   const auto lag_arguments = [&](const LayerNormBackwardPlan& plan, const at::Tensor& dw_partial,
                                  const at::Tensor& db_partial, const at::Tensor& sync, int64_t per_team,
                                  const auto& call) {
-    return call(dx, dw_partial, db_partial, dy, x, w, mean_c, rstd_c, sync, rows, cols, plan.chunks, per_team, cols,
-                dyv.row_stride, xv.row_stride, w.defined(), want_dw, want_db, plan.block_n, plan.s_pow2, plan.stages,
-                plan.index64);
+    // No ds: layer_norm has no second way for a gradient to reach x (add_rms_norm's sum).
+    return call(dx, dw_partial, db_partial, dy, x, w, mean_c, rstd_c, at::Tensor(), sync, rows, cols, plan.chunks,
+                per_team, cols, dyv.row_stride, xv.row_stride, int64_t{0}, w.defined(), want_dw, want_db, plan.block_n,
+                plan.s_pow2, plan.stages, plan.index64);
   };
   // Candidate i's plan for this call: the lag kernel's team count follows the occupancy of its
   // binary, asked with stand-ins of the buffers' dtypes (mean_c: fp32, like the partial sums; the

@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include "../norm_forward_forms.h"
+#include "../norm_team.h"
 
 #include <tjit/kit/grid.h>
 #include <tjit/kit/row_exchange.h>
@@ -376,7 +377,7 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
     case Kind::Team:
       // The lag kernel's teams have a mode word each after the rows' words.
       w.workspace("row_exchange_words", {2 + in.rows * p.chunks + (p.lag ? p.groups : 0)});
-      w.launch(p.lag ? kLayerNormBwdTeamLagKernel : kLayerNormBwdTeamKernel, {p.programs}, p.num_warps, p.maxnreg)
+      w.launch(p.lag ? norm::kTeamLagKernel : kLayerNormBwdTeamKernel, {p.programs}, p.num_warps, p.maxnreg)
           .constexpr_flag("HAS_WEIGHT", has_weight);
       if (!p.lag) {
         w.constexpr_flag("COMPUTE_DX", in.want_dx);

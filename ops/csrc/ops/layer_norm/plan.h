@@ -21,7 +21,6 @@ inline constexpr const char* kLayerNormFwdPersistentKernel = "layer_norm_fwd_per
 inline constexpr const char* kLayerNormFwdLongKernel = "layer_norm_fwd_long_kernel";
 inline constexpr const char* kLayerNormBwdFusedKernel = "layer_norm_bwd_fused_kernel";
 inline constexpr const char* kLayerNormBwdTeamKernel = "layer_norm_bwd_team_kernel";
-inline constexpr const char* kLayerNormBwdTeamLagKernel = "layer_norm_bwd_team_lag_kernel";
 inline constexpr const char* kLayerNormBwdTeamLagFinalizeKernel = "layer_norm_bwd_team_lag_finalize_kernel";
 inline constexpr const char* kLayerNormBwdDxKernel = "layer_norm_bwd_dx_kernel";
 inline constexpr const char* kLayerNormBwdDwdbKernel = "layer_norm_bwd_dwdb_kernel";

@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include "../norm_forward_forms.h"
+#include "../norm_team.h"
 
 #include <tjit/kit/grid.h>
 #include <tjit/kit/rows.h>
@@ -276,10 +277,13 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
   if (p.kind == Kind::Team) {
     // The row words, then one mode word a team; dw's partial rows, one a team.
     w.workspace("row_exchange_words", {2 + in.rows * p.chunks + p.groups});
-    w.launch(p.lag ? kRmsNormBwdTeamLagKernel : kRmsNormBwdTeamKernel, {p.programs}, p.num_warps, p.maxnreg)
+    w.launch(p.lag ? norm::kTeamLagKernel : kRmsNormBwdTeamKernel, {p.programs}, p.num_warps, p.maxnreg)
         .constexpr_flag("HAS_WEIGHT", has_weight)
-        .constexpr_flag("COMPUTE_DW", in.want_dw)
-        .constexpr_value("BLOCK_N", p.block_n)
+        .constexpr_flag("COMPUTE_DW", in.want_dw);
+    if (p.lag) {
+      w.constexpr_flag("COMPUTE_DB", false);  // the family's kernel: rms_norm has no bias
+    }
+    w.constexpr_value("BLOCK_N", p.block_n)
         .constexpr_value("S_POW2", p.s_pow2)
         .constexpr_value("STAGES", p.stages)
         .constexpr_flag("INDEX_64", p.index64)

@@ -7,6 +7,7 @@
 
 #include "../kernel_files.h"
 #include "../norm_formulas.h"
+#include "../norm_team.h"
 #include "plan.h"
 
 #include <tjit/current_stream.h>
@@ -286,17 +287,24 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   const std::string& file = kernel_file();
   const auto partial_options = input.options().dtype(kit::accumulator_type(input.scalar_type()));
   static auto& held_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamKernel);
-  static auto& lag_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamLagKernel);
+  TritonJitFunction& lag_team_kernel = norm::team_lag_kernel();
   const auto team_options = [](const RmsNormBackwardPlan& plan) {
     LaunchOptions options{plan.num_warps};
     options.maxnreg = plan.maxnreg;
     return options;
   };
+  // The team kernel of the plan and its arguments: the held form's, or the norm family's lag kernel's
+  // (no mean: rms_norm's statistic; no bias).
   const auto team_arguments = [&](const RmsNormBackwardPlan& plan, const at::Tensor& dw_partial,
                                   const at::Tensor& sync, int64_t per_team, const auto& call) {
-    return call(dx, dw_partial, dy, x, w, rstd_c, ds, sync, rows, cols, plan.chunks, per_team, cols, dyv.row_stride,
-                xv.row_stride, dsv.row_stride, w.defined(), want_dw, plan.block_n, plan.s_pow2, plan.stages,
-                plan.index64);
+    if (plan.lag) {
+      return call(lag_team_kernel, dx, dw_partial, at::Tensor(), dy, x, w, at::Tensor(), rstd_c, ds, sync, rows, cols,
+                  plan.chunks, per_team, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, w.defined(), want_dw,
+                  false, plan.block_n, plan.s_pow2, plan.stages, plan.index64);
+    }
+    return call(held_team_kernel, dx, dw_partial, dy, x, w, rstd_c, ds, sync, rows, cols, plan.chunks, per_team, cols,
+                dyv.row_stride, xv.row_stride, dsv.row_stride, w.defined(), want_dw, plan.block_n, plan.s_pow2,
+                plan.stages, plan.index64);
   };
   // Candidate i's plan for this call: a team's count follows the occupancy of its kernel's binary,
   // asked with stand-ins of the buffers' dtypes (rstd_c: fp32, like the partial sums; the kernel does
@@ -304,13 +312,13 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   const auto plan_of = [&](int candidate) {
     RmsNormBackwardPlan plan = plan_rms_norm_backward_candidate(inputs, candidate, device);
     if (plan.needs_occupancy) {
-      TritonJitFunction& team_kernel = plan.lag ? lag_team_kernel : held_team_kernel;
       const at::Tensor long_stand_in = at::empty({1}, input.options().dtype(at::kLong));
       RmsNormBackwardInputs asked = inputs;
       asked.resident_programs_per_sm =
-          team_arguments(plan, want_dw ? rstd_c : at::Tensor(), long_stand_in, 1, [&](const auto&... args) {
-            return team_kernel.resident_programs_per_sm(team_options(plan), args...);
-          });
+          team_arguments(plan, want_dw ? rstd_c : at::Tensor(), long_stand_in, 1,
+                         [&](TritonJitFunction& team_kernel, const auto&... args) {
+                           return team_kernel.resident_programs_per_sm(team_options(plan), args...);
+                         });
       plan = plan_rms_norm_backward_candidate(asked, candidate, device);
     }
     return plan;
@@ -324,11 +332,11 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
         return;
       case RmsNormBackwardPlan::Kind::Team: {
         const at::Tensor sync = kit::row_exchange_workspace(rows, plan.chunks, input, plan.groups);
-        TritonJitFunction& team_kernel = plan.lag ? lag_team_kernel : held_team_kernel;
-        team_arguments(plan, dw_partial, sync, plan.rows_per_program, [&](const auto&... args) {
-          team_kernel(stream, Grid(plan.programs), team_options(plan), args...);
-          return 0;
-        });
+        team_arguments(plan, dw_partial, sync, plan.rows_per_program,
+                       [&](TritonJitFunction& team_kernel, const auto&... args) {
+                         team_kernel(stream, Grid(plan.programs), team_options(plan), args...);
+                         return 0;
+                       });
         // Always: the rows of any team that gave up.
         static auto& rescue = TritonJitFunction::get_instance(file, kRmsNormBwdTeamRescueKernel);
         rescue(stream, Grid(static_cast<uint32_t>(plan.groups)), LaunchOptions{4}, dx, dw_partial, dy, x, w, rstd_c,
