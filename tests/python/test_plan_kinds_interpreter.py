@@ -187,9 +187,10 @@ def main():
         dw_part, db_part = torch.full((teams, n), float("nan")), torch.full((teams, n), float("nan"))
         # the rows' words, and the lag kernel's mode word per team
         sync = torch.zeros(2 + m + teams, dtype=torch.int64)
-        getattr(W.layer_norm_k, launch["kernel"])[(teams, )](
-            dx, dw_part, db_part, dy, x, w, mean.flatten(), rstd.flatten(), sync, m, n, 1, per_team, n, n, n,
-            **constexprs, num_warps=launch["num_warps"])
+        args = (dx, dw_part, db_part, dy, x, w, mean.flatten(), rstd.flatten(), sync, m, n, 1, per_team, n, n, n)
+        if plan["kind"] == "team_lag":  # the norm family's kernel: no ds (add_rms_norm's), its stride 0
+            args = (*args[:8], None, *args[8:], 0)
+        getattr(W.layer_norm_k, launch["kernel"])[(teams, )](*args, **constexprs, num_warps=launch["num_warps"])
         dw, db = dw_part.sum(0), db_part.sum(0)
         if plan["kind"] == "team_lag":
             # its finalize, always: the teams' partial rows (and the rows of any that gave up)
