@@ -6,7 +6,7 @@ TJIT_LOG_COMPILES=1) makes the first call of every operator and pass at the LLM 
 (bandwidth.llm_shapes), so each plan tunes there as on a card without a table; its log names every
 tuned choice. This process, with the table, then times the tuned choice and the table's choice
 where the two differ, each forced (tjit._C.force_plan_candidate) and timed as the tuning command
-times candidates (tune.time_per_call: GPU time per call in a CUDA graph rotating over input sets),
+times candidates (tune.time_forced: GPU time per call in a CUDA graph rotating over input sets),
 in ROUNDS rounds alternating which goes first, medians kept. The target: the tuned choice's time
 <= 1.02x the table's at every point. CUDA only: the CPU interpreter tunes nothing.
 
@@ -83,15 +83,6 @@ def tune_without_table(calls, log=print):
     return tuned, seconds
 
 
-def _time_forced(plan, candidate, inputs, nbytes, call):
-    from tjit import _C, tune
-    _C.force_plan_candidate(plan, candidate)
-    try:
-        return tune.time_per_call(inputs, nbytes, call)
-    finally:
-        _C.force_plan_candidate(plan, None)
-
-
 def run_tuned_choice(device, smoke, ops_filter=None, dtypes=None, log=print):
     if device != "cuda":
         return {"skipped": "CUDA only: the CPU runs plans through Triton's interpreter, where nothing is tuned"}
@@ -124,7 +115,7 @@ def run_tuned_choice(device, smoke, ops_filter=None, dtypes=None, log=print):
             for r in range(ROUNDS):
                 order = [rec["tuned"], rec["table"]][::1 if r % 2 == 0 else -1]
                 for name in order:
-                    times[name].append(_time_forced(plan, name, inputs, nbytes, call))
+                    times[name].append(tune.time_forced(plan, name, inputs, nbytes, call))
             rec["tuned_ms"] = statistics.median(times[rec["tuned"]])
             rec["table_ms"] = statistics.median(times[rec["table"]])
             rec["ratio"] = rec["tuned_ms"] / rec["table_ms"]
@@ -132,7 +123,7 @@ def run_tuned_choice(device, smoke, ops_filter=None, dtypes=None, log=print):
         log(f"  {plan} flags {flags} {dtype_name} {rows}x{cols}: tuned {rec['tuned']}, table {rec['table']} "
             f"({rec['table_source']}): {rec['ratio']:.3f}x")
     return {"config": {"rounds": ROUNDS, "limit": LIMIT, "hidden_table_process_s": round(seconds, 1),
-                       "timer": "tune.time_per_call (GPU time per call in a CUDA graph rotating over input sets)"},
+                       "timer": "tune.time_forced (GPU time per call in a CUDA graph rotating over input sets)"},
             "records": records}
 
 

@@ -204,6 +204,16 @@ def time_per_call(make_inputs, nbytes, call, rounds=5):
     return statistics.median(times)
 
 
+def time_forced(plan, candidate, make_inputs, nbytes, call):
+    """time_per_call of `call` with plan `plan` forced to take `candidate`."""
+    from tjit import _C
+    _C.force_plan_candidate(plan, candidate)
+    try:
+        return time_per_call(make_inputs, nbytes, call)
+    finally:
+        _C.force_plan_candidate(plan, None)
+
+
 def card():
     torch = _torch()
     from tjit import _C
@@ -216,7 +226,6 @@ def tune(plans=None, dtypes=DTYPES, rows=ROWS, cols=COLS, flags=None, budget_s=N
     """The table (a dict) for this GPU over the grid; `measurements` holds every candidate's time."""
     torch = _torch()
     import tjit.plans as tplans
-    from tjit import _C
     table = {"format": FORMAT, "card": card(), "generated_by": "python -m tjit tune", "plans": {},
              "measurements": {}}
     started = time.monotonic()
@@ -250,13 +259,10 @@ def tune(plans=None, dtypes=DTYPES, rows=ROWS, cols=COLS, flags=None, budget_s=N
                         inputs, nbytes, call = tuned.make(r, c, dtype, flag)
                         times = {}
                         for name in described["fitting"]:
-                            _C.force_plan_candidate(plan, name)
                             try:
-                                times[name] = time_per_call(inputs, nbytes, call)
+                                times[name] = time_forced(plan, name, inputs, nbytes, call)
                             except Exception as e:  # a candidate that fails to compile or launch is skipped
                                 log(f"  {plan} {dtype_name} {flag} {r}x{c}: {name} failed: {str(e).splitlines()[0]}")
-                            finally:
-                                _C.force_plan_candidate(plan, None)
                         torch.cuda.empty_cache()
                         if not times:
                             continue
