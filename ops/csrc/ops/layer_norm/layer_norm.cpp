@@ -308,7 +308,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   const kit::DeviceFacts device = kit::device_facts(input);
   const auto partial_options = input.options().dtype(acc);
   const at::Tensor w = present(weight) ? weight->contiguous() : at::Tensor();
-  TritonJitFunction& lag_kernel = norm::team_lag_kernel();
+  static auto& lag_kernel = norm::team_lag_kernel();
   const auto options_of = [](const LayerNormBackwardPlan& plan) {
     LaunchOptions options{plan.num_warps};
     options.maxnreg = plan.maxnreg;

@@ -287,7 +287,7 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   const std::string& file = kernel_file();
   const auto partial_options = input.options().dtype(kit::accumulator_type(input.scalar_type()));
   static auto& held_team_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdTeamKernel);
-  TritonJitFunction& lag_team_kernel = norm::team_lag_kernel();
+  static auto& lag_team_kernel = norm::team_lag_kernel();
   const auto team_options = [](const RmsNormBackwardPlan& plan) {
     LaunchOptions options{plan.num_warps};
     options.maxnreg = plan.maxnreg;
