@@ -1,10 +1,13 @@
 // kit::PlanCandidates' order of choices, without a GPU: a class's remembered choice serves the
 // calls it fits; one it does not fit takes the default rule for that call alone; a tuning that
-// could time no candidate is not remembered.
+// could time no candidate is not remembered; near-ties are timed twice.
 
 #include <tjit/kit/plan_choice.h>
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
 
 namespace {
 
@@ -107,6 +110,32 @@ TEST(PlanChoice, ATuningThatTimedNothingIsTriedAgain) {
   EXPECT_EQ(source, ChoiceSource::Tuned);
   EXPECT_EQ(candidates.choose(key, card, all, default_is<1>, &failing, &source), 2);
   EXPECT_EQ(source, ChoiceSource::Remembered);
+}
+
+TEST(PlanChoice, NearTiesAreTimedAgainAndRankedByTheirMean) {
+  const PlanCandidates candidates("test_tuning_near_ties", {"a", "b", "far", "default"});
+  DeviceFacts card;
+  card.is_cuda = true;
+  card.multiprocessors = 7;
+  card.capability = 75;
+  const ChoiceKey key{100, 4096, c10::kFloat, 0};
+  const auto all = [](int) { return true; };
+  const auto may_time = [] { return true; };
+  const auto no_store = []() -> const tjit::TritonJitFunction* { return nullptr; };
+  // a is fastest once, slower the second time; b is the faster on average. "far" is not a near-tie
+  // (timed once); the default rule's candidate is always timed again.
+  const std::vector<std::vector<double>> times{{1.00, 1.10}, {1.02, 1.00}, {2.0}, {1.3, 1.3}};
+  std::vector<size_t> calls(times.size(), 0);
+  const auto timed = [&](int i) -> double {
+    const auto& t = times.at(i);
+    EXPECT_LT(calls[i], t.size()) << "candidate " << i << " timed too often";
+    return t.at(std::min(calls[i]++, t.size() - 1));
+  };
+  const tjit::kit::CandidateTimer timer{may_time, timed, no_store};
+  ChoiceSource source = ChoiceSource::Forced;
+  EXPECT_EQ(candidates.choose(key, card, all, default_is<3>, &timer, &source), 1);
+  EXPECT_EQ(source, ChoiceSource::Tuned);
+  EXPECT_EQ(calls, (std::vector<size_t>{2, 2, 1, 2}));
 }
 
 }  // namespace

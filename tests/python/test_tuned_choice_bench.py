@@ -28,6 +28,23 @@ def test_the_log_pattern_reads_the_runtimes_tuning_line():
     assert m.groups() == ("rms_norm_backward", "bf16", "16384", "4096", "7", "3", "812", "team_lag2048")
 
 
+def test_the_log_reader_takes_each_tuned_lines_timings():
+    # The timings line as plan_choice.cpp prints it, after its tuned-plan line.
+    source = open(os.path.join(ROOT, "ops", "csrc", "kit", "plan_choice.cpp")).read()
+    fmt = re.search(r'"(\[tjit\]   timings ms[^"]*)"', source)
+    assert fmt, "plan_choice.cpp no longer prints the timings line tuned_choice.py reads"
+    timings = '{"a":[0.5,0.7],"b":[0.55]}'
+    text = "\n".join([
+        "[tjit] tuned plan softmax for bf16, 100 rows (class 128) of 4096 columns, flags 0: 2 candidates in 9 ms; "
+        "best a at 0.6000 ms", fmt.group(1).replace("\\n", "").replace("%s", timings),
+        "[tjit] tuned plan softmax for fp32, 3 rows (class 4) of 50 columns, flags 1: 1 candidates in 2 ms; "
+        "best c at 0.0100 ms"])
+    got = tuned_choice.parse_tuning_log(text)
+    assert got[("softmax", 0, "bf16", 100, 4096)] == {"candidate": "a", "tuning_ms": 9, "candidates": 2,
+                                                       "timings_ms": {"a": [0.5, 0.7], "b": [0.55]}}
+    assert got[("softmax", 1, "fp32", 3, 50)]["timings_ms"] == {}
+
+
 def test_points_cover_every_operator_and_pass_in_both_dtypes():
     pts = tuned_choice.points(smoke=True)
     plans = {(p[0], p[1]) for p in pts}
