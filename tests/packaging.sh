@@ -70,10 +70,9 @@ assert tjit.__file__.startswith(sys.prefix), f'tjit imported from {tjit.__file__
 print('tjit from', tjit.__file__)")
 }
 
-# Tests of the checkout rather than of the package are left to `./run.sh test`: the benchmark
-# scripts' A/B harnesses (benchmarks/ is not in the wheel) and the kernel sources run alone under
-# the interpreter (no tjit library loaded); together half of pytest's time on 2 cores.
-CHECKOUT_ONLY_TESTS=(test_bandwidth_variants.py test_row_sharing_interpreter.py)
+# Tests of the checkout rather than of the package are left to `./run.sh test`: the kernel sources
+# run alone under the interpreter (no tjit library loaded), a large part of pytest's time on 2 cores.
+CHECKOUT_ONLY_TESTS=(test_row_sharing_interpreter.py)
 
 pytest_against_wheel() {
   local workers ignore=() solo=()
