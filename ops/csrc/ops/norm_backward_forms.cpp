@@ -6,7 +6,6 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <string_view>
 
 namespace tjit::ops::norm {
 namespace {
@@ -93,12 +92,9 @@ bool BackwardFormList::fits(int i, const BackwardCall& call, const kit::DeviceFa
 }
 
 int BackwardFormList::index_of(const char* name) const {
-  for (int i = 0; i < count_; ++i) {
-    if (std::string_view(forms_[i].name) == name) {
-      return i;
-    }
-  }
-  TORCH_INTERNAL_ASSERT(false, candidates_.plan(), ": no form ", name);
+  const int i = candidates_.index_of(name);
+  TORCH_INTERNAL_ASSERT(i >= 0, candidates_.plan(), ": no form ", name);
+  return i;
 }
 
 int BackwardFormList::fused(int64_t tile, int programs_per_sm, bool reload_w) const {

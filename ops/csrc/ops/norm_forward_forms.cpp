@@ -4,7 +4,6 @@
 
 #include <c10/util/Exception.h>
 
-#include <string_view>
 
 namespace tjit::ops::norm {
 namespace {
@@ -65,12 +64,9 @@ FormList::FormList(const char* plan, const ForwardForm* forms, int count)
     : forms_(forms), count_(count), candidates_(plan, kit::form_names(forms, static_cast<std::size_t>(count))) {}
 
 int FormList::index_of(const char* name) const {
-  for (int i = 0; i < count_; ++i) {
-    if (std::string_view(forms_[i].name) == name) {
-      return i;
-    }
-  }
-  TORCH_INTERNAL_ASSERT(false, candidates_.plan(), ": no form ", name);
+  const int i = candidates_.index_of(name);
+  TORCH_INTERNAL_ASSERT(i >= 0, candidates_.plan(), ": no form ", name);
+  return i;
 }
 
 int FormList::choose(const kit::ChoiceKey& key, int64_t cols, c10::ScalarType dtype, const kit::DeviceFacts& device,
@@ -88,7 +84,8 @@ int FormList::peek(const kit::ChoiceKey& key, int64_t cols, c10::ScalarType dtyp
 }
 
 std::vector<std::string> FormList::fitting(int64_t cols, c10::ScalarType dtype) const {
-  return kit::fitting_names(forms_, static_cast<std::size_t>(count_), [&](const ForwardForm& f) { return fits(f, cols, dtype); });
+  return kit::fitting_names(forms_, static_cast<std::size_t>(count_),
+                            [&](const ForwardForm& f) { return fits(f, cols, dtype); });
 }
 
 }  // namespace tjit::ops::norm
