@@ -45,9 +45,10 @@ add_k = _load("add")
 sum_k = _load("sum")
 softmax_k = _load("softmax")
 norm_team_k = _load("norm_team")  # the norm family's team backward in lag form
+norm_backward_k = _load("norm_backward")  # the norm family's dx, column sums and their finalize
 # layer_norm's forward and backward kernels under one name, with the family's they launch
 layer_norm_k = types.SimpleNamespace(**{**vars(_load("layer_norm.forward")), **vars(_load("layer_norm.backward")),
-                                        **vars(norm_team_k)})
+                                        **vars(norm_team_k), **vars(norm_backward_k)})
 rms_norm_k = _load("rms_norm")
 
 # Checks set this so any element a kernel fails to write stays NaN and is caught.
@@ -502,10 +503,10 @@ def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=T
         _layer_norm_backward_planned(dx, dw, db, dy2, x2, weight, mean, rstd, m, n, index_64, device)
         return dx.view(x.shape), dw, db
     block_n, single = _row_blocking(n, x.dtype, block_n, single_pass)
-    layer_norm_k.layer_norm_bwd_dx_kernel[(m, )](dx, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0),
-                                                 x2.stride(0), HAS_WEIGHT=weight is not None, BLOCK_N=block_n,
-                                                 SINGLE_PASS=single, INDEX_64=index_64,
-                                                 num_warps=_row_num_warps(block_n, single))
+    norm_backward_k.norm_bwd_dx_kernel[(m, )](dx, dy2, x2, weight, mean, rstd, None, m, n, dx.stride(0), dy2.stride(0),
+                                              x2.stride(0), 0, HAS_WEIGHT=weight is not None, BLOCK_N=block_n,
+                                              SINGLE_PASS=single, INDEX_64=index_64,
+                                              num_warps=_row_num_warps(block_n, single))
     dx = dx.view(x.shape)
     if not (compute_dw or compute_db):
         return dx, None, None
@@ -515,32 +516,28 @@ def layer_norm_backward(dy, x, weight, mean, rstd, compute_dw=None, compute_db=T
     groups = max(groups or 1, 1)
     rows_per_group = triton.cdiv(triton.cdiv(m, groups), bm) * bm
     groups = triton.cdiv(m, rows_per_group)
-    if groups <= 1:
-        layer_norm_k.layer_norm_bwd_dwdb_kernel[(col_blocks, )](dw, db, dy2, x2, mean, rstd, m, n, dy2.stride(0),
-                                                                x2.stride(0), COMPUTE_DW=compute_dw,
-                                                                COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn,
-                                                                INDEX_64=index_64, num_warps=4)
-        return dx, dw, db
     acc = _acc_dtype(x.dtype)
-    dw_part = _empty((groups, n), acc, x.device) if compute_dw else None
-    db_part = _empty((groups, n), acc, x.device) if compute_db else None
-    layer_norm_k.layer_norm_bwd_dwdb_partial_kernel[(col_blocks, groups)](
+    # One group writes dw/db itself; more write partial rows that the finalize adds up.
+    dw_part = _empty((groups, n), acc, x.device) if compute_dw and groups > 1 else dw
+    db_part = _empty((groups, n), acc, x.device) if compute_db and groups > 1 else db
+    norm_backward_k.norm_bwd_column_sums_kernel[(col_blocks, groups)](
         dw_part, db_part, dy2, x2, mean, rstd, m, n, dy2.stride(0), x2.stride(0), rows_per_group,
         COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db, BLOCK_M=bm, BLOCK_N=bn, INDEX_64=index_64, num_warps=4)
-    _finalize_dwdb(dw, db, dw_part, db_part, groups, n)
+    if groups > 1:
+        _finalize_dwdb(dw, db, dw_part, db_part, groups, n)
     return dx, dw, db
 
 
 def _finalize_dwdb(dw, db, dw_part, db_part, groups, n):
-    """layer_norm_bwd_dwdb_finalize_kernel over `groups` partial rows, for the forced (explicit) backward;
+    """norm_bwd_sums_finalize_kernel over `groups` partial rows, for the forced (explicit) backward;
     planned launches take the finalize their plan returns."""
     bnf = min(max(triton.next_power_of_2(triton.cdiv(n, 256)), 16), 128)
     block_g = min(triton.next_power_of_2(groups), max(32, 2048 // bnf))
-    layer_norm_k.layer_norm_bwd_dwdb_finalize_kernel[(triton.cdiv(n, bnf), )](dw, db, dw_part, db_part, groups, n,
-                                                                              COMPUTE_DW=dw is not None,
-                                                                              COMPUTE_DB=db is not None,
-                                                                              BLOCK_G=block_g, BLOCK_N=bnf,
-                                                                              INDEX_64=False, num_warps=4)
+    norm_backward_k.norm_bwd_sums_finalize_kernel[(triton.cdiv(n, bnf), )](dw, db, dw_part, db_part, groups, n,
+                                                                           COMPUTE_DW=dw is not None,
+                                                                           COMPUTE_DB=db is not None,
+                                                                           BLOCK_G=block_g, BLOCK_N=bnf,
+                                                                           INDEX_64=False, num_warps=4)
 
 
 def _layer_norm_backward_planned(dx, dw, db, dy2, x2, weight, mean, rstd, m, n, index_64, facts):
@@ -592,16 +589,13 @@ def _layer_norm_backward_planned(dx, dw, db, dy2, x2, weight, mean, rstd, m, n, 
         _launch(layer_norm_k, main, *team_args(dw_part, db_part, sync, main["args"]["rows_per_team"]))
     else:  # dx_dwdb
         dx_launch = launches.pop(0)
-        _launch(layer_norm_k, dx_launch, dx, dy2, x2, weight, mean, rstd, m, n, dx.stride(0), dy2.stride(0),
-                x2.stride(0))
+        _launch(layer_norm_k, dx_launch, dx, dy2, x2, weight, mean, rstd, None, m, n, dx.stride(0), dy2.stride(0),
+                x2.stride(0), 0)
         if launches:
             columns = launches.pop(0)
-            if "rows_per_group" in columns["args"]:
-                dw_part, db_part = partials(ws["column_partials"])
-                _launch(layer_norm_k, columns, dw_part, db_part, dy2, x2, mean, rstd, m, n, dy2.stride(0),
-                        x2.stride(0), columns["args"]["rows_per_group"])
-            else:
-                _launch(layer_norm_k, columns, dw, db, dy2, x2, mean, rstd, m, n, dy2.stride(0), x2.stride(0))
+            dw_part, db_part = partials(ws.get("column_partials"))
+            _launch(layer_norm_k, columns, dw_part, db_part, dy2, x2, mean, rstd, m, n, dy2.stride(0),
+                    x2.stride(0), columns["args"]["rows_per_group"])
     if launches:  # the finalize: dw/db = the sum of the partials' rows
         finalize = launches.pop(0)
         if kind == "team_lag":  # also finishes the rows of a team that gave up (the row words in sync)

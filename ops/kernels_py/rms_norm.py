@@ -38,7 +38,7 @@ rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr
     rows (else loaded per tile). Program p takes rows [p * rows_per_program, min((p + 1) * rows_per_program, M))
     in [BLOCK_M, BLOCK_N] tiles, writes their dx and stores its sum of dy * vhat to
     dw_partial[p, :] (contiguous [G, N], accumulator dtype; or dw itself when G == 1).
-    grid: (G,), G = cdiv(M, rows_per_program). Then rms_norm_bwd_dw_finalize_kernel when G > 1.
+    grid: (G,), G = cdiv(M, rows_per_program). Then norm_bwd_sums_finalize_kernel when G > 1.
 
 rms_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, sync_ptr, M, N, S,
                          rows_per_team, stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row,
@@ -49,7 +49,7 @@ rms_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr,
     gives up whole), the row loop STAGES deep. A team that ran stores its sum of dy * vhat to
     dw_partial[team, :] when COMPUTE_DW (contiguous [G, N] fp32, or dw itself when G == 1).
     grid: (G * S,); sync int64 [2 + M * S + G], zeroed before each launch. Then, always,
-    rms_norm_bwd_team_rescue_kernel, and rms_norm_bwd_dw_finalize_kernel when G > 1.
+    rms_norm_bwd_team_rescue_kernel, and norm_bwd_sums_finalize_kernel when G > 1.
 
     Its lag form is the norm family's norm_bwd_team_lag_kernel (norm_team.py: x = v, no mean, no
     bias), with the same grid, workspace and rescue.
@@ -60,19 +60,8 @@ rms_norm_bwd_team_rescue_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rs
     The rows of each team that gave up (its mode word in sync), one program a team, any N >= 1:
     their dx, and the team's dw_partial row. grid: (G,).
 
-rms_norm_bwd_dx_kernel(dx_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N, stride_dx_row,
-                       stride_dy_row, stride_v_row, stride_ds_row, HAS_WEIGHT, BLOCK_N, INDEX_64)
-    dx as above for one row per program, any N >= 1, the row read twice in BLOCK_N steps.
-    grid: (M,).
-
-rms_norm_bwd_dw_partial_kernel(dw_partial_ptr, dy_ptr, v_ptr, rstd_ptr, M, N, stride_dy_row,
-                               stride_v_row, rows_per_group, BLOCK_M, BLOCK_N, INDEX_64)
-    dw_partial[g, n] = sum of dy * vhat over rows [g * rows_per_group, min(.., M)) for BLOCK_N
-    columns per program (contiguous [G, N]; or dw itself when G == 1).
-    grid: (cdiv(N, BLOCK_N), G)   (G <= 65535).
-
-rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G, BLOCK_N, INDEX_64)
-    dw[n] = sum_g dw_partial[g, n].  grid: (cdiv(N, BLOCK_N),).
+The dx-then-columns form and the sum of partial rows are the norm family's (norm_backward.py:
+norm_bwd_dx_kernel, norm_bwd_column_sums_kernel, norm_bwd_sums_finalize_kernel, without a mean).
 """
 
 import triton
@@ -382,80 +371,3 @@ def rms_norm_bwd_team_rescue_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr
                     dy = tl.load(dy_ptr + row * stride_dy_row + cols, mask=mask, other=0.0).to(tl.float32)
                     dw += dy * tl.load(v_ptr + row * stride_v_row + cols, mask=mask, other=0.0).to(tl.float32) * rstd
                 tl.store(dw_partial_ptr + team * N + cols, dw.to(dw_partial_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def rms_norm_bwd_dx_kernel(dx_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N, stride_dx_row, stride_dy_row,
-                           stride_v_row, stride_ds_row, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr,
-                           INDEX_64: tl.constexpr):
-    row = tl.program_id(0)
-    if INDEX_64:
-        row = row.to(tl.int64)
-    ACC: tl.constexpr = tl.float64 if v_ptr.dtype.element_ty == tl.float64 else tl.float32
-    dx_row = dx_ptr + row * stride_dx_row
-    dy_row = dy_ptr + row * stride_dy_row
-    v_row = v_ptr + row * stride_v_row
-    rstd = tl.load(rstd_ptr + row).to(ACC)
-    cols = tl.arange(0, BLOCK_N)
-    acc = tl.zeros([BLOCK_N], dtype=ACC)
-    for start in range(0, N, BLOCK_N):
-        c = start + cols
-        mask = c < N
-        g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
-        if HAS_WEIGHT:
-            g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
-        v = tl.load(v_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
-        acc += g * (v * rstd)
-    mean_gv = tl.sum(acc, axis=0) / N
-    for start in range(0, N, BLOCK_N):
-        c = start + cols
-        mask = c < N
-        g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
-        if HAS_WEIGHT:
-            g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
-        v = tl.load(v_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
-        dx = (g - v * rstd * mean_gv) * rstd
-        if ds_ptr is not None:
-            dx += tl.load(ds_ptr + row * stride_ds_row + c, mask=mask, other=0.0).to(ACC)
-        tl.store(dx_row + c, dx.to(dx_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def rms_norm_bwd_dw_partial_kernel(dw_partial_ptr, dy_ptr, v_ptr, rstd_ptr, M, N, stride_dy_row, stride_v_row,
-                                   rows_per_group, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                                   INDEX_64: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if v_ptr.dtype.element_ty == tl.float64 else tl.float32
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    group = tl.program_id(1)
-    if INDEX_64:
-        group = group.to(tl.int64)
-    row_begin = group * rows_per_group
-    row_end = tl.minimum(row_begin + rows_per_group, M)
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    for r0 in range(row_begin, row_end, BLOCK_M):
-        rows = r0 + tl.arange(0, BLOCK_M)
-        row_mask = rows < row_end
-        mask = row_mask[:, None] & col_mask[None, :]
-        dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0).to(ACC)
-        v = tl.load(v_ptr + rows[:, None] * stride_v_row + cols[None, :], mask=mask, other=0.0).to(ACC)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-        acc += dy * (v * rstd[:, None])
-    tl.store(dw_partial_ptr + group * N + cols, tl.sum(acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
-             mask=col_mask)
-
-
-@triton.jit
-def rms_norm_bwd_dw_finalize_kernel(dw_ptr, dw_partial_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
-                                    INDEX_64: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if dw_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=ACC)
-    for g0 in range(0, G, BLOCK_G):
-        g = g0 + tl.arange(0, BLOCK_G)
-        mask = (g < G)[:, None] & col_mask[None, :]
-        if INDEX_64:  # G * N < M * N: the inputs' index width is enough
-            g = g.to(tl.int64)
-        acc += tl.load(dw_partial_ptr + g[:, None] * N + cols[None, :], mask=mask, other=0.0).to(ACC)
-    tl.store(dw_ptr + cols, tl.sum(acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)

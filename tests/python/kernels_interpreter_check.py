@@ -295,6 +295,7 @@ def compile_check():
     import importlib
     K = importlib.import_module("tjit.kernels_py.rms_norm")
     T = importlib.import_module("tjit.kernels_py.norm_team")
+    B = importlib.import_module("tjit.kernels_py.norm_backward")
 
     # rms_norm's held team kernel and its rescue share their arguments.
     rms_team_ptrs = dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc",
@@ -345,9 +346,10 @@ def compile_check():
          dict(y_ptr="in", x_ptr="in", w_ptr="in", b_ptr="in", mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
          ["M_BUCKET", "N", "stride_x_row", "stride_y_row"], ["eps"], dict(BLOCK_N=4096, SPLIT=True), False,
          ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
-        (L.layer_norm_bwd_dx_kernel,
+        (B.norm_bwd_dx_kernel,  # layer_norm's form: a mean, no ds
          dict(dx_ptr="in", dy_ptr="in", x_ptr="in", w_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
-         ["M", "N", "stride_dx_row", "stride_dy_row", "stride_x_row"], [], dict(BLOCK_N=4096), True, ["w_ptr"]),
+         ["M", "N", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row"], [],
+         dict(ds_ptr=None, BLOCK_N=4096), True, ["w_ptr"]),
         (L.layer_norm_bwd_team_kernel,
          dict(dx_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in",
               mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
@@ -368,13 +370,14 @@ def compile_check():
               x_ptr="in", w_ptr="in", mean_ptr="acc", rstd_ptr="acc", sync_ptr="i64"),
          ["M", "N", "S", "rows_per_team", "G", "stride_dx_row", "stride_dy_row", "stride_x_row"], [],
          dict(BLOCK_G=32, BLOCK_N=64), False, ["w_ptr", "dw_ptr", "dw_partial_ptr"]),
-        (L.layer_norm_bwd_dwdb_kernel,
-         dict(dw_ptr="in", db_ptr="in", dy_ptr="in", x_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
-         ["M", "N", "stride_dy_row", "stride_x_row"], [], dict(BLOCK_M=32, BLOCK_N=128), False, ["dw_ptr", "x_ptr"]),
-        (L.layer_norm_bwd_dwdb_partial_kernel,
+        (B.norm_bwd_column_sums_kernel,  # layer_norm's: dw and db
          dict(dw_partial_ptr="acc", db_partial_ptr="acc", dy_ptr="in", x_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_dy_row", "stride_x_row", "rows_per_group"], [], dict(BLOCK_M=32, BLOCK_N=128), False,
          ["db_partial_ptr"]),
+        (B.norm_bwd_column_sums_kernel,  # one group writing db alone (x, mean and rstd not read)
+         dict(dw_partial_ptr="in", db_partial_ptr="in", dy_ptr="in", x_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
+         ["M", "N", "stride_dy_row", "stride_x_row", "rows_per_group"], [], dict(BLOCK_M=32, BLOCK_N=128), False,
+         ["dw_partial_ptr", "x_ptr"]),
         (K.rms_norm_fwd_kernel,
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
@@ -426,15 +429,15 @@ def compile_check():
         (K.rms_norm_bwd_team_rescue_kernel,
          rms_team_ptrs, rms_team_ints, [],
          dict(BLOCK_N=4096), False, ["w_ptr", "ds_ptr", "dw_partial_ptr"]),
-        (K.rms_norm_bwd_dx_kernel,
-         dict(dx_ptr="in", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in"),
-         ["M", "N", "stride_dx_row", "stride_dy_row", "stride_v_row", "stride_ds_row"], [], dict(BLOCK_N=4096), False,
-         ["w_ptr", "ds_ptr"]),
-        (K.rms_norm_bwd_dw_partial_kernel, dict(dw_partial_ptr="acc", dy_ptr="in", v_ptr="in", rstd_ptr="acc"),
-         ["M", "N", "stride_dy_row", "stride_v_row", "rows_per_group"], [], dict(BLOCK_M=32, BLOCK_N=128), False, []),
-        (K.rms_norm_bwd_dw_finalize_kernel, dict(dw_ptr="in", dw_partial_ptr="acc"), ["G", "N"], [],
-         dict(BLOCK_G=32, BLOCK_N=128), False, []),
-        (L.layer_norm_bwd_dwdb_finalize_kernel,
+        (B.norm_bwd_dx_kernel,  # rms_norm's form: no mean, a ds
+         dict(dx_ptr="in", dy_ptr="in", x_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in"),
+         ["M", "N", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row"], [],
+         dict(mean_ptr=None, BLOCK_N=4096), True, ["w_ptr", "ds_ptr"]),
+        (B.norm_bwd_column_sums_kernel,  # rms_norm's: dw alone, no mean
+         dict(dw_partial_ptr="acc", dy_ptr="in", x_ptr="in", rstd_ptr="acc"),
+         ["M", "N", "stride_dy_row", "stride_x_row", "rows_per_group"], [],
+         dict(db_partial_ptr=None, mean_ptr=None, BLOCK_M=32, BLOCK_N=128), False, []),
+        (B.norm_bwd_sums_finalize_kernel,
          dict(dw_ptr="in", db_ptr="in", dw_partial_ptr="acc", db_partial_ptr="acc"), ["G", "N"], [],
          dict(BLOCK_G=32, BLOCK_N=128), False, ["dw_ptr", "dw_partial_ptr"]),
     ]

@@ -1,30 +1,7 @@
 """Layer normalisation over the last dimension, backward kernels (conventions: __init__.py).
 
-layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M, N, stride_dx_row,
-                         stride_dy_row, stride_x_row, HAS_WEIGHT, BLOCK_N, SINGLE_PASS, INDEX_64)
-    xhat = (x - mean) * rstd, g = dy * w (or dy),
-    dx = rstd * (g - mean_n(g) - xhat * mean_n(g * xhat)).   grid: (M,).
-    SINGLE_PASS: the row lives in registers, N <= BLOCK_N; otherwise (any N >= 1) dy, x (and w) are
-    read twice.
-
-layer_norm_bwd_dwdb_kernel(dw_ptr, db_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N, stride_dy_row,
-                           stride_x_row, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
-    dw[n] = sum_m dy[m, n] * xhat[m, n], db[n] = sum_m dy[m, n], written in dw/db's dtype.
-    Each program owns BLOCK_N columns and walks all M rows in [BLOCK_M, BLOCK_N] tiles.
-    grid: (cdiv(N, BLOCK_N),).  When COMPUTE_DW is False, x/mean/rstd are not read (may be None).
-
-layer_norm_bwd_dwdb_partial_kernel(dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr,
-                                   M, N, stride_dy_row, stride_x_row, rows_per_group,
-                                   COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
-    Same sums restricted to rows [g*rows_per_group, min((g+1)*rows_per_group, M)) for group g,
-    stored to partial[g, n] (contiguous [G, N], accumulator dtype), G = cdiv(M, rows_per_group).
-    grid: (cdiv(N, BLOCK_N), G)   (G <= 65535).
-
-layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, G, N,
-                                    COMPUTE_DW, COMPUTE_DB, BLOCK_G, BLOCK_N, INDEX_64)
-    dw[n] = sum_g dw_partial[g, n] (and db likewise), both outputs in one launch.
-    grid: (cdiv(N, BLOCK_N),). (sum.py's sum_mid_kernel with M=1, R=G, K=N, stride_r=N does the
-    same for one buffer per launch.)
+The dx-then-columns form and the sum of partial rows are the norm family's (norm_backward.py:
+norm_bwd_dx_kernel, norm_bwd_column_sums_kernel, norm_bwd_sums_finalize_kernel, with layer_norm's mean).
 
 layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr,
                             rstd_ptr, M, N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
@@ -35,14 +12,14 @@ layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_pt
     their dx and stores its sums of dy * xhat and dy to dw_partial[p, :] / db_partial[p, :]
     (contiguous [G, N], accumulator dtype; or dw/db themselves when G == 1). Any COMPUTE_* may be
     False (its pointer may then be None). grid: (G,), G = cdiv(M, rows_per_program).
-    Then layer_norm_bwd_dwdb_finalize_kernel over the G partial rows when G > 1.
+    Then norm_bwd_sums_finalize_kernel over the G partial rows when G > 1.
 
 layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
                            sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
                            HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, COMPUTE_DB, BLOCK_N, S_POW2, STAGES, INDEX_64)
     The whole backward of long rows by teams of S = cdiv(N, BLOCK_N) <= S_POW2 programs (fp32
     statistics; the comment above it). grid: (teams * S,). CUDA only. Then
-    layer_norm_bwd_dwdb_finalize_kernel over the teams' partials when there is more than one team.
+    norm_bwd_sums_finalize_kernel over the teams' partials when there is more than one team.
     Its lag form, for 2-byte rows when dx is wanted, is the norm family's norm_bwd_team_lag_kernel
     (norm_team.py); after it, always:
 
@@ -60,155 +37,6 @@ import triton.language as tl
 from ..norm_team import _team_row
 from ..row_exchange import (HELP_AFTER, HELP_BLOCK, TEAM_GAVE_UP, helping_spin_asm, pack_word, publish, publish_missing,
                             spin_slots, ticket, unpack_words, wait)
-
-
-@triton.jit
-def layer_norm_bwd_dx_kernel(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M, N, stride_dx_row, stride_dy_row,
-                             stride_x_row, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr,
-                             SINGLE_PASS: tl.constexpr, INDEX_64: tl.constexpr):
-    row = tl.program_id(0)
-    if INDEX_64:
-        row = row.to(tl.int64)
-    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
-
-    dx_row = dx_ptr + row * stride_dx_row
-    dy_row = dy_ptr + row * stride_dy_row
-    x_row = x_ptr + row * stride_x_row
-    mean = tl.load(mean_ptr + row).to(ACC)
-    rstd = tl.load(rstd_ptr + row).to(ACC)
-    cols = tl.arange(0, BLOCK_N)
-
-    if SINGLE_PASS:
-        mask = cols < N
-        x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
-        g = tl.load(dy_row + cols, mask=mask, other=0.0).to(ACC)
-        if HAS_WEIGHT:
-            g = g * tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
-        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
-        c1 = tl.sum(g * xhat, axis=0) / N
-        c2 = tl.sum(g, axis=0) / N
-        dx = (g - (xhat * c1 + c2)) * rstd
-        tl.store(dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
-    else:
-        acc_gx = tl.zeros([BLOCK_N], dtype=ACC)
-        acc_g = tl.zeros([BLOCK_N], dtype=ACC)
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            mask = c < N
-            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
-            g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(ACC)
-            if HAS_WEIGHT:
-                g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
-            # g is 0 on padding lanes, so xhat needs no mask here.
-            acc_gx += g * ((x - mean) * rstd)
-            acc_g += g
-        c1 = tl.sum(acc_gx, axis=0) / N
-        c2 = tl.sum(acc_g, axis=0) / N
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            mask = c < N
-            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
-            g = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(ACC)
-            if HAS_WEIGHT:
-                g = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
-            dx = (g - ((x - mean) * rstd * c1 + c2)) * rstd
-            tl.store(dx_row + c, dx.to(dx_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row_begin, row_end, cols, N, stride_dy_row, stride_x_row,
-                      COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
-    """(sum dy * xhat, sum dy) over rows [row_begin, row_end) for the BLOCK_N columns `cols`."""
-    ACC: tl.constexpr = tl.float64 if dy_ptr.dtype.element_ty == tl.float64 else tl.float32
-    col_mask = cols < N
-    row_offs = tl.arange(0, BLOCK_M)
-    # 2-D accumulators, reduced over rows once at the end (not a cross-warp reduction per tile).
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    for m0 in range(row_begin, row_end, BLOCK_M):
-        rows = m0 + row_offs
-        row_mask = rows < row_end
-        if INDEX_64:
-            rows = rows.to(tl.int64)
-        mask = row_mask[:, None] & col_mask[None, :]
-        dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0).to(ACC)
-        if COMPUTE_DB:
-            db_acc += dy
-        if COMPUTE_DW:
-            x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0).to(ACC)
-            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-            # dy is 0 outside the mask, so padding contributes nothing.
-            dw_acc += dy * ((x - mean[:, None]) * rstd[:, None])
-    return tl.sum(dw_acc, axis=0), tl.sum(db_acc, axis=0)
-
-
-@triton.jit
-def layer_norm_bwd_dwdb_kernel(dw_ptr, db_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N, stride_dy_row, stride_x_row,
-                               COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr,
-                               BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    dw, db = _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, 0, M, cols, N, stride_dy_row, stride_x_row,
-                               COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
-    col_mask = cols < N
-    if COMPUTE_DW:
-        tl.store(dw_ptr + cols, dw.to(dw_ptr.dtype.element_ty), mask=col_mask)
-    if COMPUTE_DB:
-        tl.store(db_ptr + cols, db.to(db_ptr.dtype.element_ty), mask=col_mask)
-
-
-@triton.jit
-def layer_norm_bwd_dwdb_partial_kernel(dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, mean_ptr, rstd_ptr, M, N,
-                                       stride_dy_row, stride_x_row, rows_per_group, COMPUTE_DW: tl.constexpr,
-                                       COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                                       INDEX_64: tl.constexpr):
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    group = tl.program_id(1)
-    if INDEX_64:
-        group = group.to(tl.int64)
-    row_begin = group * rows_per_group
-    row_end = tl.minimum(row_begin + rows_per_group, M)
-    dw, db = _dwdb_column_sums(dy_ptr, x_ptr, mean_ptr, rstd_ptr, row_begin, row_end, cols, N, stride_dy_row,
-                               stride_x_row, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64)
-    col_mask = cols < N
-    out_offs = group * N + cols
-    if COMPUTE_DW:
-        tl.store(dw_partial_ptr + out_offs, dw.to(dw_partial_ptr.dtype.element_ty), mask=col_mask)
-    if COMPUTE_DB:
-        tl.store(db_partial_ptr + out_offs, db.to(db_partial_ptr.dtype.element_ty), mask=col_mask)
-
-
-@triton.jit
-def layer_norm_bwd_dwdb_finalize_kernel(dw_ptr, db_ptr, dw_partial_ptr, db_partial_ptr, G, N,
-                                        COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr, BLOCK_G: tl.constexpr,
-                                        BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    g_offs = tl.arange(0, BLOCK_G)
-    if COMPUTE_DW:
-        ACC_W: tl.constexpr = tl.float64 if dw_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
-        dw_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=ACC_W)
-    if COMPUTE_DB:
-        ACC_B: tl.constexpr = tl.float64 if db_partial_ptr.dtype.element_ty == tl.float64 else tl.float32
-        db_acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=ACC_B)
-    for g0 in range(0, G, BLOCK_G):
-        g = g0 + g_offs
-        mask = (g < G)[:, None] & col_mask[None, :]
-        if INDEX_64:
-            g = g.to(tl.int64)
-        offs = g[:, None] * N + cols[None, :]
-        if COMPUTE_DW:
-            dw_acc += tl.load(dw_partial_ptr + offs, mask=mask, other=0.0).to(ACC_W)
-        if COMPUTE_DB:
-            db_acc += tl.load(db_partial_ptr + offs, mask=mask, other=0.0).to(ACC_B)
-    if COMPUTE_DW:
-        tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)
-    if COMPUTE_DB:
-        tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(db_ptr.dtype.element_ty), mask=col_mask)
 
 
 @triton.jit
@@ -607,7 +435,7 @@ def _given_up_rows(dx_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, modes_ptr, 
 
 
 # After norm_team.norm_bwd_team_lag_kernel (layer_norm's), always: dw/db from the teams' partial rows (as
-# layer_norm_bwd_dwdb_finalize_kernel), and the rows of any team that gave up (normally none: one
+# norm_bwd_sums_finalize_kernel), and the rows of any team that gave up (normally none: one
 # vector load of the mode words finds that out).
 #     grid: (cdiv(N, BLOCK_N),). G: the teams; dw_partial_ptr/db_partial_ptr [G, N] fp32.
 @triton.jit(do_not_specialize=["rows_per_team", "G"])

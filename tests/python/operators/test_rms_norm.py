@@ -214,7 +214,7 @@ def test_backward_covers_every_plan_kind():
         team = plans.plan("rms_norm_backward", rows=1000, cols=12288, dtype=dtype, device=facts, **inputs)
         assert team["kind"] == "team" and team["needs_occupancy"], (dtype, inputs)
         assert [launch["kernel"] for launch in team["launches"]] == [form, "rms_norm_bwd_team_rescue_kernel",
-                                                                     "rms_norm_bwd_dw_finalize_kernel"], (dtype, inputs)
+                                                                     "norm_bwd_sums_finalize_kernel"], (dtype, inputs)
         assert team["launches"][0]["maxnreg"] == (128 if "lag" in form else 0), (dtype, inputs)
     for dtype, cols, inputs, facts in [(torch.float64, 12288, {}, cuda), (torch.float32, 8192, {}, cuda),
                                        (torch.float32, 12288, {"want_dx": 0}, cuda),
@@ -225,7 +225,7 @@ def test_backward_covers_every_plan_kind():
     # Many rows of few columns: dw from several programs' partial sums and the finalize.
     fused = plans.plan("rms_norm_backward", rows=2000, cols=8, dtype=torch.float32)
     assert [launch["kernel"] for launch in fused["launches"]] == ["rms_norm_bwd_fused_kernel",
-                                                                  "rms_norm_bwd_dw_finalize_kernel"]
+                                                                  "norm_bwd_sums_finalize_kernel"]
 
 
 @pytest.mark.parametrize("mask", [(True, True), (True, False), (False, True), (False, False)])

@@ -5,6 +5,7 @@
 #include <tjit/ops/layer_norm.h>  // this folder's layer_norm.h, as installed
 
 #include "../kernel_files.h"
+#include "../norm_backward.h"
 #include "../norm_formulas.h"
 #include "../norm_team.h"
 
@@ -81,8 +82,7 @@ const std::string& backward_file() {
 // dw = the sum over the `groups` rows of dw_partial [groups, cols] (db likewise), in one launch.
 void finalize_dwdb(const Stream& stream, const DwdbFinalizePlan& plan, const at::Tensor& dw, const at::Tensor& db,
                    const at::Tensor& dw_partial, const at::Tensor& db_partial, int64_t groups, int64_t cols) {
-  static auto& finalize = TritonJitFunction::get_instance(backward_file(), kLayerNormBwdDwdbFinalizeKernel);
-  finalize(stream, Grid(plan.programs), LaunchOptions{4}, dw, db, dw_partial, db_partial, groups, cols, dw.defined(),
+  norm::sums_finalize_kernel()(stream, Grid(plan.programs), LaunchOptions{4}, dw, db, dw_partial, db_partial, groups, cols, dw.defined(),
            db.defined(), plan.block_g, plan.block_n, false);
 }
 
@@ -381,28 +381,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
       }
       case LayerNormBackwardPlan::Kind::DxThenColumns: {
         if (plan.dx) {
-          static auto& dx_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdDxKernel);
-          dx_kernel(stream, Grid(plan.programs), LaunchOptions{plan.dx_num_warps}, dx, dy, x, w, mean_c, rstd_c, rows,
-                    cols, cols, dyv.row_stride, xv.row_stride, w.defined(), plan.dx_block_n, plan.dx_single_pass,
-                    plan.index64);
+          norm::dx_kernel()(stream, Grid(plan.programs), LaunchOptions{plan.dx_num_warps}, dx, dy, x, w, mean_c,
+                            rstd_c, at::Tensor(), rows, cols, cols, dyv.row_stride, xv.row_stride, int64_t{0},
+                            w.defined(), plan.dx_block_n, plan.dx_single_pass, plan.index64);
         }
         if (!plan.columns) {
           break;
         }
-        if (plan.groups == 1) {
-          static auto& dwdb = TritonJitFunction::get_instance(file, kLayerNormBwdDwdbKernel);
-          dwdb(stream, Grid(plan.column_blocks), LaunchOptions{4}, dw, db, dy, x, mean_c, rstd_c, rows, cols,
-               dyv.row_stride, xv.row_stride, want_dw, want_db, plan.columns_block_m, plan.columns_block_n,
-               plan.index64);
-          break;
-        }
-        const at::Tensor dw_partial = want_dw ? kit::empty_output({plan.groups, cols}, partial_options) : at::Tensor();
-        const at::Tensor db_partial = want_db ? kit::empty_output({plan.groups, cols}, partial_options) : at::Tensor();
-        static auto& partial = TritonJitFunction::get_instance(file, kLayerNormBwdDwdbPartialKernel);
-        partial(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)), LaunchOptions{4}, dw_partial,
-                db_partial, dy, x, mean_c, rstd_c, rows, cols, dyv.row_stride, xv.row_stride, plan.rows_per_group,
-                want_dw, want_db, plan.columns_block_m, plan.columns_block_n, plan.index64);
-        finalize_dwdb(stream, plan.finalize, dw, db, dw_partial, db_partial, plan.groups, cols);
+        const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
+        norm::column_sums_kernel()(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)),
+                                   LaunchOptions{4}, sums.dw_partial, sums.db_partial, dy, x, mean_c, rstd_c, rows,
+                                   cols, dyv.row_stride, xv.row_stride, plan.rows_per_group, want_dw, want_db,
+                                   plan.columns_block_m, plan.columns_block_n, plan.index64);
+        sums.finish(stream, plan.finalize, dw, db, cols);
         break;
       }
     }

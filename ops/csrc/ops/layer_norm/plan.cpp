@@ -1,5 +1,6 @@
 #include "plan.h"
 
+#include "../norm_backward.h"
 #include "../norm_forward_forms.h"
 #include "../norm_team.h"
 
@@ -324,7 +325,7 @@ void describe_lag_finalize(kit::PlanWriter& w, const LayerNormBackwardPlan& p, c
 void describe_finalize(kit::PlanWriter& w, const LayerNormBackwardPlan& p, const LayerNormBackwardInputs& in) {
   if (p.finalize_launch) {
     w.workspace("column_partials", {p.groups, in.cols});
-    w.launch(kLayerNormBwdDwdbFinalizeKernel, {p.finalize.programs}, 4)
+    w.launch(norm::kSumsFinalizeKernel, {p.finalize.programs}, 4)
         .constexpr_flag("COMPUTE_DW", in.want_dw)
         .constexpr_flag("COMPUTE_DB", in.want_db)
         .constexpr_value("BLOCK_G", p.finalize.block_g)
@@ -401,27 +402,20 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
       break;
     case Kind::DxThenColumns:
       if (p.dx) {
-        w.launch(kLayerNormBwdDxKernel, {p.programs}, p.dx_num_warps)
+        w.launch(norm::kDxKernel, {p.programs}, p.dx_num_warps)
             .constexpr_flag("HAS_WEIGHT", has_weight)
             .constexpr_value("BLOCK_N", p.dx_block_n)
             .constexpr_flag("SINGLE_PASS", p.dx_single_pass)
             .constexpr_flag("INDEX_64", p.index64);
       }
       if (p.columns) {
-        const char* kernel = p.groups == 1 ? kLayerNormBwdDwdbKernel : kLayerNormBwdDwdbPartialKernel;
-        if (p.groups == 1) {
-          w.launch(kernel, {p.column_blocks}, 4);
-        } else {
-          w.launch(kernel, {p.column_blocks, static_cast<uint32_t>(p.groups)}, 4);
-        }
-        w.constexpr_flag("COMPUTE_DW", in.want_dw)
+        w.launch(norm::kColumnSumsKernel, {p.column_blocks, static_cast<uint32_t>(p.groups)}, 4)
+            .constexpr_flag("COMPUTE_DW", in.want_dw)
             .constexpr_flag("COMPUTE_DB", in.want_db)
             .constexpr_value("BLOCK_M", p.columns_block_m)
             .constexpr_value("BLOCK_N", p.columns_block_n)
-            .constexpr_flag("INDEX_64", p.index64);
-        if (p.groups > 1) {
-          w.arg("rows_per_group", p.rows_per_group);
-        }
+            .constexpr_flag("INDEX_64", p.index64)
+            .arg("rows_per_group", p.rows_per_group);
         describe_finalize(w, p, in);
       }
       break;

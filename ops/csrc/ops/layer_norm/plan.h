@@ -22,10 +22,6 @@ inline constexpr const char* kLayerNormFwdLongKernel = "layer_norm_fwd_long_kern
 inline constexpr const char* kLayerNormBwdFusedKernel = "layer_norm_bwd_fused_kernel";
 inline constexpr const char* kLayerNormBwdTeamKernel = "layer_norm_bwd_team_kernel";
 inline constexpr const char* kLayerNormBwdTeamLagFinalizeKernel = "layer_norm_bwd_team_lag_finalize_kernel";
-inline constexpr const char* kLayerNormBwdDxKernel = "layer_norm_bwd_dx_kernel";
-inline constexpr const char* kLayerNormBwdDwdbKernel = "layer_norm_bwd_dwdb_kernel";
-inline constexpr const char* kLayerNormBwdDwdbPartialKernel = "layer_norm_bwd_dwdb_partial_kernel";
-inline constexpr const char* kLayerNormBwdDwdbFinalizeKernel = "layer_norm_bwd_dwdb_finalize_kernel";
 
 struct LayerNormForwardInputs {
   int64_t rows = 0;

@@ -1,5 +1,6 @@
 #include "plan.h"
 
+#include "../norm_backward.h"
 #include "../norm_forward_forms.h"
 #include "../norm_team.h"
 
@@ -314,20 +315,25 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
         .arg("rows_per_program", p.rows_per_program);
   }
   if (p.dx) {
-    w.launch(kRmsNormBwdDxKernel, {p.programs}, p.dx_num_warps)
+    w.launch(norm::kDxKernel, {p.programs}, p.dx_num_warps)
         .constexpr_flag("HAS_WEIGHT", has_weight)
         .constexpr_value("BLOCK_N", p.dx_block_n)
+        .constexpr_flag("SINGLE_PASS", p.dx_single_pass)
         .constexpr_flag("INDEX_64", p.index64);
   }
   if (p.columns) {
-    w.launch(kRmsNormBwdDwPartialKernel, {p.column_blocks, static_cast<uint32_t>(p.groups)}, 4)
+    w.launch(norm::kColumnSumsKernel, {p.column_blocks, static_cast<uint32_t>(p.groups)}, 4)
+        .constexpr_flag("COMPUTE_DW", true)
+        .constexpr_flag("COMPUTE_DB", false)
         .constexpr_value("BLOCK_M", p.columns_block_m)
         .constexpr_value("BLOCK_N", p.columns_block_n)
         .constexpr_flag("INDEX_64", p.index64)
         .arg("rows_per_group", p.rows_per_group);
   }
   if (p.finalize_launch) {
-    w.launch(kRmsNormBwdDwFinalizeKernel, {p.finalize.programs}, 4)
+    w.launch(norm::kSumsFinalizeKernel, {p.finalize.programs}, 4)
+        .constexpr_flag("COMPUTE_DW", true)
+        .constexpr_flag("COMPUTE_DB", false)
         .constexpr_value("BLOCK_G", p.finalize.block_g)
         .constexpr_value("BLOCK_N", p.finalize.block_n)
         .constexpr_flag("INDEX_64", p.index64)

@@ -19,9 +19,6 @@ inline constexpr const char* kRmsNormFwdKernel = "rms_norm_fwd_kernel";
 inline constexpr const char* kRmsNormBwdFusedKernel = "rms_norm_bwd_fused_kernel";
 inline constexpr const char* kRmsNormBwdTeamKernel = "rms_norm_bwd_team_kernel";
 inline constexpr const char* kRmsNormBwdTeamRescueKernel = "rms_norm_bwd_team_rescue_kernel";
-inline constexpr const char* kRmsNormBwdDxKernel = "rms_norm_bwd_dx_kernel";
-inline constexpr const char* kRmsNormBwdDwPartialKernel = "rms_norm_bwd_dw_partial_kernel";
-inline constexpr const char* kRmsNormBwdDwFinalizeKernel = "rms_norm_bwd_dw_finalize_kernel";
 
 struct RmsNormForwardInputs {
   int64_t rows = 0;

@@ -6,6 +6,7 @@
 #include <tjit/ops/rms_norm.h>  // this folder's rms_norm.h, as installed
 
 #include "../kernel_files.h"
+#include "../norm_backward.h"
 #include "../norm_formulas.h"
 #include "../norm_team.h"
 #include "plan.h"
@@ -354,24 +355,23 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
       }
       case RmsNormBackwardPlan::Kind::DxThenColumns: {
         if (plan.dx) {
-          static auto& dx_kernel = TritonJitFunction::get_instance(file, kRmsNormBwdDxKernel);
-          dx_kernel(stream, Grid(plan.programs), LaunchOptions{plan.dx_num_warps}, dx, dy, x, w, rstd_c, ds, rows,
-                    cols, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, w.defined(), plan.dx_block_n,
-                    plan.index64);
+          norm::dx_kernel()(stream, Grid(plan.programs), LaunchOptions{plan.dx_num_warps}, dx, dy, x, w,
+                            at::Tensor(), rstd_c, ds, rows, cols, cols, dyv.row_stride, xv.row_stride,
+                            dsv.row_stride, w.defined(), plan.dx_block_n, plan.dx_single_pass, plan.index64);
         }
         if (plan.columns) {
-          static auto& partial = TritonJitFunction::get_instance(file, kRmsNormBwdDwPartialKernel);
-          partial(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)), LaunchOptions{4},
-                  dw_partial, dy, x, rstd_c, rows, cols, dyv.row_stride, xv.row_stride, plan.rows_per_group,
-                  plan.columns_block_m, plan.columns_block_n, plan.index64);
+          norm::column_sums_kernel()(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)),
+                                     LaunchOptions{4}, dw_partial, at::Tensor(), dy, x, at::Tensor(), rstd_c, rows,
+                                     cols, dyv.row_stride, xv.row_stride, plan.rows_per_group, true, false,
+                                     plan.columns_block_m, plan.columns_block_n, plan.index64);
         }
         break;
       }
     }
     if (plan.finalize_launch) {
-      static auto& finalize = TritonJitFunction::get_instance(file, kRmsNormBwdDwFinalizeKernel);
-      finalize(stream, Grid(plan.finalize.programs), LaunchOptions{4}, dw, dw_partial, plan.groups, cols,
-               plan.finalize.block_g, plan.finalize.block_n, plan.index64);
+      norm::sums_finalize_kernel()(stream, Grid(plan.finalize.programs), LaunchOptions{4}, dw, at::Tensor(),
+                                   dw_partial, at::Tensor(), plan.groups, cols, true, false, plan.finalize.block_g,
+                                   plan.finalize.block_n, plan.index64);
     }
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors;
