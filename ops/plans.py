@@ -3,10 +3,12 @@
 ``plan(name, dtype=..., device=..., **inputs)`` runs the operator's plan function and returns what it
 chose: ``{"kind", "needs_occupancy", "launches": [{"kernel", "grid", "num_warps", "maxnreg",
 "launch_pdl", "constexprs", "args"}], "workspace"}``, and for a plan made of measured choices
-(tjit/kit/plan_choice.h) ``"candidate"``, ``"source"`` (forced, table or default: a describer never
-measures) and ``"fitting"`` (every candidate that fits); ``candidate=<index in
+(tjit/kit/plan_choice.h) ``"candidate"``, ``"source"`` (forced; for a real device whose calls of this
+class already chose, where that choice came from: tuned, stored, table or default; else table or
+default: a describer never measures) and ``"fitting"`` (every candidate that fits); ``candidate=<index in
 tjit._C.plan_candidates(name)>`` asks for that candidate's plan. ``device`` is a torch.device (its real facts),
-or a dict of device facts, so that any device's plan can be asked for on any machine::
+or a dict of device facts (made-up facts have no ``device_index``: no call ran there), so that any
+device's plan can be asked for on any machine::
 
     tjit.plans.plan("softmax", rows=4096, cols=50257, dtype=torch.bfloat16,
                     device=tjit.plans.device_facts(is_cuda=True, multiprocessors=132, memory_gbps=3350))
@@ -30,7 +32,8 @@ import json
 
 import torch
 
-CPU = {"is_cuda": False, "multiprocessors": 4, "memory_gbps": 0, "dependent_launch": False, "capability": 0}
+CPU = {"is_cuda": False, "multiprocessors": 4, "memory_gbps": 0, "dependent_launch": False, "capability": 0,
+       "device_index": -1}
 
 
 def _c():
@@ -56,6 +59,7 @@ def device_facts(device=None, *, is_cuda=None, multiprocessors=None, memory_gbps
                        ("dependent_launch", dependent_launch), ("capability", capability)):
         if value is not None:
             facts[key] = value
+            facts["device_index"] = -1  # another card than the device's: none of its calls ran there
     if is_cuda and multiprocessors is None and device is None:
         raise ValueError("device_facts: a forced CUDA device needs multiprocessors")
     return facts

@@ -65,6 +65,7 @@ TEST(PlanChoice, TheDefaultRuleIsAskedOnlyWhereNothingElseDecides) {
   EXPECT_EQ(candidates.choose(key, cpu, all, counted_default), 0);
   EXPECT_EQ(candidates.peek(key, cpu, all, counted_default), 0);
   EXPECT_EQ(asked, 1);
+  // A description off CUDA works the rule out (nothing there is measured).
   candidates.force(-1);
   EXPECT_EQ(candidates.peek(key, cpu, all, counted_default), 1);
   EXPECT_EQ(asked, 2);
@@ -136,6 +137,36 @@ TEST(PlanChoice, NearTiesAreTimedAgainAndRankedByTheirMean) {
   EXPECT_EQ(candidates.choose(key, card, all, default_is<3>, &timer, &source), 1);
   EXPECT_EQ(source, ChoiceSource::Tuned);
   EXPECT_EQ(calls, (std::vector<size_t>{2, 2, 1, 2}));
+}
+
+TEST(PlanChoice, ADescriptionShowsTheChoiceTheCallsMadeOnThatDevice) {
+  const PlanCandidates candidates("test_described_choice", {"a", "b", "c"});
+  DeviceFacts card;
+  card.is_cuda = true;
+  card.multiprocessors = 7;
+  card.capability = 75;
+  card.device_index = 0;
+  const ChoiceKey key{100, 4096, c10::kFloat, 0};
+  const auto all = [](int) { return true; };
+  const auto may_time = [] { return true; };
+  const auto no_store = []() -> const tjit::TritonJitFunction* { return nullptr; };
+  const auto c_is_fastest = [](int i) -> double { return i == 2 ? 1.0 : 2.0; };
+  const tjit::kit::CandidateTimer timer{may_time, c_is_fastest, no_store};
+  ChoiceSource source = ChoiceSource::Forced;
+  EXPECT_EQ(candidates.peek(key, card, all, default_is<0>, &source), 0);  // nothing chosen yet
+  EXPECT_EQ(source, ChoiceSource::Default);
+  EXPECT_EQ(candidates.choose(key, card, all, default_is<0>, &timer, &source), 2);
+  EXPECT_EQ(source, ChoiceSource::Tuned);
+  // The description names the tuned choice and where it came from, not the default rule.
+  EXPECT_EQ(candidates.peek(key, card, all, default_is<0>, &source), 2);
+  EXPECT_EQ(source, ChoiceSource::Tuned);
+  // Where it does not fit a size of the class, the rule's; on another device (made-up facts), too.
+  EXPECT_EQ(candidates.peek(key, card, [](int i) { return i != 2; }, default_is<1>, &source), 1);
+  EXPECT_EQ(source, ChoiceSource::Default);
+  DeviceFacts other = card;
+  other.device_index = -1;
+  EXPECT_EQ(candidates.peek(key, other, all, default_is<0>, &source), 0);
+  EXPECT_EQ(source, ChoiceSource::Default);
 }
 
 }  // namespace

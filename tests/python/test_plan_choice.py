@@ -223,6 +223,36 @@ def test_first_call_tunes_without_a_table_and_a_second_process_reads_it(tmp_path
     assert third.returncode == 0 and "tuned plan" not in third.stderr, third.stderr
 
 
+_DESCRIBED = textwrap.dedent("""\
+    import json, torch, tjit
+    x = torch.randn(37, 5000, device="cuda", dtype=torch.bfloat16)
+    torch.ops.tjit.rms_norm(x, [5000], None, 1e-6)
+    torch.cuda.synchronize()
+    print(json.dumps(tjit.plans.plan("rms_norm_forward", rows=37, cols=5000, dtype=torch.bfloat16,
+                                     device=x.device, has_weight=0)))
+    """)
+
+
+@CUDA
+def test_a_description_names_the_choice_the_first_call_tuned(tmp_path):
+    # tjit.plans.plan for the device a call ran on shows that call's tuned choice (then the store's),
+    # not the default rule's; made-up facts of the same card still show the rule.
+    env = dict(os.environ, TJIT_PLAN_TABLES="0", TJIT_CACHE_DIR=str(tmp_path / "store"), TJIT_LOG_COMPILES="1")
+    for expected_source in ("tuned", "stored"):
+        proc = subprocess.run([sys.executable, "-c", _DESCRIBED], env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        described = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert described["source"] == expected_source, described
+        if expected_source == "tuned":
+            [line] = [l for l in proc.stderr.splitlines() if "tuned plan rms_norm_forward" in l]
+            best = line.split("; best ", 1)[1].split()[0]
+            assert described["candidate"] == best, (described, line)
+    made_up = plans.plan("rms_norm_forward", rows=37, cols=5000, dtype=torch.bfloat16,
+                         device=plans.device_facts(is_cuda=True, multiprocessors=132, memory_gbps=4800, capability=0),
+                         has_weight=0)
+    assert made_up["source"] == "default", made_up
+
+
 @CUDA
 def test_inside_a_graph_capture_the_default_rule_runs_then_a_later_call_tunes(tmp_path):
     script = textwrap.dedent("""\

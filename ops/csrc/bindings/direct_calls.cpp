@@ -394,10 +394,13 @@ PYBIND11_MODULE(_C, m) {
         query.device.memory_gbps = device["memory_gbps"].cast<int>();
         query.device.dependent_launch = device["dependent_launch"].cast<bool>();
         query.device.capability = device.contains("capability") ? device["capability"].cast<int>() : 0;
+        // A real device's index finds the choices its calls made in this process; facts made up
+        // for a card (no index) describe it as nothing had run there.
+        query.device.device_index = device.contains("device_index") ? device["device_index"].cast<int>() : -1;
         return tjit::kit::describe_plan(name, query);
       },
       "The plan `name` as JSON for `inputs` (names to ints or lists of ints), `dtype` and `device` facts "
-      "(is_cuda, multiprocessors, memory_gbps, dependent_launch, capability).");
+      "(is_cuda, multiprocessors, memory_gbps, dependent_launch, capability, device_index).");
   // Plans as measured choices (tjit/kit/plan_choice.h), for tjit.plans and the tuning command.
   m.def(
       "plan_candidates",
@@ -443,6 +446,7 @@ PYBIND11_MODULE(_C, m) {
         d["memory_gbps"] = f.memory_gbps;
         d["dependent_launch"] = f.dependent_launch;
         d["capability"] = f.capability;
+        d["device_index"] = f.device_index;
         return d;
       },
       "The device facts the operators plan with for `device` (e.g. \"cuda:0\", \"cpu\").");

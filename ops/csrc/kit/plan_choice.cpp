@@ -208,7 +208,8 @@ struct PlanCandidates::Memory {
     }
   };
   mutable std::shared_mutex mutex;
-  std::unordered_map<Key, int, Hash> chosen;
+  // The class's candidate and where it came from (a table, a first call's tuning, the store, ...).
+  std::unordered_map<Key, std::pair<int, ChoiceSource>, Hash> chosen;
   std::mutex tuning;  // one thread tunes a plan at a time; the others then find its choice
 
   static Key key_of(const ChoiceKey& k, const DeviceFacts& d) {
@@ -232,15 +233,16 @@ int PlanCandidates::index_of(const std::string& name) const {
   return it == names_.end() ? -1 : static_cast<int>(it - names_.begin());
 }
 
-std::optional<int> PlanCandidates::remembered(const ChoiceKey& key, const DeviceFacts& device) const {
+std::optional<std::pair<int, ChoiceSource>> PlanCandidates::remembered(const ChoiceKey& key,
+                                                                     const DeviceFacts& device) const {
   std::shared_lock lock(memory_->mutex);
   const auto it = memory_->chosen.find(Memory::key_of(key, device));
-  return it == memory_->chosen.end() ? std::nullopt : std::optional<int>(it->second);
+  return it == memory_->chosen.end() ? std::nullopt : std::optional(it->second);
 }
 
-void PlanCandidates::remember(const ChoiceKey& key, const DeviceFacts& device, int index) const {
+void PlanCandidates::remember(const ChoiceKey& key, const DeviceFacts& device, int index, ChoiceSource source) const {
   std::unique_lock lock(memory_->mutex);
-  memory_->chosen[Memory::key_of(key, device)] = index;
+  memory_->chosen[Memory::key_of(key, device)] = {index, source};
 }
 
 void PlanCandidates::forget() const {
@@ -295,6 +297,14 @@ int PlanCandidates::peek(const ChoiceKey& key, const DeviceFacts& device, c10::f
                 Dtype(key.dtype).attribute_name(), ", ", key.rows, " rows of ", key.cols, " columns)");
     return say(ChoiceSource::Forced, f);
   }
+  // A choice this process made for the class on this CUDA device, named by where it came from (a
+  // first call's tuning, say), so that a description shows what the calls run. Made-up facts have
+  // no device index; off CUDA nothing is measured, so the rule or table describes the calls.
+  if (device.device_index >= 0) {
+    if (const auto r = remembered(key, device); r && fits(r->first)) {
+      return say(r->second, r->first);
+    }
+  }
   if (const int t = from_table(key, device, fits); t >= 0) {
     return say(ChoiceSource::Table, t);
   }
@@ -306,11 +316,11 @@ int PlanCandidates::choose(const ChoiceKey& key, const DeviceFacts& device, c10:
                            ChoiceSource* source) const {
   if (forced() < 0) {
     if (const auto r = remembered(key, device)) {
-      if (fits(*r)) {
+      if (fits(r->first)) {
         if (source != nullptr) {
           *source = ChoiceSource::Remembered;
         }
-        return *r;
+        return r->first;
       }
       // A size of the class that the class's choice does not fit (a rule of rows or columns within
       // the class): the table's or the default rule's, remembered for no one.
@@ -338,7 +348,7 @@ int PlanCandidates::choose(const ChoiceKey& key, const DeviceFacts& device, c10:
     }
   }
   if (s != ChoiceSource::Forced) {
-    remember(key, device, index);
+    remember(key, device, index, s);
   }
   if (source != nullptr) {
     *source = s;
@@ -351,7 +361,7 @@ int PlanCandidates::tune(const ChoiceKey& key, const DeviceFacts& device, c10::f
   std::lock_guard tuning(memory_->tuning);
   if (const auto r = remembered(key, device)) {  // another thread tuned it meanwhile
     *source = ChoiceSource::Remembered;
-    return *r;
+    return r->first;
   }
   std::vector<int> fitting;
   for (int i = 0; i < size(); ++i) {

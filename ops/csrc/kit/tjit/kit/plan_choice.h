@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tjit {
@@ -88,8 +89,9 @@ class PlanCandidates {
              c10::function_ref<int()> default_index, const CandidateTimer* timer = nullptr,
              ChoiceSource* source = nullptr) const;
 
-  // The same without measuring or remembering anything (describers, tools): forced, remembered,
-  // table or default.
+  // The same without measuring or remembering anything (describers, tools): forced, the class's
+  // remembered choice on this CUDA device (its source where it came from: tuned, stored, table,
+  // default), table or default.
   int peek(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits,
            c10::function_ref<int()> default_index, ChoiceSource* source = nullptr) const;
 
@@ -103,8 +105,8 @@ class PlanCandidates {
  private:
   struct Memory;
   int from_table(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits) const;
-  std::optional<int> remembered(const ChoiceKey& key, const DeviceFacts& device) const;
-  void remember(const ChoiceKey& key, const DeviceFacts& device, int index) const;
+  std::optional<std::pair<int, ChoiceSource>> remembered(const ChoiceKey& key, const DeviceFacts& device) const;
+  void remember(const ChoiceKey& key, const DeviceFacts& device, int index, ChoiceSource source) const;
   // The fastest fitting candidate by timing each; -1 when none could be timed (each failed).
   int tune(const ChoiceKey& key, const DeviceFacts& device, c10::function_ref<bool(int)> fits,
            int default_index, const CandidateTimer& timer, ChoiceSource* source) const;
