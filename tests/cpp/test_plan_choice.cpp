@@ -22,6 +22,19 @@ int default_is() {
   return I;
 }
 
+// A CUDA card no table serves: first-call tuning, timed by each test's timer.
+DeviceFacts untabled_cuda_card() {
+  DeviceFacts card;
+  card.is_cuda = true;
+  card.multiprocessors = 7;
+  card.capability = 75;
+  card.device_index = 0;
+  return card;
+}
+const auto every_candidate_fits = [](int) { return true; };
+const auto may_time = [] { return true; };
+const auto no_store = []() -> const tjit::TritonJitFunction* { return nullptr; };
+
 TEST(PlanChoice, ARememberedChoiceServesOnlyTheCallsItFits) {
   const PlanCandidates candidates("test_remembered_fits", {"a", "b", "c"});
   const DeviceFacts cpu;  // not CUDA: no table serves it, nothing is tuned
@@ -88,14 +101,9 @@ TEST(PlanChoice, AForcedCandidateThatDoesNotFitIsAnError) {
 
 TEST(PlanChoice, ATuningThatTimedNothingIsTriedAgain) {
   const PlanCandidates candidates("test_tuning_failed", {"a", "b", "c"});
-  DeviceFacts card;  // a CUDA card no table serves: first-call tuning (timed by the test's timer)
-  card.is_cuda = true;
-  card.multiprocessors = 7;
-  card.capability = 75;
+  const DeviceFacts card = untabled_cuda_card();
   const ChoiceKey key{100, 4096, c10::kFloat, 0};
-  const auto all = [](int) { return true; };
-  const auto may_time = [] { return true; };
-  const auto no_store = []() -> const tjit::TritonJitFunction* { return nullptr; };
+  const auto& all = every_candidate_fits;
   const auto every_run_fails = [](int) -> double { TORCH_CHECK(false, "the test's launch failed"); };
   const tjit::kit::CandidateTimer failing{may_time, every_run_fails, no_store};
   ChoiceSource source = ChoiceSource::Forced;
@@ -115,14 +123,9 @@ TEST(PlanChoice, ATuningThatTimedNothingIsTriedAgain) {
 
 TEST(PlanChoice, NearTiesAreTimedAgainAndRankedByTheirMean) {
   const PlanCandidates candidates("test_tuning_near_ties", {"a", "b", "far", "default"});
-  DeviceFacts card;
-  card.is_cuda = true;
-  card.multiprocessors = 7;
-  card.capability = 75;
+  const DeviceFacts card = untabled_cuda_card();
   const ChoiceKey key{100, 4096, c10::kFloat, 0};
-  const auto all = [](int) { return true; };
-  const auto may_time = [] { return true; };
-  const auto no_store = []() -> const tjit::TritonJitFunction* { return nullptr; };
+  const auto& all = every_candidate_fits;
   // a is fastest once, slower the second time; b is the faster on average. "far" is not a near-tie
   // (timed once); the default rule's candidate is always timed again.
   const std::vector<std::vector<double>> times{{1.00, 1.10}, {1.02, 1.00}, {2.0}, {1.3, 1.3}};
@@ -141,15 +144,9 @@ TEST(PlanChoice, NearTiesAreTimedAgainAndRankedByTheirMean) {
 
 TEST(PlanChoice, ADescriptionShowsTheChoiceTheCallsMadeOnThatDevice) {
   const PlanCandidates candidates("test_described_choice", {"a", "b", "c"});
-  DeviceFacts card;
-  card.is_cuda = true;
-  card.multiprocessors = 7;
-  card.capability = 75;
-  card.device_index = 0;
+  const DeviceFacts card = untabled_cuda_card();
   const ChoiceKey key{100, 4096, c10::kFloat, 0};
-  const auto all = [](int) { return true; };
-  const auto may_time = [] { return true; };
-  const auto no_store = []() -> const tjit::TritonJitFunction* { return nullptr; };
+  const auto& all = every_candidate_fits;
   const auto c_is_fastest = [](int i) -> double { return i == 2 ? 1.0 : 2.0; };
   const tjit::kit::CandidateTimer timer{may_time, c_is_fastest, no_store};
   ChoiceSource source = ChoiceSource::Forced;

@@ -4,7 +4,6 @@
 
 #include <c10/util/Exception.h>
 
-
 namespace tjit::ops::norm {
 namespace {
 

@@ -82,8 +82,8 @@ const std::string& backward_file() {
 // dw = the sum over the `groups` rows of dw_partial [groups, cols] (db likewise), in one launch.
 void finalize_dwdb(const Stream& stream, const DwdbFinalizePlan& plan, const at::Tensor& dw, const at::Tensor& db,
                    const at::Tensor& dw_partial, const at::Tensor& db_partial, int64_t groups, int64_t cols) {
-  norm::sums_finalize_kernel()(stream, Grid(plan.programs), LaunchOptions{4}, dw, db, dw_partial, db_partial, groups, cols, dw.defined(),
-           db.defined(), plan.block_g, plan.block_n, false);
+  norm::sums_finalize_kernel()(stream, Grid(plan.programs), LaunchOptions{4}, dw, db, dw_partial, db_partial, groups,
+                               cols, dw.defined(), db.defined(), plan.block_g, plan.block_n, false);
 }
 
 // Where a backward's programs (or teams) put their dw/db sums: [groups, cols] buffers in the
