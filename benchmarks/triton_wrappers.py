@@ -559,8 +559,9 @@ def _layer_norm_backward_planned(dx, dw, db, dy2, x2, weight, mean, rstd, m, n, 
     if kind == "fused":
         dw_part, db_part = partials(ws.get("column_partials"))
         main = launches.pop(0)
-        _launch(layer_norm_k, main, dx, dw_part, db_part, dy2, x2, weight, mean, rstd, m, n, dx.stride(0),
-                dy2.stride(0), x2.stride(0), main["args"]["rows_per_program"])
+        # the family's fused kernel: no ds (add_rms_norm's), its stride 0
+        _launch(layer_norm_k, main, dx, dw_part, db_part, dy2, x2, weight, mean, rstd, None, m, n, dx.stride(0),
+                dy2.stride(0), x2.stride(0), 0, main["args"]["rows_per_program"])
     elif kind in ("team", "team_lag"):
         main = launches[0]
 

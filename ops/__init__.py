@@ -112,11 +112,13 @@ from .python_kernels import JitKernel, jit  # noqa: E402
 
 from . import kernel_store  # noqa: E402  (reads the store; `python -m tjit cache` is its command line)
 
+from . import plans  # noqa: E402  (tjit.plans.plan: the launch plan a call makes, on any device's facts)
+
 # DTensor sharding strategies for the operators (tjit.distributed), registered once
 # torch.distributed.tensor is imported; tjit does not import it (heavy) itself.
 from . import distributed  # noqa: E402
 
 distributed.install()
 
-__all__ = [*_OPERATORS, "ops", "operator_doc", "prepare", "jit", "JitKernel", "kernel_store", "distributed", "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR",
-           "DEMO_BINARY"]
+__all__ = [*_OPERATORS, "ops", "operator_doc", "prepare", "jit", "JitKernel", "kernel_store", "plans", "distributed",
+           "cmake_prefix_path", "LIBRARY_PATH", "KERNEL_DIR", "DEMO_BINARY"]

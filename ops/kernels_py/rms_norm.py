@@ -27,23 +27,12 @@ rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, stride_y_
     w with evict_last, and the second pass goes from the row's start. ROW_STEPS (two passes only):
     0, or cdiv(N, BLOCK_N) as a compile-time constant. grid: (cdiv(M, BLOCK_M),).
 
-rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N,
-                          stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row, rows_per_program,
-                          HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, BLOCK_M, BLOCK_N, INDEX_64, BLOCK_TAIL=0,
-                          PREFETCH=False, PRELOAD_W=True)
-    vhat = v * rstd, g = dy * w (or dy), dx = rstd * (g - vhat * mean_n(g * vhat)) (+ ds, the
-    gradient reaching v by another way, unless ds_ptr is None: add_rms_norm's sum output).
-    N <= BLOCK_N + BLOCK_TAIL (BLOCK_TAIL: columns past BLOCK_N in a tile beside each; 0: none).
-    PREFETCH: the next tile loaded before this one's sums; PRELOAD_W: w held in registers across
-    rows (else loaded per tile). Program p takes rows [p * rows_per_program, min((p + 1) * rows_per_program, M))
-    in [BLOCK_M, BLOCK_N] tiles, writes their dx and stores its sum of dy * vhat to
-    dw_partial[p, :] (contiguous [G, N], accumulator dtype; or dw itself when G == 1).
-    grid: (G,), G = cdiv(M, rows_per_program). Then norm_bwd_sums_finalize_kernel when G > 1.
-
 rms_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, sync_ptr, M, N, S,
                          rows_per_team, stride_dx_row, stride_dy_row, stride_v_row, stride_ds_row,
                          HAS_WEIGHT, COMPUTE_DW, BLOCK_N, S_POW2, STAGES, INDEX_64)
-    dx as above, CUDA only: teams of S = cdiv(N, BLOCK_N) <= S_POW2 programs share rows
+    vhat = v * rstd, g = dy * w (or dy), dx = rstd * (g - vhat * mean_n(g * vhat)) (+ ds, the
+    gradient reaching v by another way, unless ds_ptr is None: add_rms_norm's sum output).
+    CUDA only: teams of S = cdiv(N, BLOCK_N) <= S_POW2 programs share rows
     [team * rows_per_team, ...), each owning BLOCK_N columns, exchanging each row's sum of g * vhat
     through row_exchange.py (tickets, then team_runs: a team whose programs are not all running
     gives up whole), the row loop STAGES deep. A team that ran stores its sum of dy * vhat to
@@ -60,8 +49,9 @@ rms_norm_bwd_team_rescue_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rs
     The rows of each team that gave up (its mode word in sync), one program a team, any N >= 1:
     their dx, and the team's dw_partial row. grid: (G,).
 
-The dx-then-columns form and the sum of partial rows are the norm family's (norm_backward.py:
-norm_bwd_dx_kernel, norm_bwd_column_sums_kernel, norm_bwd_sums_finalize_kernel, without a mean).
+The fused pass, the dx-then-columns form and the sum of partial rows are the norm family's
+(norm_backward.py: norm_bwd_fused_kernel, norm_bwd_dx_kernel, norm_bwd_column_sums_kernel,
+norm_bwd_sums_finalize_kernel, without a mean).
 """
 
 import triton
@@ -164,121 +154,6 @@ def rms_norm_fwd_kernel(y_ptr, s_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, M, N, strid
             tl.store(y_ptr + rows[:, None] * stride_y_row + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     if rstd_ptr is not None:
         tl.store(rstd_ptr + rows, rstd.to(rstd_ptr.dtype.element_ty), mask=row_mask)
-
-
-@triton.jit
-def _bwd_tile_loads(dy_ptr, v_ptr, rows, row_end, cols, N, stride_dy_row, stride_v_row):
-    """The [rows, cols] tiles of dy and v as stored (0 outside the rows and N), and their mask."""
-    mask = (rows < row_end)[:, None] & (cols < N)[None, :]
-    dy = tl.load(dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0)
-    v = tl.load(v_ptr + rows[:, None] * stride_v_row + cols[None, :], mask=mask, other=0.0)
-    return dy, v, mask
-
-
-@triton.jit
-def _bwd_dx_store(dx_ptr, ds_ptr, rows, cols, mask, g, vhat, c, rstd, stride_dx_row, stride_ds_row, ACC: tl.constexpr):
-    dx = (g - vhat * c[:, None]) * rstd[:, None]
-    if ds_ptr is not None:
-        dx += tl.load(ds_ptr + rows[:, None] * stride_ds_row + cols[None, :], mask=mask, other=0.0).to(ACC)
-    tl.store(dx_ptr + rows[:, None] * stride_dx_row + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def rms_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, dy_ptr, v_ptr, w_ptr, rstd_ptr, ds_ptr, M, N, stride_dx_row,
-                              stride_dy_row, stride_v_row, stride_ds_row, rows_per_program, HAS_WEIGHT: tl.constexpr,
-                              COMPUTE_DX: tl.constexpr, COMPUTE_DW: tl.constexpr, BLOCK_M: tl.constexpr,
-                              BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr = 0,
-                              PREFETCH: tl.constexpr = False, PRELOAD_W: tl.constexpr = True):
-    # BLOCK_TAIL > 0: columns [BLOCK_N, BLOCK_N + BLOCK_TAIL) in a [BLOCK_M, BLOCK_TAIL] tile beside
-    # each [BLOCK_M, BLOCK_N] one, so rows just past a power of two (5120, 12288) are not padded to
-    # the next. PREFETCH: the next tile's dy and v are loaded before this tile's row sums, so one
-    # program an SM keeps memory busy through the reduction. PRELOAD_W False: w is loaded with each
-    # tile (L1 hits) rather than held in registers across the rows, for rows that fill the registers.
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    ACC: tl.constexpr = tl.float64 if v_ptr.dtype.element_ty == tl.float64 else tl.float32
-    HAS_TAIL: tl.constexpr = BLOCK_TAIL > 0
-    row_begin = pid * rows_per_program
-    row_end = tl.minimum(row_begin + rows_per_program, M)
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL if HAS_TAIL else 1)
-    tail_col_mask = tail_cols < N
-    if COMPUTE_DX and HAS_WEIGHT and PRELOAD_W:
-        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
-        if HAS_TAIL:
-            w_tail = tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)
-    # A 2-D accumulator, reduced over rows once at the end (not a cross-warp reduction per tile).
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    if HAS_TAIL:
-        dw_acc_tail = tl.zeros([BLOCK_M, BLOCK_TAIL], dtype=ACC)
-    if PREFETCH:
-        first = row_begin + tl.arange(0, BLOCK_M)
-        dy_next, v_next, _ = _bwd_tile_loads(dy_ptr, v_ptr, first, row_end, cols, N, stride_dy_row, stride_v_row)
-        if HAS_TAIL:
-            dy_tail_next, v_tail_next, _ = _bwd_tile_loads(dy_ptr, v_ptr, first, row_end, tail_cols, N, stride_dy_row,
-                                                           stride_v_row)
-    for r0 in range(row_begin, row_end, BLOCK_M):
-        rows = r0 + tl.arange(0, BLOCK_M)
-        row_mask = rows < row_end
-        mask = row_mask[:, None] & col_mask[None, :]
-        if PREFETCH:
-            dy = dy_next.to(ACC)
-            v = v_next.to(ACC)
-            dy_next, v_next, _ = _bwd_tile_loads(dy_ptr, v_ptr, rows + BLOCK_M, row_end, cols, N, stride_dy_row,
-                                                 stride_v_row)
-        else:
-            dy, v, _ = _bwd_tile_loads(dy_ptr, v_ptr, rows, row_end, cols, N, stride_dy_row, stride_v_row)
-            dy = dy.to(ACC)
-            v = v.to(ACC)
-        if HAS_TAIL:
-            tail_mask = row_mask[:, None] & tail_col_mask[None, :]
-            if PREFETCH:
-                dy_tail = dy_tail_next.to(ACC)
-                v_tail = v_tail_next.to(ACC)
-                dy_tail_next, v_tail_next, _ = _bwd_tile_loads(dy_ptr, v_ptr, rows + BLOCK_M, row_end, tail_cols, N,
-                                                               stride_dy_row, stride_v_row)
-            else:
-                dy_tail, v_tail, _ = _bwd_tile_loads(dy_ptr, v_ptr, rows, row_end, tail_cols, N, stride_dy_row,
-                                                     stride_v_row)
-                dy_tail = dy_tail.to(ACC)
-                v_tail = v_tail.to(ACC)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-        vhat = v * rstd[:, None]  # 0 on padding lanes (v loads as 0 there)
-        if HAS_TAIL:
-            vhat_tail = v_tail * rstd[:, None]
-        if COMPUTE_DX:
-            if HAS_WEIGHT:
-                if not PRELOAD_W:
-                    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
-                g = dy * w[None, :]
-            else:
-                g = dy
-            sum_gv = tl.sum(g * vhat, axis=1)
-            if HAS_TAIL:
-                if HAS_WEIGHT:
-                    if not PRELOAD_W:
-                        w_tail = tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)
-                    g_tail = dy_tail * w_tail[None, :]
-                else:
-                    g_tail = dy_tail
-                sum_gv += tl.sum(g_tail * vhat_tail, axis=1)
-            c = sum_gv / N
-            _bwd_dx_store(dx_ptr, ds_ptr, rows, cols, mask, g, vhat, c, rstd, stride_dx_row, stride_ds_row, ACC)
-            if HAS_TAIL:
-                _bwd_dx_store(dx_ptr, ds_ptr, rows, tail_cols, tail_mask, g_tail, vhat_tail, c, rstd, stride_dx_row,
-                              stride_ds_row, ACC)
-        if COMPUTE_DW:
-            dw_acc += dy * vhat
-            if HAS_TAIL:
-                dw_acc_tail += dy_tail * vhat_tail
-    if COMPUTE_DW:
-        tl.store(dw_partial_ptr + pid * N + cols, tl.sum(dw_acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
-                 mask=col_mask)
-        if HAS_TAIL:
-            tl.store(dw_partial_ptr + pid * N + tail_cols,
-                     tl.sum(dw_acc_tail, axis=0).to(dw_partial_ptr.dtype.element_ty), mask=tail_col_mask)
 
 
 # Rows of more columns than a fused program holds without spilling (sm_90: past 8192): each

@@ -14,6 +14,11 @@ const std::string& backward_file() {
 
 }  // namespace
 
+TritonJitFunction& fused_kernel() {
+  static auto& kernel = TritonJitFunction::get_instance(backward_file(), kFusedKernel);
+  return kernel;
+}
+
 TritonJitFunction& dx_kernel() {
   static auto& kernel = TritonJitFunction::get_instance(backward_file(), kDxKernel);
   return kernel;

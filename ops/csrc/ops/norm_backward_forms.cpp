@@ -1,5 +1,7 @@
 #include "norm_backward_forms.h"
 
+#include "norm_backward.h"
+
 #include <tjit/kit/grid.h>
 #include <tjit/kit/rows.h>
 
@@ -51,6 +53,22 @@ FinalizePlan plan_finalize(int64_t groups, int64_t cols, const char* op) {
 }
 
 }  // namespace
+
+void describe_fused(kit::PlanWriter& w, const BackwardPlan& p, bool has_weight, bool want_dx, bool want_dw,
+                    bool want_db) {
+  w.launch(kFusedKernel, {p.programs}, p.num_warps)
+      .constexpr_flag("HAS_WEIGHT", has_weight)
+      .constexpr_flag("COMPUTE_DX", want_dx)
+      .constexpr_flag("COMPUTE_DW", want_dw)
+      .constexpr_flag("COMPUTE_DB", want_db)
+      .constexpr_value("BLOCK_M", p.block_m)
+      .constexpr_value("BLOCK_N", p.block_n)
+      .constexpr_flag("INDEX_64", p.index64)
+      .constexpr_value("BLOCK_TAIL", p.block_tail)
+      .constexpr_flag("PREFETCH", p.prefetch)
+      .constexpr_flag("PRELOAD_W", p.preload_w)
+      .arg("rows_per_program", p.rows_per_program);
+}
 
 int64_t team_chunks(const BackwardForm& form, int64_t cols) { return kit::ceil_div(cols, form.chunk); }
 
@@ -185,12 +203,11 @@ BackwardPlan BackwardFormList::plan(const BackwardCall& call, int candidate, con
       plan.block_tail = f.head > 0 ? kit::next_power_of_2(cols - f.head) : 0;
       plan.block_m = f.head > 0 ? 1 : fused_tile(f, plan.block_n, call.dtype) / plan.block_n;
       plan.num_warps = fused_warps(f, plan.block_n, call.dtype);
-      if (kernels_.prefetch_switches) {
-        // What the registers allow: past the room neither the next tile nor (beside a tail) w.
-        const int64_t width = plan.block_n + plan.block_tail;
-        plan.prefetch = !f.reload_w && !is_fp64(call.dtype) && width <= kFusedRegisterRoom;
-        plan.preload_w = !f.reload_w && (width <= kFusedRegisterRoom || plan.block_tail == 0);
-      }
+      // What the registers allow: past the room neither the next tile nor (beside a tail) w. An fp64
+      // tile has half the elements, so the same room.
+      const int64_t width = plan.block_n + plan.block_tail;
+      plan.prefetch = !f.reload_w && width <= kFusedRegisterRoom;
+      plan.preload_w = !f.reload_w && (width <= kFusedRegisterRoom || plan.block_tail == 0);
       // Programs a few an SM, each a run of whole tiles of rows.
       int64_t programs = std::min<int64_t>(int64_t{f.programs_per_sm} * sms, kit::ceil_div(rows, plan.block_m));
       plan.rows_per_program = kit::ceil_div(kit::ceil_div(rows, programs), plan.block_m) * plan.block_m;

@@ -32,7 +32,7 @@ struct BackwardForm {
   int64_t head;
   int num_warps;        // Fused without head: 0 (tile / 512, 4 to 32); otherwise the warps
   int programs_per_sm;  // Fused: programs an SM; Team: 0 = as many as the binary's occupancy holds
-  bool reload_w;        // Fused, kernels with PREFETCH/PRELOAD_W: neither (w read per tile)
+  bool reload_w;        // Fused: neither the next tile prefetched nor w held (w read per tile)
   int64_t chunk;        // Team: columns a program
   int stages;           // Team: the row loop's depth
   bool lag;             // Team: the lag kernel (a row's dx one iteration after its sums)
@@ -43,7 +43,6 @@ struct BackwardForm {
 struct BackwardKernels {
   int64_t fused_limit;        // the fused kernel holds rows up to this many columns
   int64_t fused_limit_fp64;   // and fp64 rows up to this many
-  bool prefetch_switches;     // the fused kernel has PREFETCH and PRELOAD_W
   bool team_needs_dx;         // the team kernel always writes dx
   int64_t dx_row_limit;       // the dx kernel holds a row in registers up to this (0: always steps)
   bool lag_finalize_always;   // the lag kernel's finalize runs for any team count (rows of teams that gave up)
@@ -110,6 +109,10 @@ struct BackwardPlan {
   FinalizePlan finalize;
   bool finalize_launch = false;  // whether the finalize runs (groups > 1, or the lag kernel's always)
 };
+
+// A fused plan's launch of norm_bwd_fused_kernel, described for tjit.plans.
+void describe_fused(kit::PlanWriter& w, const BackwardPlan& p, bool has_weight, bool want_dx, bool want_dw,
+                    bool want_db);
 
 // The chunks of a team form for `cols` columns.
 int64_t team_chunks(const BackwardForm& form, int64_t cols);

@@ -1,18 +1,8 @@
 """Layer normalisation over the last dimension, backward kernels (conventions: __init__.py).
 
-The dx-then-columns form and the sum of partial rows are the norm family's (norm_backward.py:
-norm_bwd_dx_kernel, norm_bwd_column_sums_kernel, norm_bwd_sums_finalize_kernel, with layer_norm's mean).
-
-layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr,
-                            rstd_ptr, M, N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
-                            HAS_WEIGHT, COMPUTE_DX, COMPUTE_DW, COMPUTE_DB, BLOCK_M, BLOCK_N, INDEX_64, BLOCK_TAIL)
-    The whole backward in one pass over dy and x, for N <= BLOCK_N + BLOCK_TAIL (BLOCK_TAIL: columns
-    past BLOCK_N in a [BLOCK_M, BLOCK_TAIL] tile beside each [BLOCK_M, BLOCK_N] one; 0: none): program p takes rows
-    [p * rows_per_program, min((p + 1) * rows_per_program, M)) in [BLOCK_M, BLOCK_N] tiles, writes
-    their dx and stores its sums of dy * xhat and dy to dw_partial[p, :] / db_partial[p, :]
-    (contiguous [G, N], accumulator dtype; or dw/db themselves when G == 1). Any COMPUTE_* may be
-    False (its pointer may then be None). grid: (G,), G = cdiv(M, rows_per_program).
-    Then norm_bwd_sums_finalize_kernel over the G partial rows when G > 1.
+The fused pass, the dx-then-columns form and the sum of partial rows are the norm family's
+(norm_backward.py: norm_bwd_fused_kernel, norm_bwd_dx_kernel, norm_bwd_column_sums_kernel,
+norm_bwd_sums_finalize_kernel, with layer_norm's mean).
 
 layer_norm_bwd_team_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr,
                            sync_ptr, M, N, S, rows_per_team, stride_dx_row, stride_dy_row, stride_x_row,
@@ -37,125 +27,6 @@ import triton.language as tl
 from ..norm_team import _team_row
 from ..row_exchange import (HELP_AFTER, HELP_BLOCK, TEAM_GAVE_UP, helping_spin_asm, pack_word, publish, publish_missing,
                             spin_slots, ticket, unpack_words, wait)
-
-
-@triton.jit
-def _bwd_tile_pointers(dy_ptr, x_ptr, rows, row_end, cols, col_mask, stride_dy_row, stride_x_row):
-    mask = (rows < row_end)[:, None] & col_mask[None, :]
-    return dy_ptr + rows[:, None] * stride_dy_row + cols[None, :], x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask
-
-
-@triton.jit
-def layer_norm_bwd_fused_kernel(dx_ptr, dw_partial_ptr, db_partial_ptr, dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, M,
-                                N, stride_dx_row, stride_dy_row, stride_x_row, rows_per_program,
-                                HAS_WEIGHT: tl.constexpr, COMPUTE_DX: tl.constexpr, COMPUTE_DW: tl.constexpr,
-                                COMPUTE_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                                INDEX_64: tl.constexpr, BLOCK_TAIL: tl.constexpr):
-    # Program p walks rows [p * rows_per_program, ...) in [BLOCK_M, BLOCK_N] tiles (N <= BLOCK_N +
-    # BLOCK_TAIL; with BLOCK_TAIL > 0 a [BLOCK_M, BLOCK_TAIL] tile beside each takes the columns
-    # past BLOCK_N, as in the forward): dx of each row, and its rows' dw/db sums kept in registers,
-    # stored once to partial[p, :]. dy and x are read once for all three gradients. The next
-    # tile's loads are issued before this tile's reductions, so one program per SM keeps memory
-    # busy (+10-30% for bf16).
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
-    NEEDS_X: tl.constexpr = COMPUTE_DX or COMPUTE_DW
-    row_begin = pid * rows_per_program
-    row_end = tl.minimum(row_begin + rows_per_program, M)
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    if COMPUTE_DX and HAS_WEIGHT:
-        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    first_rows = row_begin + tl.arange(0, BLOCK_M)
-    dy_tile, x_tile, mask = _bwd_tile_pointers(dy_ptr, x_ptr, first_rows, row_end, cols, col_mask, stride_dy_row,
-                                               stride_x_row)
-    dy_next = tl.load(dy_tile, mask=mask, other=0.0)
-    if NEEDS_X:
-        x_next = tl.load(x_tile, mask=mask, other=0.0)
-    if BLOCK_TAIL > 0:
-        tail_cols = BLOCK_N + tl.arange(0, BLOCK_TAIL)
-        tail_col_mask = tail_cols < N
-        if COMPUTE_DX and HAS_WEIGHT:
-            w_tail = tl.load(w_ptr + tail_cols, mask=tail_col_mask, other=0.0).to(ACC)
-        dw_acc_tail = tl.zeros([BLOCK_M, BLOCK_TAIL], dtype=ACC)
-        db_acc_tail = tl.zeros([BLOCK_M, BLOCK_TAIL], dtype=ACC)
-        dy_tile, x_tile, first_tail_mask = _bwd_tile_pointers(dy_ptr, x_ptr, first_rows, row_end, tail_cols,
-                                                              tail_col_mask, stride_dy_row, stride_x_row)
-        dy_tail_next = tl.load(dy_tile, mask=first_tail_mask, other=0.0)
-        if NEEDS_X:
-            x_tail_next = tl.load(x_tile, mask=first_tail_mask, other=0.0)
-    for r0 in range(row_begin, row_end, BLOCK_M):
-        rows = r0 + tl.arange(0, BLOCK_M)
-        row_mask = rows < row_end
-        mask = row_mask[:, None] & col_mask[None, :]
-        dy = dy_next.to(ACC)
-        dy_tile, x_tile, next_mask = _bwd_tile_pointers(dy_ptr, x_ptr, rows + BLOCK_M, row_end, cols, col_mask,
-                                                        stride_dy_row, stride_x_row)
-        dy_next = tl.load(dy_tile, mask=next_mask, other=0.0)
-        if NEEDS_X:
-            x = x_next.to(ACC)
-            x_next = tl.load(x_tile, mask=next_mask, other=0.0)
-        if BLOCK_TAIL > 0:
-            tail_mask = row_mask[:, None] & tail_col_mask[None, :]
-            dy_tail = dy_tail_next.to(ACC)
-            dy_tile, x_tile, next_tail_mask = _bwd_tile_pointers(dy_ptr, x_ptr, rows + BLOCK_M, row_end, tail_cols,
-                                                                 tail_col_mask, stride_dy_row, stride_x_row)
-            dy_tail_next = tl.load(dy_tile, mask=next_tail_mask, other=0.0)
-            if NEEDS_X:
-                x_tail = x_tail_next.to(ACC)
-                x_tail_next = tl.load(x_tile, mask=next_tail_mask, other=0.0)
-        if NEEDS_X:
-            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-            if BLOCK_TAIL > 0:
-                xhat_tail = tl.where(tail_mask, (x_tail - mean[:, None]) * rstd[:, None], 0.0)
-        if COMPUTE_DX:
-            if HAS_WEIGHT:
-                g = dy * w[None, :]
-            else:
-                g = dy
-            sum_gx = tl.sum(g * xhat, axis=1)
-            sum_g = tl.sum(g, axis=1)
-            if BLOCK_TAIL > 0:
-                if HAS_WEIGHT:
-                    g_tail = dy_tail * w_tail[None, :]
-                else:
-                    g_tail = dy_tail
-                sum_gx += tl.sum(g_tail * xhat_tail, axis=1)
-                sum_g += tl.sum(g_tail, axis=1)
-            c1 = sum_gx / N
-            c2 = sum_g / N
-            dx = (g - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
-            tl.store(dx_ptr + rows[:, None] * stride_dx_row + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
-            if BLOCK_TAIL > 0:
-                dx_tail = (g_tail - (xhat_tail * c1[:, None] + c2[:, None])) * rstd[:, None]
-                tl.store(dx_ptr + rows[:, None] * stride_dx_row + tail_cols[None, :],
-                         dx_tail.to(dx_ptr.dtype.element_ty), mask=tail_mask)
-        if COMPUTE_DW:
-            dw_acc += dy * xhat
-            if BLOCK_TAIL > 0:
-                dw_acc_tail += dy_tail * xhat_tail
-        if COMPUTE_DB:
-            db_acc += dy
-            if BLOCK_TAIL > 0:
-                db_acc_tail += dy_tail
-    if COMPUTE_DW:
-        tl.store(dw_partial_ptr + pid * N + cols, tl.sum(dw_acc, axis=0).to(dw_partial_ptr.dtype.element_ty),
-                 mask=col_mask)
-        if BLOCK_TAIL > 0:
-            tl.store(dw_partial_ptr + pid * N + tail_cols,
-                     tl.sum(dw_acc_tail, axis=0).to(dw_partial_ptr.dtype.element_ty), mask=tail_col_mask)
-    if COMPUTE_DB:
-        tl.store(db_partial_ptr + pid * N + cols, tl.sum(db_acc, axis=0).to(db_partial_ptr.dtype.element_ty),
-                 mask=col_mask)
-        if BLOCK_TAIL > 0:
-            tl.store(db_partial_ptr + pid * N + tail_cols,
-                     tl.sum(db_acc_tail, axis=0).to(db_partial_ptr.dtype.element_ty), mask=tail_col_mask)
 
 
 # Long rows backward on CUDA (where the fused kernel's row and its dw/db sums no longer fit one

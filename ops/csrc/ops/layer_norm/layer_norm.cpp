@@ -344,10 +344,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
         break;
       case LayerNormBackwardPlan::Kind::Fused: {
         const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
-        static auto& fused = TritonJitFunction::get_instance(file, kLayerNormBwdFusedKernel);
-        fused(stream, Grid(plan.programs), options_of(plan), dx, sums.dw_partial, sums.db_partial, dy, x, w, mean_c,
-              rstd_c, rows, cols, cols, dyv.row_stride, xv.row_stride, plan.rows_per_program, w.defined(),
-              dx.defined(), want_dw, want_db, plan.block_m, plan.block_n, plan.index64, plan.block_tail);
+        norm::fused_kernel()(stream, Grid(plan.programs), options_of(plan), dx, sums.dw_partial, sums.db_partial, dy, x,
+                             w, mean_c, rstd_c, at::Tensor(), rows, cols, cols, dyv.row_stride, xv.row_stride,
+                             int64_t{0}, plan.rows_per_program, w.defined(), dx.defined(), want_dw, want_db,
+                             plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
+                             plan.preload_w);
         sums.finish(stream, plan.finalize, dw, db, cols);
         break;
       }
@@ -400,11 +401,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors;
   // the store keeps the choice beside the fused kernel, looked up only when tuning.
-  const auto fused_kernel = [&]() -> TritonJitFunction& {
-    static auto& kernel = TritonJitFunction::get_instance(file, kLayerNormBwdFusedKernel);
-    return kernel;
-  };
-  const kit::CallTimer timer(stream, input.device(), fused_kernel, plan_of, launch);
+  const kit::CallTimer timer(stream, input.device(), norm::fused_kernel, plan_of, launch);
   launch(plan_of(choose_layer_norm_backward(inputs, device, timer.get())));
   return {dx, dw, db};
 }

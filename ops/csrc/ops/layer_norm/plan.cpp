@@ -161,8 +161,8 @@ constexpr norm::BackwardForm kBackwardForms[] = {
 };
 
 constexpr norm::BackwardKernels kBackwardKernels{/*fused_limit=*/8192, /*fused_limit_fp64=*/8192,
-                                                 /*prefetch_switches=*/false, /*team_needs_dx=*/false,
-                                                 /*dx_row_limit=*/16384, /*lag_finalize_always=*/true};
+                                                 /*team_needs_dx=*/false, /*dx_row_limit=*/16384,
+                                                 /*lag_finalize_always=*/true};
 
 // Where nothing was measured: teams past the fused limit (the lag kernel for 2-byte rows that want
 // dx), else one fused pass whose tile grows with the row (two programs an SM up to 2048 columns of
@@ -363,16 +363,7 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
     case Kind::Nothing:
       break;
     case Kind::Fused:
-      w.launch(kLayerNormBwdFusedKernel, {p.programs}, p.num_warps)
-          .constexpr_flag("HAS_WEIGHT", has_weight)
-          .constexpr_flag("COMPUTE_DX", in.want_dx)
-          .constexpr_flag("COMPUTE_DW", in.want_dw)
-          .constexpr_flag("COMPUTE_DB", in.want_db)
-          .constexpr_value("BLOCK_M", p.block_m)
-          .constexpr_value("BLOCK_N", p.block_n)
-          .constexpr_flag("INDEX_64", p.index64)
-          .constexpr_value("BLOCK_TAIL", p.block_tail)
-          .arg("rows_per_program", p.rows_per_program);
+      norm::describe_fused(w, p, has_weight, in.want_dx, in.want_dw, in.want_db);
       describe_finalize(w, p, in);
       break;
     case Kind::Team:

@@ -136,8 +136,8 @@ constexpr norm::BackwardForm kBackwardForms[] = {
 };
 
 constexpr norm::BackwardKernels kBackwardKernels{/*fused_limit=*/16384, /*fused_limit_fp64=*/8192,
-                                                 /*prefetch_switches=*/true, /*team_needs_dx=*/true,
-                                                 /*dx_row_limit=*/0, /*lag_finalize_always=*/false};
+                                                 /*team_needs_dx=*/true, /*dx_row_limit=*/0,
+                                                 /*lag_finalize_always=*/false};
 
 // Where nothing was measured: teams past 8192 columns (the lag kernel for 2-byte rows without
 // grad_sum), else one fused pass whose tile grows with the row (two programs an SM up to 2048
@@ -302,17 +302,7 @@ kit::PlanWriter describe_backward(const kit::PlanQuery& q) {
         .arg("rows_per_team", p.rows_per_program);
   }
   if (p.kind == Kind::Fused) {
-    w.launch(kRmsNormBwdFusedKernel, {p.programs}, p.num_warps)
-        .constexpr_flag("HAS_WEIGHT", has_weight)
-        .constexpr_flag("COMPUTE_DX", in.want_dx)
-        .constexpr_flag("COMPUTE_DW", in.want_dw)
-        .constexpr_value("BLOCK_M", p.block_m)
-        .constexpr_value("BLOCK_N", p.block_n)
-        .constexpr_flag("INDEX_64", p.index64)
-        .constexpr_value("BLOCK_TAIL", p.block_tail)
-        .constexpr_flag("PREFETCH", p.prefetch)
-        .constexpr_flag("PRELOAD_W", p.preload_w)
-        .arg("rows_per_program", p.rows_per_program);
+    norm::describe_fused(w, p, has_weight, in.want_dx, in.want_dw, false);
   }
   if (p.dx) {
     w.launch(norm::kDxKernel, {p.programs}, p.dx_num_warps)

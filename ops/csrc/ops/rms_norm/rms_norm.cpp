@@ -346,11 +346,11 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
         break;
       }
       case RmsNormBackwardPlan::Kind::Fused: {
-        static auto& fused = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
-        fused(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dw_partial, dy, x, w, rstd_c, ds, rows,
-              cols, cols, dyv.row_stride, xv.row_stride, dsv.row_stride, plan.rows_per_program, w.defined(),
-              dx.defined(), want_dw, plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
-              plan.preload_w);
+        norm::fused_kernel()(stream, Grid(plan.programs), LaunchOptions{plan.num_warps}, dx, dw_partial, at::Tensor(),
+                             dy, x, w, at::Tensor(), rstd_c, ds, rows, cols, cols, dyv.row_stride, xv.row_stride,
+                             dsv.row_stride, plan.rows_per_program, w.defined(), dx.defined(), want_dw, false,
+                             plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
+                             plan.preload_w);
         break;
       }
       case RmsNormBackwardPlan::Kind::DxThenColumns: {
@@ -376,11 +376,7 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors;
   // the store keeps the choice beside the fused kernel, looked up only when tuning.
-  const auto fused_kernel = [&]() -> TritonJitFunction& {
-    static auto& kernel = TritonJitFunction::get_instance(file, kRmsNormBwdFusedKernel);
-    return kernel;
-  };
-  const kit::CallTimer timer(stream, input.device(), fused_kernel, plan_of, launch);
+  const kit::CallTimer timer(stream, input.device(), norm::fused_kernel, plan_of, launch);
   launch(plan_of(choose_rms_norm_backward(inputs, device, timer.get())));
   return {dx, dw};
 }
