@@ -45,10 +45,11 @@ add_k = _load("add")
 sum_k = _load("sum")
 softmax_k = _load("softmax")
 norm_team_k = _load("norm_team")  # the norm family's team backward in lag form
-norm_backward_k = _load("norm_backward")  # the norm family's dx, column sums and their finalize
+norm_backward_k = _load("norm_backward")  # the norm family's fused pass, dx, column sums and their finalize
+norm_forward_k = _load("norm_forward")  # the norm family's forward (layer_norm's short rows)
 # layer_norm's forward and backward kernels under one name, with the family's they launch
 layer_norm_k = types.SimpleNamespace(**{**vars(_load("layer_norm.forward")), **vars(_load("layer_norm.backward")),
-                                        **vars(norm_team_k), **vars(norm_backward_k)})
+                                        **vars(norm_team_k), **vars(norm_backward_k), **vars(norm_forward_k)})
 rms_norm_k = _load("rms_norm")
 
 # Checks set this so any element a kernel fails to write stays NaN and is caught.
@@ -471,6 +472,9 @@ def layer_norm(x, weight, bias, eps=1e-5, block_n=None, index_64=None, single_pa
                 plan = _plan("layer_norm_forward", x.dtype, x.device, device, resident_programs_per_sm=per_sm,
                              **inputs)
                 launch = plan["launches"][0]
+            if launch["kernel"] == norm_forward_k.norm_fwd_kernel.fn.__name__:
+                # the family's kernel: no residual (nor its sum), their strides 0
+                run_args = (y, None, mean, rstd, x2, None, weight, bias, m, n, y.stride(0), 0, x2.stride(0), 0, eps)
             _launch(layer_norm_k, launch, *run_args)
     if not stats:
         return y.view(x.shape), None, None

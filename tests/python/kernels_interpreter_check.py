@@ -296,6 +296,7 @@ def compile_check():
     K = importlib.import_module("tjit.kernels_py.rms_norm")
     T = importlib.import_module("tjit.kernels_py.norm_team")
     B = importlib.import_module("tjit.kernels_py.norm_backward")
+    F = importlib.import_module("tjit.kernels_py.norm_forward")
 
     # rms_norm's held team kernel and its rescue share their arguments.
     rms_team_ptrs = dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", v_ptr="in", w_ptr="in", rstd_ptr="acc",
@@ -389,29 +390,39 @@ def compile_check():
          dict(dw_partial_ptr="in", db_partial_ptr="in", dy_ptr="in", x_ptr="in", mean_ptr="acc", rstd_ptr="acc"),
          ["M", "N", "stride_dy_row", "stride_x_row", "rows_per_group"], [], dict(BLOCK_M=32, BLOCK_N=128), False,
          ["dw_partial_ptr", "x_ptr"]),
-        (K.rms_norm_fwd_kernel,
+        (F.norm_fwd_kernel,
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
-         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=0, KEEP_ROW=False), True, ["w_ptr", "rstd_ptr"]),
-        (K.rms_norm_fwd_kernel,  # two passes, the row kept in L2 between them
+         dict(mean_ptr=None, b_ptr=None, SUBTRACT_MEAN=False,
+              HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=0, KEEP_ROW=False), True, ["w_ptr", "rstd_ptr"]),
+        (F.norm_fwd_kernel,  # two passes, the row kept in L2 between them
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
-         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=2048, BLOCK_TAIL=0, KEEP_ROW=True), True, ["w_ptr", "rstd_ptr"]),
-        (K.rms_norm_fwd_kernel,  # as above, in a compile-time number of steps (both loops unrolled)
+         dict(mean_ptr=None, b_ptr=None, SUBTRACT_MEAN=False,
+              HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=2048, BLOCK_TAIL=0, KEEP_ROW=True), True, ["w_ptr", "rstd_ptr"]),
+        (F.norm_fwd_kernel,  # as above, in a compile-time number of steps (both loops unrolled)
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
-         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=0, KEEP_ROW=True, ROW_STEPS=3), True,
+         dict(mean_ptr=None, b_ptr=None, SUBTRACT_MEAN=False,
+              HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=0, KEEP_ROW=True, ROW_STEPS=3), True,
          ["w_ptr", "rstd_ptr"]),
-        (K.rms_norm_fwd_kernel,  # a tail block beside the row's block
+        (F.norm_fwd_kernel,  # a tail block beside the row's block
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
-         dict(HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=1024, KEEP_ROW=False), True,
+         dict(mean_ptr=None, b_ptr=None, SUBTRACT_MEAN=False,
+              HAS_RESIDUAL=True, BLOCK_M=1, BLOCK_N=4096, BLOCK_TAIL=1024, KEEP_ROW=False), True,
          ["w_ptr", "rstd_ptr"]),
-        (K.rms_norm_fwd_kernel,
+        (F.norm_fwd_kernel,
          dict(y_ptr="in", s_ptr="in", rstd_ptr="acc", x_ptr="in", r_ptr="in", w_ptr="in"),
          ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
-         dict(HAS_RESIDUAL=False, BLOCK_M=4, BLOCK_N=256, BLOCK_TAIL=0, KEEP_ROW=False), True,
+         dict(mean_ptr=None, b_ptr=None, SUBTRACT_MEAN=False,
+              HAS_RESIDUAL=False, BLOCK_M=4, BLOCK_N=256, BLOCK_TAIL=0, KEEP_ROW=False), True,
          ["w_ptr", "rstd_ptr", "s_ptr", "r_ptr"]),
+        (F.norm_fwd_kernel,  # layer_norm's short rows: the mean subtracted, a bias, a tail block
+         dict(y_ptr="in", mean_ptr="acc", rstd_ptr="acc", x_ptr="in", w_ptr="in", b_ptr="in"),
+         ["M", "N", "stride_y_row", "stride_s_row", "stride_x_row", "stride_r_row"], ["eps"],
+         dict(s_ptr=None, r_ptr=None, HAS_RESIDUAL=False, SUBTRACT_MEAN=True, BLOCK_M=4, BLOCK_N=1024, BLOCK_TAIL=256,
+              SINGLE_PASS=True, KEEP_ROW=False), False, ["w_ptr", "b_ptr", "mean_ptr", "rstd_ptr"]),
         (B.norm_bwd_fused_kernel,  # rms_norm's form: no mean, a ds
          dict(dx_ptr="in", dw_partial_ptr="acc", dy_ptr="in", x_ptr="in", w_ptr="in", rstd_ptr="acc", ds_ptr="in"),
          ["M", "N", "stride_dx_row", "stride_dy_row", "stride_x_row", "stride_ds_row", "rows_per_program"], [],

@@ -56,7 +56,7 @@ def test_the_operators_manifest_matches_todays_kernels():
     with open(path) as f:
         functions = {(e["file"], e["function"]) for e in json.load(f)["entries"]}
     assert len(specs) > 0
-    assert {"add_kernel", "sum_partial_kernel", "softmax_fwd_kernel", "layer_norm_fwd_kernel", "rms_norm_fwd_kernel"} <= \
+    assert {"add_kernel", "sum_partial_kernel", "softmax_fwd_kernel", "layer_norm_fwd_kernel", "norm_fwd_kernel"} <= \
         {function for _, function in functions}
 
 

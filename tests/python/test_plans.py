@@ -247,7 +247,7 @@ _RMS_FORWARD = textwrap.dedent("""\
 @pytest.mark.parametrize("op", ["rms_norm", "add_rms_norm"])
 def test_rms_norm_forward_launches_the_plan_its_inputs_describe(op, tmp_path):
     # The operator tells the plan whether a residual is added (has_residual).
-    launched = _launched(_RMS_FORWARD, op, "rms_norm_fwd_kernel", tmp_path)
+    launched = _launched(_RMS_FORWARD, op, "norm_fwd_kernel", tmp_path)
     plan = plans.plan("rms_norm_forward", rows=3, cols=5120, dtype=torch.bfloat16, device=plans.CPU,
                       has_residual=int(op == "add_rms_norm"))
     assert (plan["candidate"], plan["source"]) == ("row_w16", "default")

@@ -3,7 +3,13 @@
 // (ops/kernels_py/norm_backward.py). One set of kernels serves layer_norm, rms_norm and add_rms_norm;
 // their arguments are listed there (a mean of None makes them rms_norm's, a ds add_rms_norm's).
 
+#include "norm_backward_forms.h"
+
 #include <tjit/triton_jit_function.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
 
 namespace tjit::ops::norm {
 
@@ -17,5 +23,20 @@ TritonJitFunction& fused_kernel();
 TritonJitFunction& dx_kernel();
 TritonJitFunction& column_sums_kernel();
 TritonJitFunction& sums_finalize_kernel();
+
+// Where a backward's programs (or teams) put their dw/db sums: [groups, cols] buffers in the
+// accumulator dtype that finish() adds up, or dw/db themselves when one group sums every row (its
+// kernel casts to their dtype; nothing to add). An undefined dw or db has no buffer.
+struct ColumnSums {
+  ColumnSums(const at::Tensor& dw, const at::Tensor& db, int64_t groups, int64_t cols,
+             const at::TensorOptions& partial_options);
+  // dw/db = the sums of the partial rows, one sums_finalize_kernel launch (none for one group).
+  void finish(Stream stream, const FinalizePlan& plan, const at::Tensor& dw, const at::Tensor& db, int64_t cols,
+              bool index64) const;
+
+  at::Tensor dw_partial;
+  at::Tensor db_partial;
+  int64_t groups;
+};
 
 }  // namespace tjit::ops::norm

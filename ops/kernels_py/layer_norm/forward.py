@@ -1,9 +1,5 @@
-"""Layer normalisation over the last dimension, forward kernels (conventions: __init__.py).
-
-layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row,
-                           stride_y_row, eps, HAS_WEIGHT, HAS_BIAS, BLOCK_M, BLOCK_N, INDEX_64)
-    layer_norm_fwd_kernel's single pass for BLOCK_M rows per program, N <= BLOCK_N.
-    grid: (cdiv(M, BLOCK_M),).
+"""Layer normalisation over the last dimension, forward kernels (conventions: __init__.py). Short
+rows, several a program, are the norm family's (norm_forward.py: norm_fwd_kernel, SUBTRACT_MEAN).
 
 layer_norm_fwd_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
                       eps, HAS_WEIGHT, HAS_BIAS, BLOCK_N, SINGLE_PASS, INDEX_64, BLOCK_TAIL, PRELOAD,
@@ -35,37 +31,6 @@ import triton.language as tl
 
 from ..row_exchange import (HELP_AFTER, HELP_BLOCK, poll_words, publish, publish_missing, row_and_chunk,
                             unpack_words)
-
-
-@triton.jit
-def layer_norm_fwd_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x_row, stride_y_row,
-                               eps: tl.float64, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INDEX_64: tl.constexpr):
-    # layer_norm_fwd_kernel's single pass for BLOCK_M short rows per program (N <= BLOCK_N).
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    ACC: tl.constexpr = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
-    eps = tl.full((), eps, ACC)
-    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_mask = rows < M
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    mask = row_mask[:, None] & col_mask[None, :]
-    x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0).to(ACC)
-    mean = tl.sum(x, axis=1) / N
-    diff = tl.where(mask, x - mean[:, None], 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(diff * diff, axis=1) / N + eps)
-    y = diff * rstd[:, None]
-    if HAS_WEIGHT:
-        y = y * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)[None, :]
-    if HAS_BIAS:
-        y = y + tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(ACC)[None, :]
-    tl.store(y_ptr + rows[:, None] * stride_y_row + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
-    if mean_ptr is not None:
-        tl.store(mean_ptr + rows, mean.to(mean_ptr.dtype.element_ty), mask=row_mask)
-    if rstd_ptr is not None:
-        tl.store(rstd_ptr + rows, rstd.to(rstd_ptr.dtype.element_ty), mask=row_mask)
 
 
 @triton.jit

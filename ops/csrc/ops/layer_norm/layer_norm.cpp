@@ -6,6 +6,7 @@
 
 #include "../kernel_files.h"
 #include "../norm_backward.h"
+#include "../norm_forward.h"
 #include "../norm_formulas.h"
 #include "../norm_team.h"
 
@@ -79,35 +80,6 @@ const std::string& backward_file() {
   return file;
 }
 
-// dw = the sum over the `groups` rows of dw_partial [groups, cols] (db likewise), in one launch.
-void finalize_dwdb(const Stream& stream, const DwdbFinalizePlan& plan, const at::Tensor& dw, const at::Tensor& db,
-                   const at::Tensor& dw_partial, const at::Tensor& db_partial, int64_t groups, int64_t cols) {
-  norm::sums_finalize_kernel()(stream, Grid(plan.programs), LaunchOptions{4}, dw, db, dw_partial, db_partial, groups,
-                               cols, dw.defined(), db.defined(), plan.block_g, plan.block_n, false);
-}
-
-// Where a backward's programs (or teams) put their dw/db sums: [groups, cols] buffers in the
-// accumulator dtype that finish() adds up, or dw/db themselves when one group sums every row (its
-// kernel casts to their dtype; nothing to add).
-struct ColumnSums {
-  at::Tensor dw_partial;
-  at::Tensor db_partial;
-  int64_t groups;
-
-  ColumnSums(const at::Tensor& dw, const at::Tensor& db, int64_t groups, int64_t cols,
-             const at::TensorOptions& partial_options)
-      : dw_partial(dw.defined() && groups > 1 ? kit::empty_output({groups, cols}, partial_options) : dw),
-        db_partial(db.defined() && groups > 1 ? kit::empty_output({groups, cols}, partial_options) : db),
-        groups(groups) {}
-
-  void finish(const Stream& stream, const DwdbFinalizePlan& plan, const at::Tensor& dw, const at::Tensor& db,
-              int64_t cols) const {
-    if ((dw.defined() || db.defined()) && groups > 1) {
-      finalize_dwdb(stream, plan, dw, db, dw_partial, db_partial, groups, cols);
-    }
-  }
-};
-
 template <typename Int>
 std::vector<Int> leading_shape(c10::ArrayRef<Int> sizes, int64_t lead) {
   return std::vector<Int>(sizes.begin(), sizes.begin() + lead);
@@ -162,9 +134,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     options.maxnreg = p.maxnreg;
     switch (p.kind) {
       case LayerNormForwardPlan::Kind::ShortRows: {
-        static auto& rows_kernel = TritonJitFunction::get_instance(file, kLayerNormFwdRowsKernel);
-        rows_kernel(stream, Grid(p.programs), options, out, x, w, b, mean, rstd, v.rows, cols, v.row_stride, cols,
-                    eps, w.defined(), b.defined(), p.block_m, p.block_n, p.index64);
+        // The norm family's kernel, its mean subtracted in one pass: no residual (nor its sum).
+        norm::forward_kernel()(stream, Grid(p.programs), options, out, at::Tensor(), mean, rstd, x, at::Tensor(), w, b,
+                               v.rows, cols, cols, int64_t{0}, v.row_stride, int64_t{0}, eps, false, w.defined(),
+                               b.defined(), true, p.block_m, p.block_n, true, p.index64, int64_t{0}, false,
+                               int64_t{0});
         break;
       }
       case LayerNormForwardPlan::Kind::Persistent: {
@@ -210,9 +184,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     const at::Tensor sync = kit::row_exchange_workspace(v.rows, plan.exchange_chunks, x);
     // While a CUDA graph is being captured nothing can be timed: without a chosen config the tuner
     // is unavailable to this call, and a candidate serves it instead.
-    if (!stream_is_capturing(stream, input.device()) || long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, plan.row_bucket,
-                                                                  cols, v.row_stride, cols, eps, w.defined(),
-                                                                  b.defined(), plan.index64)) {
+    if (!stream_is_capturing(stream, input.device()) ||
+        long_kernel.chosen_config(out, x, w, b, mean, rstd, sync, plan.row_bucket, cols, v.row_stride, cols, eps,
+                                  w.defined(), b.defined(), plan.index64)) {
       long_kernel.run(stream, kit::long_row_grid(v.rows, cols, kOp), out, x, w, b, mean, rstd, sync, plan.row_bucket,
                       cols, v.row_stride, cols, eps, w.defined(), b.defined(), plan.index64);
       return {out, mean, rstd};
@@ -333,7 +307,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
       LayerNormBackwardInputs asked = inputs;
       asked.resident_programs_per_sm =
           lag_arguments(plan, want_dw ? mean_c : at::Tensor(), want_db ? mean_c : at::Tensor(), long_stand_in, 1,
-                        [&](const auto&... args) { return lag_kernel.resident_programs_per_sm(options_of(plan), args...); });
+                        [&](const auto&... args) {
+                          return lag_kernel.resident_programs_per_sm(options_of(plan), args...);
+                        });
       plan = plan_layer_norm_backward_candidate(asked, candidate, device);
     }
     return plan;
@@ -343,13 +319,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
       case LayerNormBackwardPlan::Kind::Nothing:
         break;
       case LayerNormBackwardPlan::Kind::Fused: {
-        const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
+        const norm::ColumnSums sums(dw, db, plan.groups, cols, partial_options);
         norm::fused_kernel()(stream, Grid(plan.programs), options_of(plan), dx, sums.dw_partial, sums.db_partial, dy, x,
                              w, mean_c, rstd_c, at::Tensor(), rows, cols, cols, dyv.row_stride, xv.row_stride,
                              int64_t{0}, plan.rows_per_program, w.defined(), dx.defined(), want_dw, want_db,
                              plan.block_m, plan.block_n, plan.index64, plan.block_tail, plan.prefetch,
                              plan.preload_w);
-        sums.finish(stream, plan.finalize, dw, db, cols);
+        sums.finish(stream, plan.finalize, dw, db, cols, /*index64=*/false);
         break;
       }
       case LayerNormBackwardPlan::Kind::Team: {
@@ -371,13 +347,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
           break;
         }
         const at::Tensor sync = kit::row_exchange_workspace(rows, plan.chunks, input);
-        const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
+        const norm::ColumnSums sums(dw, db, plan.groups, cols, partial_options);
         static auto& team_kernel = TritonJitFunction::get_instance(file, kLayerNormBwdTeamKernel);
         team_kernel(stream, Grid(plan.programs), options_of(plan), dx, sums.dw_partial, sums.db_partial, dy, x, w,
                     mean_c, rstd_c, sync, rows, cols, plan.chunks, plan.rows_per_program, cols, dyv.row_stride,
                     xv.row_stride, w.defined(), dx.defined(), want_dw, want_db, plan.block_n, plan.s_pow2,
                     plan.stages, plan.index64);
-        sums.finish(stream, plan.finalize, dw, db, cols);
+        sums.finish(stream, plan.finalize, dw, db, cols, /*index64=*/false);
         break;
       }
       case LayerNormBackwardPlan::Kind::DxThenColumns: {
@@ -389,12 +365,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_triton(
         if (!plan.columns) {
           break;
         }
-        const ColumnSums sums(dw, db, plan.groups, cols, partial_options);
+        const norm::ColumnSums sums(dw, db, plan.groups, cols, partial_options);
         norm::column_sums_kernel()(stream, Grid(plan.column_blocks, static_cast<uint32_t>(plan.groups)),
                                    LaunchOptions{4}, sums.dw_partial, sums.db_partial, dy, x, mean_c, rstd_c, rows,
                                    cols, dyv.row_stride, xv.row_stride, plan.rows_per_group, want_dw, want_db,
                                    plan.columns_block_m, plan.columns_block_n, plan.index64);
-        sums.finish(stream, plan.finalize, dw, db, cols);
+        sums.finish(stream, plan.finalize, dw, db, cols, /*index64=*/false);
         break;
       }
     }
@@ -436,8 +412,8 @@ torch::autograd::variable_list layer_norm_input_grads(const kit::FormulaNode& no
                                             kit::defined_or_nullopt(weight), kit::defined_or_nullopt(bias), mask);
   }
   if ((grads[1].defined() || grads[2].defined()) && node.wants(0)) {
-    const at::Tensor from_stats = norm::statistics_grad(input, static_cast<int64_t>(node.data[0].toSymIntVector().size()),
-                                                        mean, rstd, grads[1], grads[2]);
+    const auto normalized_dims = static_cast<int64_t>(node.data[0].toSymIntVector().size());
+    const at::Tensor from_stats = norm::statistics_grad(input, normalized_dims, mean, rstd, grads[1], grads[2]);
     dx = dx.defined() ? dx + from_stats : from_stats;
   }
   return {dx, dw, db};

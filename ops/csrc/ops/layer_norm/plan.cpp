@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include "../norm_backward.h"
+#include "../norm_forward.h"
 #include "../norm_forward_forms.h"
 #include "../norm_team.h"
 
@@ -73,7 +74,7 @@ LayerNormForwardPlan plan_layer_norm_forward_candidate(const LayerNormForwardInp
   switch (f.kind) {
     case FormKind::ShortRows:
       plan.kind = LayerNormForwardPlan::Kind::ShortRows;
-      plan.kernel = kLayerNormFwdRowsKernel;
+      plan.kernel = norm::kForwardKernel;
       plan.block_n = block;
       plan.block_m = std::max<int64_t>(4, (element_size == 2 ? 2048 : 1024) / plan.block_n);
       plan.num_warps = plan.block_n <= 128 ? 8 : 4;
@@ -114,7 +115,8 @@ LayerNormForwardPlan plan_layer_norm_forward_candidate(const LayerNormForwardInp
 LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, const kit::DeviceFacts& device,
                                              kit::Tuner tuner, const kit::CandidateTimer* timer,
                                              kit::ChoiceSource* source) {
-  if (tuner == kit::Tuner::Available && kit::tuned_long_rows(in.rows, in.cols, in.dtype, device, norm::kSinglePassLimit)) {
+  if (tuner == kit::Tuner::Available &&
+      kit::tuned_long_rows(in.rows, in.cols, in.dtype, device, norm::kSinglePassLimit)) {
     LayerNormForwardPlan plan;
     plan.index64 = in.index64;
     plan.kind = LayerNormForwardPlan::Kind::TunedLongRows;
@@ -261,13 +263,25 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
     p = plan_layer_norm_forward(in, q.device, tuner);  // the long-row kernel: no candidate
   } else {
     const kit::ChoiceKey key{in.rows, in.cols, in.dtype, 0};
-    p = plan_layer_norm_forward_candidate(in, forward_forms().peek(key, in.cols, in.dtype, q.device, &source), q.device);
+    const int peeked = forward_forms().peek(key, in.cols, in.dtype, q.device, &source);
+    p = plan_layer_norm_forward_candidate(in, peeked, q.device);
   }
   using Kind = LayerNormForwardPlan::Kind;
   static const char* const kinds[] = {"long", "short_rows", "persistent", "row"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
   if (p.candidate >= 0) {
     w.choice(forward_forms()[p.candidate].name, kit::choice_source_name(source), layer_norm_forward_fitting(in));
+  }
+  if (p.kind == Kind::ShortRows) {
+    norm::ForwardSwitches s;
+    s.has_weight = has_weight;
+    s.has_bias = has_bias;
+    s.subtract_mean = true;
+    s.block_m = p.block_m;
+    s.block_n = p.block_n;
+    s.index64 = p.index64;
+    norm::describe_forward(w, p.programs, p.num_warps, p.maxnreg, s);
+    return w;
   }
   if (p.kind == Kind::TunedLongRows) {
     w.tuned_launch(p.kernel);
@@ -280,8 +294,7 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
       w.constexpr_flag("INDEX_64", p.index64).arg("M_BUCKET", p.row_bucket);
       w.workspace("row_exchange_words", {2 + in.rows * p.exchange_chunks});
       break;
-    case Kind::ShortRows:
-      w.constexpr_value("BLOCK_M", p.block_m).constexpr_value("BLOCK_N", p.block_n).constexpr_flag("INDEX_64", p.index64);
+    case Kind::ShortRows:  // described above
       break;
     case Kind::Persistent:
       w.constexpr_value("BLOCK_N", p.block_n)

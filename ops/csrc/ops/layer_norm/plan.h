@@ -16,7 +16,6 @@
 namespace tjit::ops {
 
 inline constexpr const char* kLayerNormFwdKernel = "layer_norm_fwd_kernel";
-inline constexpr const char* kLayerNormFwdRowsKernel = "layer_norm_fwd_rows_kernel";
 inline constexpr const char* kLayerNormFwdPersistentKernel = "layer_norm_fwd_persistent_kernel";
 inline constexpr const char* kLayerNormFwdLongKernel = "layer_norm_fwd_long_kernel";
 inline constexpr const char* kLayerNormBwdTeamKernel = "layer_norm_bwd_team_kernel";

@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include "../norm_backward.h"
+#include "../norm_forward.h"
 #include "../norm_forward_forms.h"
 #include "../norm_team.h"
 
@@ -21,7 +22,7 @@ constexpr const char* kBackwardOp = "tjit::rms_norm_backward";
 
 namespace {
 
-// The forward's candidate forms (the norm family's, norm_forward_forms.h): those rms_norm_fwd_kernel
+// The forward's candidate forms (the norm family's, norm_forward_forms.h): those norm_fwd_kernel
 // has. Which one runs at a size is measured; the family's default rule serves where nothing may.
 using norm::FormKind;
 using Kind = RmsNormForwardPlan::Kind;
@@ -83,7 +84,7 @@ RmsNormForwardPlan plan_rms_norm_forward_candidate(const RmsNormForwardInputs& i
       break;
     case FormKind::Tail:
     case FormKind::Persistent:
-      TORCH_INTERNAL_ASSERT(false, kOp, ": rms_norm_fwd_kernel has no ", f.name, " form");
+      TORCH_INTERNAL_ASSERT(false, kOp, ": norm_fwd_kernel has no ", f.name, " form");
   }
   plan.num_warps = f.num_warps;
   plan.programs = kit::blocks_for(in.rows, 1, kOp);
@@ -230,23 +231,23 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
     candidate = forward_forms().peek(key, in.cols, in.dtype, q.device, &source);
   } else {
     TORCH_CHECK(candidate < forward_forms().size() && norm::fits(forward_forms()[candidate], in.cols, in.dtype),
-                "describe_plan: rms_norm_forward candidate ", candidate, " does not fit ", in.rows, " rows of ", in.cols,
-                " columns");
+                "describe_plan: rms_norm_forward candidate ", candidate, " does not fit ", in.rows, " rows of ",
+                in.cols, " columns");
   }
   const RmsNormForwardPlan p = plan_rms_norm_forward_candidate(in, candidate);
   static const char* const kinds[] = {"short_rows", "row", "looped"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
   w.choice(forward_forms()[candidate].name, kit::choice_source_name(source), rms_norm_forward_fitting(in));
-  w.launch(kRmsNormFwdKernel, {p.programs}, p.num_warps, p.maxnreg)
-      .constexpr_flag("HAS_RESIDUAL", in.has_residual)
-      .constexpr_flag("HAS_WEIGHT", q.get("has_weight", 1) != 0)
-      .constexpr_value("BLOCK_M", p.block_m)
-      .constexpr_value("BLOCK_N", p.block_n)
-      .constexpr_flag("SINGLE_PASS", p.single_pass)
-      .constexpr_flag("INDEX_64", p.index64)
-      .constexpr_value("BLOCK_TAIL", 0)
-      .constexpr_flag("KEEP_ROW", p.keep_row)
-      .constexpr_value("ROW_STEPS", p.row_steps);
+  norm::ForwardSwitches s;
+  s.has_residual = in.has_residual;
+  s.has_weight = q.get("has_weight", 1) != 0;
+  s.block_m = p.block_m;
+  s.block_n = p.block_n;
+  s.single_pass = p.single_pass;
+  s.index64 = p.index64;
+  s.keep_row = p.keep_row;
+  s.row_steps = p.row_steps;
+  norm::describe_forward(w, p.programs, p.num_warps, p.maxnreg, s);
   return w;
 }
 

@@ -15,7 +15,6 @@
 
 namespace tjit::ops {
 
-inline constexpr const char* kRmsNormFwdKernel = "rms_norm_fwd_kernel";
 inline constexpr const char* kRmsNormBwdTeamKernel = "rms_norm_bwd_team_kernel";
 inline constexpr const char* kRmsNormBwdTeamRescueKernel = "rms_norm_bwd_team_rescue_kernel";
 

@@ -7,6 +7,7 @@
 
 #include "../kernel_files.h"
 #include "../norm_backward.h"
+#include "../norm_forward.h"
 #include "../norm_formulas.h"
 #include "../norm_team.h"
 #include "plan.h"
@@ -138,7 +139,7 @@ Tensor3 forward(const at::Tensor& input, const at::Tensor* residual, at::IntArra
   inputs.dtype = x.scalar_type();
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(out) || (r.defined() && kit::needs_index64(r));
   inputs.has_residual = r.defined();
-  static auto& kernel = TritonJitFunction::get_instance(kernel_file(), kRmsNormFwdKernel);
+  TritonJitFunction& kernel = norm::forward_kernel();
   const Stream stream = current_stream(input.device());
   const double eps_value = resolve_eps(eps, x.scalar_type());
   const auto launch = [&](const RmsNormForwardPlan& plan) {
@@ -146,9 +147,9 @@ Tensor3 forward(const at::Tensor& input, const at::Tensor* residual, at::IntArra
     options.maxnreg = plan.maxnreg;
     // Undefined tensors reach the kernel as None, which compiles their loads and stores out. eps
     // goes as the double it is: the kernel annotates it tl.float64.
-    kernel(stream, Grid(plan.programs), options, out, sum, rstd, x, r, w, xv.rows, cols, cols, cols, xv.row_stride,
-           rv.row_stride, eps_value, r.defined(), w.defined(), plan.block_m, plan.block_n, plan.single_pass,
-           plan.index64, int64_t{0}, plan.keep_row, plan.row_steps);
+    kernel(stream, Grid(plan.programs), options, out, sum, at::Tensor(), rstd, x, r, w, at::Tensor(), xv.rows, cols,
+           cols, cols, xv.row_stride, rv.row_stride, eps_value, r.defined(), w.defined(), false, false, plan.block_m,
+           plan.block_n, plan.single_pass, plan.index64, int64_t{0}, plan.keep_row, plan.row_steps);
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors.
   const auto plan_of = [&](int candidate) { return plan_rms_norm_forward_candidate(inputs, candidate); };
@@ -325,9 +326,8 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
     return plan;
   };
   const auto launch = [&](const RmsNormBackwardPlan& plan) {
-    // dw's partial sums: a [groups, cols] buffer in the accumulator dtype, or dw itself for one group.
-    const at::Tensor dw_partial =
-        want_dw && plan.groups > 1 ? kit::empty_output({plan.groups, cols}, partial_options) : dw;
+    const norm::ColumnSums sums(dw, at::Tensor(), plan.groups, cols, partial_options);
+    const at::Tensor& dw_partial = sums.dw_partial;
     switch (plan.kind) {
       case RmsNormBackwardPlan::Kind::Nothing:
         return;
@@ -368,11 +368,7 @@ Tensor2 rms_norm_backward_triton(const at::Tensor& grad_out, const at::Tensor& i
         break;
       }
     }
-    if (plan.finalize_launch) {
-      norm::sums_finalize_kernel()(stream, Grid(plan.finalize.programs), LaunchOptions{4}, dw, at::Tensor(),
-                                   dw_partial, at::Tensor(), plan.groups, cols, true, false, plan.finalize.block_g,
-                                   plan.finalize.block_n, plan.index64);
-    }
+    sums.finish(stream, plan.finalize, dw, at::Tensor(), cols, plan.index64);
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors;
   // the store keeps the choice beside the fused kernel, looked up only when tuning.
@@ -644,7 +640,8 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
       "returned it.\n\n"
       "`output_mask` (two bools) says which to compute; an entry is None where it is False or the weight\n"
       "is absent. `grad_sum`, when given, is added to the input's gradient (`add_rms_norm`'s second\n"
-      "output). `grad_out` and `grad_sum` have the input's shape and dtype. Differentiable (the RMS norms' second derivatives).");
+      "output). `grad_out` and `grad_sum` have the input's shape and dtype. Differentiable (the RMS\n"
+      "norms' second derivatives).");
 }
 // CUDA runs compiled kernels (capture_safe: another thread's graph capture does not refuse
 // them); CPU runs the same kernels through Triton's interpreter.

@@ -272,7 +272,8 @@ using SoftmaxSignature = at::Tensor(const at::Tensor&, int64_t, std::optional<at
 using SoftmaxBackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType);
 
 // softmax's input gradient: data = {dim, input dtype}, saved = {output}.
-torch::autograd::variable_list softmax_input_grad(const kit::FormulaNode& node, torch::autograd::variable_list&& grads) {
+torch::autograd::variable_list softmax_input_grad(const kit::FormulaNode& node,
+                                                  torch::autograd::variable_list&& grads) {
   if (!grads[0].defined() || !node.wants(0)) {
     return {at::Tensor()};
   }
@@ -348,7 +349,8 @@ TORCH_LIBRARY_FRAGMENT(tjit, m) {
                     "`self`: float32, float16, bfloat16 or float64; with `dtype` (a floating type) the input is\n"
                     "converted to it first and the result has it. Rows of any length. Differentiable with respect\n"
                     "to `self` (the backward is `softmax_backward`).");
-  tjit::kit::define(m, "tjit", "softmax_backward(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+  tjit::kit::define(m, "tjit",
+                    "softmax_backward(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
                     "Gradient of `softmax` with respect to its input, from its output and the output's gradient\n"
                     "(`torch.ops.tjit.softmax_backward`; aten's `_softmax_backward_data`).\n\n"
                     "`grad_output` and `output`: the same shape and device, float32, float16, bfloat16 or float64;\n"
