@@ -142,10 +142,11 @@ std::vector<std::string> layer_norm_forward_fitting(const LayerNormForwardInputs
 
 namespace {
 
-// The backward's candidate forms (the norm family's, norm_backward_forms.h): those of
-// layer_norm_bwd_*_kernel. Fused tiles of 2048 to 8192 elements, one or two programs an SM; rows
-// just past 4096 as a 4096-column head and a tail; teams of 4096-column chunks two an SM, or
-// 2048-column ones in the lag kernel capped at 128 registers; dx by rows then dw and db by columns.
+// The backward's candidate forms (the norm family's, norm_backward_forms.h): those its kernels have
+// (the family's and layer_norm_bwd_team_kernel). Fused tiles of 2048 to 8192 elements, one or two
+// programs an SM; rows just past 4096 as a 4096-column head and a tail; teams of 4096-column chunks
+// two an SM, or 2048-column ones in the lag kernel capped at 128 registers; dx by rows then dw and
+// db by columns.
 using norm::BackwardKind;
 constexpr norm::BackwardForm kBackwardForms[] = {
     {"fused2048_p1", BackwardKind::Fused, 2048, 0, 0, 1, false, 0, 0, false, 0},

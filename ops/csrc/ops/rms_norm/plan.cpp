@@ -108,11 +108,11 @@ std::vector<std::string> rms_norm_forward_fitting(const RmsNormForwardInputs& in
 
 namespace {
 
-// The backward's candidate forms (the norm family's, norm_backward_forms.h): those of
-// rms_norm_bwd_*_kernel. Fused tiles of 2048 to 16384 elements, one or two programs an SM, w held
-// and the next tile prefetched where the registers allow or neither (_reload); rows just past 8192
-// as a head and a tail block; teams of 4096-column chunks, or 2048-column ones in the lag kernel
-// capped at 128 registers; dx by rows then dw by columns.
+// The backward's candidate forms (the norm family's, norm_backward_forms.h): those its kernels have
+// (the family's and rms_norm_bwd_team_kernel). Fused tiles of 2048 to 16384 elements, one or two
+// programs an SM, w held and the next tile prefetched where the registers allow or neither
+// (_reload); rows just past 8192 as a head and a tail block; teams of 4096-column chunks, or
+// 2048-column ones in the lag kernel capped at 128 registers; dx by rows then dw by columns.
 using norm::BackwardKind;
 constexpr norm::BackwardForm kBackwardForms[] = {
     {"fused2048_p1", BackwardKind::Fused, 2048, 0, 0, 1, false, 0, 0, false, 0},
