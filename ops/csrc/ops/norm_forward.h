@@ -5,6 +5,8 @@
 #include <tjit/kit/plans.h>
 #include <tjit/triton_jit_function.h>
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 
 namespace tjit::ops::norm {
@@ -28,6 +30,24 @@ struct ForwardSwitches {
   bool keep_row = false;
   int64_t row_steps = 0;
 };
+
+// The tensors and sizes of one launch. An undefined tensor reaches the kernel as None, which compiles
+// its loads and stores out. eps goes as the double it is: the kernel annotates it tl.float64.
+struct ForwardArguments {
+  at::Tensor y, sum, mean, rstd, x, residual, weight, bias;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t y_row_stride = 0;
+  int64_t sum_row_stride = 0;
+  int64_t x_row_stride = 0;
+  int64_t residual_row_stride = 0;
+  double eps = 0.0;
+};
+
+// The one place the kernel's arguments are listed in order: the launch and its description
+// (describe_forward) take the same switches, so what tjit.plans shows is what runs.
+void launch_forward(Stream stream, uint32_t programs, const LaunchOptions& options, const ForwardArguments& a,
+                    const ForwardSwitches& s);
 
 // The launch in a plan's description (tjit.plans), every constexpr in the kernel's order.
 void describe_forward(kit::PlanWriter& w, uint32_t programs, int num_warps, int maxnreg, const ForwardSwitches& s);

@@ -135,10 +135,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, 
     switch (p.kind) {
       case LayerNormForwardPlan::Kind::ShortRows: {
         // The norm family's kernel, its mean subtracted in one pass: no residual (nor its sum).
-        norm::forward_kernel()(stream, Grid(p.programs), options, out, at::Tensor(), mean, rstd, x, at::Tensor(), w, b,
-                               v.rows, cols, cols, int64_t{0}, v.row_stride, int64_t{0}, eps, false, w.defined(),
-                               b.defined(), true, p.block_m, p.block_n, true, p.index64, int64_t{0}, false,
-                               int64_t{0});
+        norm::ForwardArguments args;
+        args.y = out;
+        args.mean = mean;
+        args.rstd = rstd;
+        args.x = x;
+        args.weight = w;
+        args.bias = b;
+        args.rows = v.rows;
+        args.cols = cols;
+        args.y_row_stride = cols;
+        args.x_row_stride = v.row_stride;
+        args.eps = eps;
+        norm::launch_forward(stream, p.programs, options, args, short_rows_switches(p, w.defined(), b.defined()));
         break;
       }
       case LayerNormForwardPlan::Kind::Persistent: {

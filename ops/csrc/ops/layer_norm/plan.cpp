@@ -136,6 +136,19 @@ namespace {
 const norm::FormList& registered_forward_forms = forward_forms();
 }  // namespace
 
+norm::ForwardSwitches short_rows_switches(const LayerNormForwardPlan& plan, bool has_weight, bool has_bias) {
+  TORCH_INTERNAL_ASSERT(plan.kind == LayerNormForwardPlan::Kind::ShortRows, kOp,
+                        ": norm_fwd_kernel runs layer_norm's short rows only");
+  norm::ForwardSwitches s;
+  s.has_weight = has_weight;
+  s.has_bias = has_bias;
+  s.subtract_mean = true;  // in one pass (the kernel has no Welford update)
+  s.block_m = plan.block_m;
+  s.block_n = plan.block_n;
+  s.index64 = plan.index64;
+  return s;
+}
+
 std::vector<std::string> layer_norm_forward_fitting(const LayerNormForwardInputs& in) {
   return forward_forms().fitting(in.cols, in.dtype);
 }
@@ -274,14 +287,7 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
     w.choice(forward_forms()[p.candidate].name, kit::choice_source_name(source), layer_norm_forward_fitting(in));
   }
   if (p.kind == Kind::ShortRows) {
-    norm::ForwardSwitches s;
-    s.has_weight = has_weight;
-    s.has_bias = has_bias;
-    s.subtract_mean = true;
-    s.block_m = p.block_m;
-    s.block_n = p.block_n;
-    s.index64 = p.index64;
-    norm::describe_forward(w, p.programs, p.num_warps, p.maxnreg, s);
+    norm::describe_forward(w, p.programs, p.num_warps, p.maxnreg, short_rows_switches(p, has_weight, has_bias));
     return w;
   }
   if (p.kind == Kind::TunedLongRows) {

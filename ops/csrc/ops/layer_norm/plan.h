@@ -3,6 +3,7 @@
 // forward or a backward, with what.
 
 #include "../norm_backward_forms.h"
+#include "../norm_forward.h"
 
 #include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
@@ -62,6 +63,9 @@ LayerNormForwardPlan plan_layer_norm_forward(const LayerNormForwardInputs& in, c
 // Candidate `candidate`'s plan (it must fit), and the names of those that fit.
 LayerNormForwardPlan plan_layer_norm_forward_candidate(const LayerNormForwardInputs& in, int candidate,
                                                        const kit::DeviceFacts& device);
+// A ShortRows plan's constexprs of the norm family's forward kernel: what the launch compiles and
+// the description shows.
+norm::ForwardSwitches short_rows_switches(const LayerNormForwardPlan& plan, bool has_weight, bool has_bias);
 std::vector<std::string> layer_norm_forward_fitting(const LayerNormForwardInputs& in);
 
 struct LayerNormBackwardInputs {

@@ -102,6 +102,19 @@ namespace {
 const norm::FormList& registered_forward_forms = forward_forms();
 }  // namespace
 
+norm::ForwardSwitches forward_switches(const RmsNormForwardPlan& plan, bool has_residual, bool has_weight) {
+  norm::ForwardSwitches s;
+  s.has_residual = has_residual;
+  s.has_weight = has_weight;
+  s.block_m = plan.block_m;
+  s.block_n = plan.block_n;
+  s.single_pass = plan.single_pass;
+  s.index64 = plan.index64;
+  s.keep_row = plan.keep_row;
+  s.row_steps = plan.row_steps;
+  return s;
+}
+
 std::vector<std::string> rms_norm_forward_fitting(const RmsNormForwardInputs& in) {
   return forward_forms().fitting(in.cols, in.dtype);
 }
@@ -238,16 +251,8 @@ kit::PlanWriter describe_forward(const kit::PlanQuery& q) {
   static const char* const kinds[] = {"short_rows", "row", "looped"};
   kit::PlanWriter w(kinds[static_cast<int>(p.kind)]);
   w.choice(forward_forms()[candidate].name, kit::choice_source_name(source), rms_norm_forward_fitting(in));
-  norm::ForwardSwitches s;
-  s.has_residual = in.has_residual;
-  s.has_weight = q.get("has_weight", 1) != 0;
-  s.block_m = p.block_m;
-  s.block_n = p.block_n;
-  s.single_pass = p.single_pass;
-  s.index64 = p.index64;
-  s.keep_row = p.keep_row;
-  s.row_steps = p.row_steps;
-  norm::describe_forward(w, p.programs, p.num_warps, p.maxnreg, s);
+  norm::describe_forward(w, p.programs, p.num_warps, p.maxnreg,
+                         forward_switches(p, in.has_residual, q.get("has_weight", 1) != 0));
   return w;
 }
 

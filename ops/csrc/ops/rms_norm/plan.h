@@ -3,6 +3,7 @@
 // residual add) or a backward, with what.
 
 #include "../norm_backward_forms.h"
+#include "../norm_forward.h"
 
 #include <tjit/kit/plan_choice.h>
 #include <tjit/kit/plans.h>
@@ -50,6 +51,8 @@ RmsNormForwardPlan plan_rms_norm_forward(const RmsNormForwardInputs& in, const k
                                          kit::ChoiceSource* source = nullptr);
 // Candidate `candidate`'s plan for these inputs (one that fits them).
 RmsNormForwardPlan plan_rms_norm_forward_candidate(const RmsNormForwardInputs& in, int candidate);
+// The kernel's constexprs for this plan: what the launch compiles and the description shows.
+norm::ForwardSwitches forward_switches(const RmsNormForwardPlan& plan, bool has_residual, bool has_weight);
 // The candidates that fit these inputs, by name.
 std::vector<std::string> rms_norm_forward_fitting(const RmsNormForwardInputs& in);
 

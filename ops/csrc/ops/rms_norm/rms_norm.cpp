@@ -139,21 +139,29 @@ Tensor3 forward(const at::Tensor& input, const at::Tensor* residual, at::IntArra
   inputs.dtype = x.scalar_type();
   inputs.index64 = kit::needs_index64(x) || kit::needs_index64(out) || (r.defined() && kit::needs_index64(r));
   inputs.has_residual = r.defined();
-  TritonJitFunction& kernel = norm::forward_kernel();
   const Stream stream = current_stream(input.device());
-  const double eps_value = resolve_eps(eps, x.scalar_type());
+  norm::ForwardArguments args;
+  args.y = out;
+  args.sum = sum;
+  args.rstd = rstd;
+  args.x = x;
+  args.residual = r;
+  args.weight = w;
+  args.rows = xv.rows;
+  args.cols = cols;
+  args.y_row_stride = cols;
+  args.sum_row_stride = cols;
+  args.x_row_stride = xv.row_stride;
+  args.residual_row_stride = rv.row_stride;
+  args.eps = resolve_eps(eps, x.scalar_type());
   const auto launch = [&](const RmsNormForwardPlan& plan) {
     LaunchOptions options{plan.num_warps};
     options.maxnreg = plan.maxnreg;
-    // Undefined tensors reach the kernel as None, which compiles their loads and stores out. eps
-    // goes as the double it is: the kernel annotates it tl.float64.
-    kernel(stream, Grid(plan.programs), options, out, sum, at::Tensor(), rstd, x, r, w, at::Tensor(), xv.rows, cols,
-           cols, cols, xv.row_stride, rv.row_stride, eps_value, r.defined(), w.defined(), false, false, plan.block_m,
-           plan.block_n, plan.single_pass, plan.index64, int64_t{0}, plan.keep_row, plan.row_steps);
+    norm::launch_forward(stream, plan.programs, options, args, forward_switches(plan, r.defined(), w.defined()));
   };
   // A first call of a shape class on a card without a table times the candidates on these tensors.
   const auto plan_of = [&](int candidate) { return plan_rms_norm_forward_candidate(inputs, candidate); };
-  const kit::CallTimer timer(stream, input.device(), kernel, plan_of, launch);
+  const kit::CallTimer timer(stream, input.device(), norm::forward_kernel(), plan_of, launch);
   launch(plan_rms_norm_forward(inputs, kit::device_facts(x), timer.get()));
   return {out, sum, rstd};
 }
