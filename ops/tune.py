@@ -15,6 +15,10 @@ L2 cache cold, as the benchmarks time), and the fastest goes into the table:
 A table serves cards of its compute capability and SM count whose peak bandwidth is within 10% of
 its own. Commit it under ops/plan_tables/ (embedded in liboperators at build) or name it (or its
 folder) in TJIT_PLAN_TABLES. Between measured points the nearest measured neighbour decides.
+
+Every candidate's time goes beside the table, in <table>.measurements.json: the evidence for each
+choice and what --merge carries on. The runtime reads the choices only (it skips those files), so a
+first call does not parse the timings (six times the choices' bytes on the H200's table).
 """
 
 import argparse
@@ -25,6 +29,8 @@ import sys
 import time
 
 FORMAT = "tjit plan table 1"
+MEASUREMENTS_FORMAT = "tjit plan measurements 1"
+MEASUREMENTS_SUFFIX = ".measurements.json"
 DTYPES = ("bfloat16", "float16", "float32")
 # Row classes (powers of two, as ChoiceKey buckets rows): decode steps to training batches.
 ROWS = (1, 8, 64, 512, 4096, 32768)
@@ -305,27 +311,62 @@ def merge(tables):
     return out
 
 
-def write(table, path):
+def measurements_path(path):
+    """Where the timings of the table at `path` go: <table>.measurements.json beside it."""
+    path = str(path)
+    return (path[:-len(".json")] if path.endswith(".json") else path) + MEASUREMENTS_SUFFIX
+
+
+def _write_sections(f, sections):
     # One entry a line: diffs of a regenerated table stay readable.
+    for n, (key, by_plan) in enumerate(sections):
+        f.write(f'  "{key}": {{')
+        plans = list(by_plan.items())
+        for i, (plan, by_dtype) in enumerate(plans):
+            f.write(f'\n    {json.dumps(plan)}: {{')
+            for j, (dtype, by_flags) in enumerate(by_dtype.items()):
+                f.write(f'\n      {json.dumps(dtype)}: {{')
+                for k, (flag, rows) in enumerate(by_flags.items()):
+                    f.write(f'\n        {json.dumps(flag)}: [')
+                    f.write(",".join(f"\n          {json.dumps(e)}" for e in rows))
+                    f.write("]" + ("," if k + 1 < len(by_flags) else ""))
+                f.write("}" + ("," if j + 1 < len(by_dtype) else ""))
+            f.write("}" + ("," if i + 1 < len(plans) else ""))
+        f.write("}" + ("," if n + 1 < len(sections) else "") + "\n")
+
+
+def write(table, path):
+    """The table's choices to `path`, its timings (if any) to measurements_path(path)."""
     with open(path, "w") as f:
         f.write("{\n")
         f.write(f'  "format": {json.dumps(table["format"])},\n  "card": {json.dumps(table["card"])},\n')
         f.write(f'  "generated_by": {json.dumps(table.get("generated_by", ""))},\n')
-        for key in ("plans", "measurements"):
-            f.write(f'  "{key}": {{')
-            plans = list(table.get(key, {}).items())
-            for i, (plan, by_dtype) in enumerate(plans):
-                f.write(f'\n    {json.dumps(plan)}: {{')
-                for j, (dtype, by_flags) in enumerate(by_dtype.items()):
-                    f.write(f'\n      {json.dumps(dtype)}: {{')
-                    for k, (flag, rows) in enumerate(by_flags.items()):
-                        f.write(f'\n        {json.dumps(flag)}: [')
-                        f.write(",".join(f"\n          {json.dumps(e)}" for e in rows))
-                        f.write("]" + ("," if k + 1 < len(by_flags) else ""))
-                    f.write("}" + ("," if j + 1 < len(by_dtype) else ""))
-                f.write("}" + ("," if i + 1 < len(plans) else ""))
-            f.write("}" + ("," if key == "plans" else "") + "\n")
+        _write_sections(f, [("plans", table.get("plans", {}))])
         f.write("}\n")
+    if table.get("measurements"):
+        with open(measurements_path(path), "w") as f:
+            f.write("{\n")
+            f.write(f'  "format": {json.dumps(MEASUREMENTS_FORMAT)},\n  "card": {json.dumps(table["card"])},\n')
+            f.write('  "unit": "us",\n')
+            _write_sections(f, [("measurements", table["measurements"])])
+            f.write("}\n")
+
+
+def read(path):
+    """The table at `path` with its timings from measurements_path(path) when that file exists."""
+    with open(path) as f:
+        table = json.load(f)
+    table.setdefault("measurements", {})
+    try:
+        with open(measurements_path(path)) as f:
+            measured = json.load(f)
+    except FileNotFoundError:
+        return table
+    if measured.get("format") != MEASUREMENTS_FORMAT or measured.get("card") != table.get("card"):
+        raise ValueError(f"tune: {measurements_path(path)} is not the measurements of {path} "
+                         f"(format {measured.get('format')!r}, card {measured.get('card')})")
+    table["measurements"] = measured.get("measurements", {})
+    return table
 
 
 def _ints(text):
@@ -362,7 +403,7 @@ def main(argv=None, prog="python -m tjit tune"):
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.merge:
-        tables = [json.load(open(p)) for p in args.merge]
+        tables = [read(p) for p in args.merge]
         write(merge(tables), args.out)
         return 0
     torch = _torch()
@@ -377,7 +418,7 @@ def main(argv=None, prog="python -m tjit tune"):
                  cols=args.cols, flags=args.flags, budget_s=args.budget_s)
     table["generated_by"] = generated_by(prog, args)
     write(table, args.out)
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and {measurements_path(args.out)}")
     return 0
 
 

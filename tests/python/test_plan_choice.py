@@ -179,6 +179,37 @@ def test_tune_merge_and_write_round_trip(tmp_path):
         tune.merge([a, dict(b, card=dict(CARD, multiprocessors=9))])
 
 
+def test_the_timings_go_beside_the_table_and_the_runtime_reads_the_choices_only(tmp_path):
+    table = _table([[1, 4096, "row_w4"], [1, 8192, "row_w16"]])
+    table["generated_by"] = "python -m tjit tune --cols 4096,8192"
+    table["measurements"] = {PLAN: {"bfloat16": {"0": [[1, 4096, {"row_w4": 1.5, "row_w8": 1.7}],
+                                                         [1, 8192, {"row_w8": 2.9, "row_w16": 2.5}]]}}}
+    path = tmp_path / "card.json"
+    tune.write(table, path)
+    sidecar = tmp_path / "card.measurements.json"
+    assert tune.measurements_path(path) == str(sidecar)
+    assert "measurements" not in json.loads(path.read_text())
+    assert json.loads(sidecar.read_text())["measurements"] == table["measurements"]
+    # --merge carries the timings on; a table without its file reads as one without timings.
+    assert tune.read(path) == table
+    assert tune.merge([tune.read(path)])["measurements"] == table["measurements"]
+    alone = tmp_path / "alone.json"
+    alone.write_text(path.read_text())
+    assert tune.read(alone)["measurements"] == {}
+    # A folder holding both: the runtime reads the table and passes over its timings (a timings
+    # file is no table: read as one, it would be an error).
+    assert _describe(tmp_path, FACTS, [[1, 8192, "bfloat16", 0]]) == [("row_w16", "table")]
+    # Named alone, the timings file is refused with the reason.
+    env = dict(os.environ, TJIT_PLAN_TABLES=str(sidecar))
+    proc = subprocess.run([sys.executable, "-c", _DESCRIBE, json.dumps(FACTS), "[[1, 4096, \"bfloat16\", 0]]"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and str(sidecar) in proc.stderr and "name the table" in proc.stderr
+    # Timings of another card beside a table are an error that names both files.
+    sidecar.write_text(sidecar.read_text().replace('"multiprocessors": 7', '"multiprocessors": 8'))
+    with pytest.raises(ValueError, match="is not the measurements of"):
+        tune.read(path)
+
+
 def test_a_table_names_the_command_that_measures_it_again():
     # What was measured, not where it was written nor the time budget of that run.
     args = tune.build_parser("python -m tjit tune").parse_args(
@@ -317,14 +348,34 @@ def _table_point_inputs(plan, flags, rows, cols):
     return dict(rows=rows, cols=cols, **({"has_residual": flags & 1} if plan == "rms_norm_forward" else {}))
 
 
+def _committed_tables():
+    import glob
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "plan_tables")
+    return sorted(p for p in glob.glob(os.path.join(folder, "*.json")) if not p.endswith(tune.MEASUREMENTS_SUFFIX))
+
+
+def test_the_committed_tables_choose_what_their_timings_show():
+    # Each entry is a measured point, and its candidate was at most the tuner's noise margin slower
+    # than the fastest there (the default rule's candidate is kept within that margin): a table
+    # edited by hand, or merged from timings it does not hold, fails here.
+    for path in _committed_tables():
+        table = tune.read(path)
+        for plan, by_dtype in table["plans"].items():
+            for dtype, by_flags in by_dtype.items():
+                for flags, entries in by_flags.items():
+                    measured = {(r, c): times for r, c, times in table["measurements"][plan][dtype][flags]}
+                    assert len(measured) == len(entries), (path, plan, dtype, flags)
+                    for rows, cols, name in entries:
+                        times = measured[(rows, cols)]
+                        # Times are stored in us to 3 decimals: a tie may round either way.
+                        assert times[name] <= min(times.values()) * (1 + tune.NOISE) + 1e-3, \
+                            (path, plan, dtype, flags, rows, cols, name, times)
+
+
 def test_the_committed_tables_name_candidates_that_fit():
     # A table entry names a candidate of its plan that fits its point: a renamed or re-ruled form
     # leaves no entry the runtime would pass over in silence.
-    import glob
-    import json
-    import os
-    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "ops", "plan_tables")
-    tables = glob.glob(os.path.join(folder, "*.json"))
+    tables = _committed_tables()
     assert tables
     for path in tables:
         table = json.load(open(path))

@@ -96,6 +96,15 @@ PlanTable parse_table(const std::string& text, const std::string& origin) {
   return table;
 }
 
+// Beside a table, the tuning command's timings (python -m tjit tune): evidence, never read here, so
+// that a first call parses the choices only (the H200's timings are six times their bytes).
+constexpr std::string_view kMeasurementsSuffix = ".measurements.json";
+
+bool is_measurements_file(const std::string& name) {
+  return name.size() >= kMeasurementsSuffix.size() &&
+         name.compare(name.size() - kMeasurementsSuffix.size(), kMeasurementsSuffix.size(), kMeasurementsSuffix) == 0;
+}
+
 // Tables of one's own (TJIT_PLAN_TABLES: a folder of *.json, or one file) first, then the embedded
 // ones; TJIT_PLAN_TABLES=0 (off, false, no): none at all, as on a card without a table.
 std::vector<PlanTable> read_tables() {
@@ -109,12 +118,14 @@ std::vector<PlanTable> read_tables() {
     std::error_code ec;
     if (fs::is_directory(dir, ec)) {
       for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (entry.path().extension() == ".json") {
+        if (entry.path().extension() == ".json" && !is_measurements_file(entry.path().filename().string())) {
           files.push_back(entry.path());
         }
       }
       std::sort(files.begin(), files.end());
     } else {
+      TORCH_CHECK(!is_measurements_file(dir), "tjit: TJIT_PLAN_TABLES names ", dir,
+                  ", the timings beside a plan table: name the table (or its folder) instead");
       files.emplace_back(dir);
     }
     for (const auto& file : files) {

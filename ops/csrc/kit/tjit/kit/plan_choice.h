@@ -6,8 +6,8 @@
 //   2. the choice made earlier in this process for the call's class (ChoiceKey), where it fits the
 //      call (else 3 or 5, for this call only);
 //   3. the table of the card (ops/plan_tables/*.json, embedded; TJIT_PLAN_TABLES adds a folder of
-//      one's own; TJIT_PLAN_TABLES=0 hides every table): the nearest measured neighbour among
-//      entries whose candidate fits;
+//      one's own; TJIT_PLAN_TABLES=0 hides every table; the *.measurements.json timings beside a
+//      table are never read): the nearest measured neighbour among entries whose candidate fits;
 //   4. on a CUDA card without a table: tuned at the first call of the class, each fitting candidate
 //      timed on the call's own tensors (also under tjit::prepare, which tunes ahead), the winner
 //      kept in the kernel store (later processes read it); not while the stream is being captured,
