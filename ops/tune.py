@@ -18,7 +18,7 @@ folder) in TJIT_PLAN_TABLES. Between measured points the nearest measured neighb
 
 Every candidate's time goes beside the table, in <table>.measurements.json: the evidence for each
 choice and what --merge carries on. The runtime reads the choices only (it skips those files), so a
-first call does not parse the timings (six times the choices' bytes on the H200's table).
+first call does not parse the timings, which outweigh the choices by far.
 """
 
 import argparse

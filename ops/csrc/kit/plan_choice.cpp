@@ -97,7 +97,7 @@ PlanTable parse_table(const std::string& text, const std::string& origin) {
 }
 
 // Beside a table, the tuning command's timings (python -m tjit tune): evidence, never read here, so
-// that a first call parses the choices only (the H200's timings are six times their bytes).
+// that a first call parses the choices only (every candidate's time outweighs the choice by far).
 constexpr std::string_view kMeasurementsSuffix = ".measurements.json";
 
 bool is_measurements_file(const std::string& name) {
